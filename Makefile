@@ -1,0 +1,43 @@
+# Two commands on a fresh machine with only Python: `make demo` and `make test`.
+# Each builds the virtual environment it needs (once; again when pyproject.toml changes).
+PYTHON ?= python3
+VENV := .venv
+VENV_PAI1 := .venv-pai1
+PAI1_SPEC := pydantic-ai-slim>=1.0,<2
+
+.PHONY: demo test lint typecheck test-main test-pai1 clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip uv
+	$(VENV)/bin/uv pip install --quiet --python $(VENV)/bin/python -e ".[dev]"
+	touch $@
+
+# Pydantic AI 1.x lives in its own environment: 1.x and 2.x cannot share one.
+$(VENV_PAI1)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV_PAI1)
+	$(VENV_PAI1)/bin/python -m pip install --quiet --upgrade pip uv
+	$(VENV_PAI1)/bin/uv pip install --quiet --python $(VENV_PAI1)/bin/python -e ".[test]" "$(PAI1_SPEC)"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/python -m historykit.demo
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check historykit tests benchmarks
+	$(VENV)/bin/ruff format --check historykit tests benchmarks
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+test-main: $(VENV)/.installed
+	$(VENV)/bin/python -m pytest -q
+
+test-pai1: $(VENV_PAI1)/.installed
+	$(VENV_PAI1)/bin/python -c "import pydantic_ai, importlib.metadata as m; v = m.version('pydantic-ai-slim'); assert v.startswith('1.'), v; print('pydantic-ai-slim', v)"
+	$(VENV_PAI1)/bin/python -m pytest -q -m pydantic_ai
+
+test: lint typecheck test-main test-pai1
+
+clean:
+	rm -rf $(VENV) $(VENV_PAI1) .pytest_cache .mypy_cache .ruff_cache

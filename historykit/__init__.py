@@ -1,0 +1,26 @@
+"""historykit: keep long LLM agent conversations inside the context window without breaking them.
+
+The public names live here; everything else is private to its module.
+"""
+
+from historykit.messages import CompactionMarker, Message
+from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, ProcessContext, Report, StepNotes
+from historykit.tokens import TokenCount, TokenCounter
+from historykit.validity import Violation, check
+
+__all__ = [
+    "CompactionMarker",
+    "HistoryProcessor",
+    "Message",
+    "Pipeline",
+    "PipelineResult",
+    "ProcessContext",
+    "Report",
+    "StepNotes",
+    "TokenCount",
+    "TokenCounter",
+    "Violation",
+    "check",
+]
+
+__version__ = "0.1.0"

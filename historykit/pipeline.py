@@ -1,0 +1,421 @@
+"""Composition of history processors, and the report of what they did.
+
+A processor is a deterministic function of a neutral history (and of a `ProcessContext` that
+carries the context window and the token counter) returning a new history and notes on what it
+changed. `Pipeline([a, b])` or `a | b` runs processors in order; a pipeline is itself a processor.
+`Pipeline.run` takes a native history of either framework (or a neutral one) and returns the same
+framework's messages: what no processor touched comes back as the very same objects.
+
+Example:
+    ```python
+    from historykit import Pipeline
+    from historykit.processors import Repair
+
+    result = Pipeline([Repair()]).run(messages, context_window=200_000)
+    result.messages   # native messages, same framework as `messages`
+    result.report     # renders as a table in a terminal and as HTML in Jupyter
+    ```
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from historykit.messages import CompactionMarker, Message
+from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
+
+__all__ = [
+    "HistoryProcessor",
+    "Pipeline",
+    "PipelineResult",
+    "ProcessContext",
+    "Report",
+    "StepNotes",
+    "StepReport",
+]
+
+logger = logging.getLogger("historykit")
+
+
+@dataclass
+class ProcessContext:
+    """What a processor may know besides the history itself."""
+
+    context_window: int
+    """The model's context window, in tokens."""
+    window_source: str
+    """Where `context_window` came from: `explicit`, `model profile` or `default`."""
+    counter: TokenCounter
+    """Counts tokens; shared by every step of a run so its cache is shared too."""
+
+
+@dataclass
+class StepNotes:
+    """What a processor says about its own call; the pipeline adds the token counts."""
+
+    replaced: int = 0
+    """Parts whose content was replaced (by a placeholder, a notice or a summary)."""
+    removed: int = 0
+    """Messages removed from the history."""
+    added: int = 0
+    """Messages added (notices, summaries, synthetic tool results)."""
+    details: list[str] = field(default_factory=list)
+    """One line per change, for people reading the report."""
+    markers: list[CompactionMarker] = field(default_factory=list)
+    """Compaction markers written by this step."""
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """One processor's part of a report."""
+
+    processor: str
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    notes: StepNotes
+
+    @property
+    def changed(self) -> bool:
+        n = self.notes
+        return bool(n.replaced or n.removed or n.added or n.markers)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a pipeline call did, step by step."""
+
+    steps: tuple[StepReport, ...]
+    context_window: int
+    window_source: str
+    tokenizer: str
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def changed(self) -> bool:
+        return any(s.changed for s in self.steps)
+
+    @property
+    def markers(self) -> list[CompactionMarker]:
+        return [m for s in self.steps for m in s.notes.markers]
+
+    def _rows(self) -> list[tuple[str, ...]]:
+        rows: list[tuple[str, ...]] = []
+        for s in self.steps:
+            n = s.notes
+            rows.append(
+                (
+                    s.processor,
+                    f"{s.tokens_before:,}",
+                    f"{s.tokens_after:,}",
+                    f"{s.messages_before} → {s.messages_after}",
+                    str(n.replaced),
+                    str(n.removed),
+                    str(n.added),
+                    str(len(n.markers)),
+                )
+            )
+        return rows
+
+    _HEADERS = (
+        "processor",
+        "tokens before",
+        "tokens after",
+        "messages",
+        "replaced",
+        "removed",
+        "added",
+        "markers",
+    )
+
+    def _title(self) -> str:
+        return (
+            f"{self.tokens_before:,} → {self.tokens_after:,} tokens; window {self.context_window:,} "
+            f"({self.window_source}); tokenizer {self.tokenizer}"
+        )
+
+    def __str__(self) -> str:
+        rows = [self._HEADERS, *self._rows()]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(self._HEADERS))]
+        lines = [self._title()]
+        lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows]
+        lines += [f"  {s.processor}: {d}" for s in self.steps for d in s.notes.details]
+        return "\n".join(lines)
+
+    def __rich__(self) -> Any:
+        from rich.table import Table
+
+        table = Table(title=self._title(), title_justify="left")
+        for header in self._HEADERS:
+            table.add_column(header, justify="left" if header == "processor" else "right")
+        for row in self._rows():
+            table.add_row(*row)
+        return table
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self._HEADERS)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in self._rows()
+        )
+        details = "".join(
+            f"<li><b>{html.escape(s.processor)}</b>: {html.escape(d)}</li>"
+            for s in self.steps
+            for d in s.notes.details
+        )
+        return (
+            f"<div><p>{html.escape(self._title())}</p><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>{f'<ul>{details}</ul>' if details else ''}</div>"
+        )
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    """The processed history and the report of the call."""
+
+    messages: list[Any]
+    """Native messages of the input's framework (neutral ones for a neutral input)."""
+    report: Report
+
+
+class HistoryProcessor(ABC):
+    """Base of every processor: subclasses implement `process` (and `aprocess` when they await).
+
+    Any processor can be run alone (`processor.run(messages)`), composed (`a | b`), or called on a
+    native history (`processor(messages)` returns the processed messages).
+    """
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @abstractmethod
+    def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
+        """Return the processed history (never mutate `messages`) and notes on what changed."""
+
+    async def aprocess(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
+        """Async variant; processors that await something (a summarizer) override it."""
+        return self.process(messages, ctx)
+
+    def _steps(self) -> Iterable[HistoryProcessor]:
+        return (self,)
+
+    def __or__(self, other: HistoryProcessor) -> Pipeline:
+        if not isinstance(other, HistoryProcessor):
+            return NotImplemented
+        return Pipeline([*self._steps(), *other._steps()])
+
+    def run(
+        self,
+        messages: Sequence[Any],
+        context_window: int | None = None,
+        *,
+        counter: TokenCounter | None = None,
+        on_report: Callable[[Report], None] | None = None,
+    ) -> PipelineResult:
+        """Process a native or neutral history; see `Pipeline.run`."""
+        return Pipeline(list(self._steps()), counter=counter, on_report=on_report).run(
+            messages, context_window
+        )
+
+    async def arun(
+        self,
+        messages: Sequence[Any],
+        context_window: int | None = None,
+        *,
+        counter: TokenCounter | None = None,
+        on_report: Callable[[Report], None] | None = None,
+    ) -> PipelineResult:
+        """Process a native or neutral history from async code; see `Pipeline.arun`."""
+        pipeline = Pipeline(list(self._steps()), counter=counter, on_report=on_report)
+        return await pipeline.arun(messages, context_window)
+
+    def __call__(self, messages: Sequence[Any]) -> list[Any]:
+        """The processed messages only: the shape a plain history-processor callable has."""
+        return self.run(messages).messages
+
+
+class Pipeline(HistoryProcessor):
+    """Processors run in order; itself a processor.
+
+    Example:
+        ```python
+        from historykit import Pipeline
+        from historykit.processors import Repair
+
+        pipeline = Pipeline([Repair()], on_report=print)
+        processed = pipeline(messages)              # native in, native out
+        result = pipeline.run(messages, context_window=32_000)
+        result.report
+        ```
+    """
+
+    def __init__(
+        self,
+        processors: Sequence[HistoryProcessor] = (),
+        *,
+        counter: TokenCounter | None = None,
+        on_report: Callable[[Report], None] | None = None,
+    ) -> None:
+        for index, proc in enumerate(processors):
+            if not isinstance(proc, HistoryProcessor):
+                raise TypeError(
+                    f"processor {index} is a {type(proc).__module__}.{type(proc).__qualname__}, "
+                    "not a historykit processor"
+                )
+        self.processors: list[HistoryProcessor] = [s for p in processors for s in p._steps()]
+        """The processors, in the order they run (nested pipelines are flattened)."""
+        self.counter = counter or TokenCounter()
+        """Token counter shared by every run of this pipeline, so its cache is reused."""
+        self.on_report = on_report
+        """Called with every run's report (for logging, metrics or a UI)."""
+
+    def __repr__(self) -> str:
+        return f"Pipeline([{', '.join(repr(p) for p in self.processors)}])"
+
+    def _steps(self) -> Iterable[HistoryProcessor]:
+        return tuple(self.processors)
+
+    def _context(self, context_window: int | None) -> ProcessContext:
+        if context_window is not None:
+            if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0:
+                raise ValueError(f"context_window must be a positive int, got {context_window!r}")
+            return ProcessContext(context_window, "explicit", self.counter)
+        return ProcessContext(DEFAULT_CONTEXT_WINDOW, "default", self.counter)
+
+    def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
+        out, steps = self._run_steps(messages, ctx)
+        return out, _merge_notes(steps)
+
+    async def aprocess(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
+        out, steps = await self._arun_steps(messages, ctx)
+        return out, _merge_notes(steps)
+
+    def _run_steps(
+        self, messages: list[Message], ctx: ProcessContext
+    ) -> tuple[list[Message], list[StepReport]]:
+        steps: list[StepReport] = []
+        for proc in self.processors:
+            before = messages
+            messages, notes = proc.process(list(before), ctx)
+            steps.append(self._step_report(proc, before, messages, notes, ctx))
+        return messages, steps
+
+    async def _arun_steps(
+        self, messages: list[Message], ctx: ProcessContext
+    ) -> tuple[list[Message], list[StepReport]]:
+        steps: list[StepReport] = []
+        for proc in self.processors:
+            before = messages
+            messages, notes = await proc.aprocess(list(before), ctx)
+            steps.append(self._step_report(proc, before, messages, notes, ctx))
+        return messages, steps
+
+    @staticmethod
+    def _step_report(
+        proc: HistoryProcessor,
+        before: list[Message],
+        after: list[Message],
+        notes: StepNotes,
+        ctx: ProcessContext,
+    ) -> StepReport:
+        count = ctx.counter.count_message
+        return StepReport(
+            proc.name,
+            sum(count(m) for m in before),
+            sum(count(m) for m in after),
+            len(before),
+            len(after),
+            notes,
+        )
+
+    def run(
+        self,
+        messages: Sequence[Any],
+        context_window: int | None = None,
+        *,
+        counter: TokenCounter | None = None,
+        on_report: Callable[[Report], None] | None = None,
+    ) -> PipelineResult:
+        """Process a native (Pydantic AI or LangChain) or neutral history.
+
+        Raises `TypeError` naming the index and type of an item that is not a message of the
+        history's framework. Returns a `PipelineResult` whose `.messages` are of the input's
+        framework; untouched messages are the very same objects.
+        """
+        if counter is not None or on_report is not None:
+            return Pipeline(self.processors, counter=counter or self.counter, on_report=on_report).run(
+                messages, context_window
+            )
+        from historykit.plugins import adapter_for
+
+        adapter = adapter_for(messages)
+        ctx = self._context(context_window)
+        neutral = adapter.to_neutral(messages)
+        processed, steps = self._run_steps(neutral, ctx)
+        return self._finish(adapter, messages, neutral, processed, steps, ctx)
+
+    async def arun(
+        self,
+        messages: Sequence[Any],
+        context_window: int | None = None,
+        *,
+        counter: TokenCounter | None = None,
+        on_report: Callable[[Report], None] | None = None,
+    ) -> PipelineResult:
+        """`run` for async code: processors that await (a summarizer) run on the caller's loop."""
+        if counter is not None or on_report is not None:
+            pipeline = Pipeline(self.processors, counter=counter or self.counter, on_report=on_report)
+            return await pipeline.arun(messages, context_window)
+        from historykit.plugins import adapter_for
+
+        adapter = adapter_for(messages)
+        ctx = self._context(context_window)
+        neutral = adapter.to_neutral(messages)
+        processed, steps = await self._arun_steps(neutral, ctx)
+        return self._finish(adapter, messages, neutral, processed, steps, ctx)
+
+    def _finish(
+        self,
+        adapter: Any,
+        original: Sequence[Any],
+        neutral: list[Message],
+        processed: list[Message],
+        steps: list[StepReport],
+        ctx: ProcessContext,
+    ) -> PipelineResult:
+        # A history nobody changed is handed back as the caller's own objects.
+        untouched = len(processed) == len(neutral) and all(a is b for a, b in zip(processed, neutral))
+        native = list(original) if untouched else adapter.to_native(processed)
+        before = steps[0].tokens_before if steps else sum(ctx.counter.count_message(m) for m in neutral)
+        after = steps[-1].tokens_after if steps else before
+        report = Report(
+            tuple(steps),
+            ctx.context_window,
+            ctx.window_source,
+            str(ctx.counter.tokenizer_name),
+            before,
+            after,
+        )
+        if report.changed:
+            logger.debug("historykit pipeline:\n%s", report)
+        if self.on_report is not None:
+            self.on_report(report)
+        return PipelineResult(native, report)
+
+
+def _merge_notes(steps: list[StepReport]) -> StepNotes:
+    merged = StepNotes()
+    for s in steps:
+        merged.replaced += s.notes.replaced
+        merged.removed += s.notes.removed
+        merged.added += s.notes.added
+        merged.details.extend(f"{s.processor}: {d}" for d in s.notes.details)
+        merged.markers.extend(s.notes.markers)
+    return merged

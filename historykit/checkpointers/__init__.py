@@ -1,0 +1,63 @@
+"""SQLModel persistence: the LangGraph checkpointer, the shared message log and compaction markers.
+
+Framework packages are imported only when a name that needs them is used, so importing
+`historykit.checkpointers` works without LangGraph or Pydantic AI installed.
+
+Example:
+    ```python
+    from historykit.checkpointers import SQLModelSaver
+
+    saver = SQLModelSaver("sqlite:///agent.db")
+    ```
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from historykit.checkpointers.conversation_store import SQLModelConversationStore
+    from historykit.checkpointers.database import (
+        CorruptRowError,
+        SchemaError,
+        SchemaVersionError,
+        create_async_engine,
+        create_engine,
+        prepare_database,
+    )
+    from historykit.checkpointers.saver import SQLModelSaver
+    from historykit.checkpointers.transcript import StoredCompaction, Transcript
+
+__all__ = [
+    "CorruptRowError",
+    "SQLModelConversationStore",
+    "SQLModelSaver",
+    "SchemaError",
+    "SchemaVersionError",
+    "StoredCompaction",
+    "Transcript",
+    "create_async_engine",
+    "create_engine",
+    "prepare_database",
+]
+
+_LAZY = {
+    "SQLModelSaver": "historykit.checkpointers.saver",
+    "SQLModelConversationStore": "historykit.checkpointers.conversation_store",
+    "CorruptRowError": "historykit.checkpointers.database",
+    "SchemaError": "historykit.checkpointers.database",
+    "SchemaVersionError": "historykit.checkpointers.database",
+    "create_async_engine": "historykit.checkpointers.database",
+    "create_engine": "historykit.checkpointers.database",
+    "prepare_database": "historykit.checkpointers.database",
+    "StoredCompaction": "historykit.checkpointers.transcript",
+    "Transcript": "historykit.checkpointers.transcript",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'historykit.checkpointers' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,322 @@
+"""Engines, schema versions and migrations for historykit's tables, sync and async.
+
+`create_engine(url)` and `create_async_engine(url)` accept the same URLs: `sqlite:///path.db` (the
+default kind: a file in WAL mode with a busy timeout, so several processes can write different
+threads of it at once) or `postgresql+psycopg://user@host/db` (`postgresql://` means psycopg 3).
+`prepare_database(conn, components)` creates, checks and migrates the tables of the given
+`SchemaComponent`s; it is idempotent and safe to run from several processes at once.
+
+Example:
+    ```python
+    from sqlmodel import select
+
+    from historykit.checkpointers.database import create_engine, prepare_database, session
+    from historykit.checkpointers.schema import CORE, MessageRow
+
+    engine = create_engine("sqlite:///agent.db")
+    with engine.begin() as conn:
+        prepare_database(conn, [CORE])
+    with session(engine) as s:
+        rows = s.exec(select(MessageRow).where(MessageRow.thread_id == "t1")).all()
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.engine import URL, Row, make_url
+from sqlalchemy.sql import Executable
+from sqlmodel import Session
+
+from historykit.checkpointers.schema import HistorykitTable, SchemaComponent, SchemaVersionRow, utcnow
+
+if TYPE_CHECKING:
+    # SQLAlchemy's asyncio layer needs greenlet: imported only where async is used.
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+    from sqlmodel.ext.asyncio.session import AsyncSession
+
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT",
+    "CorruptRowError",
+    "Plan",
+    "Query",
+    "SchemaError",
+    "SchemaVersionError",
+    "async_session",
+    "create_async_engine",
+    "create_engine",
+    "normalize_url",
+    "prepare_database",
+    "run_plan",
+    "run_plan_async",
+    "session",
+]
+
+DEFAULT_BUSY_TIMEOUT = 30.0
+"""Seconds a SQLite writer waits for another process's write lock before giving up."""
+
+SCHEMA_TABLE = SchemaVersionRow.__table__  # type: ignore[attr-defined]
+
+
+class SchemaError(RuntimeError):
+    """The database's historykit tables are not what this version of historykit expects."""
+
+
+class SchemaVersionError(SchemaError):
+    """The database was written by a newer historykit (or a version with no migration path)."""
+
+
+class CorruptRowError(ValueError):
+    """A stored row cannot be decoded; the message names the table, the row and the reason."""
+
+
+def normalize_url(url: str | URL, *, asynchronous: bool = False) -> URL:
+    """The SQLAlchemy URL to use: psycopg 3 for PostgreSQL, aiosqlite for async SQLite."""
+    parsed = make_url(url)
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend in ("postgresql", "postgres"):
+        if driver not in ("", "psycopg"):
+            raise ValueError(f"PostgreSQL URLs must use psycopg 3 (postgresql+psycopg://), got {url!s}")
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if asynchronous and driver in ("", "pysqlite"):
+            return parsed.set(drivername="sqlite+aiosqlite")
+        if not asynchronous and driver == "aiosqlite":
+            return parsed.set(drivername="sqlite")
+        return parsed
+    raise ValueError(f"unsupported database URL {url!s}: use sqlite:///path.db or postgresql+psycopg://...")
+
+
+def _is_sqlite(url: URL) -> bool:
+    return url.get_backend_name() == "sqlite"
+
+
+def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
+    """WAL, a busy timeout and explicit transactions for every SQLite connection.
+
+    pysqlite's own transaction handling starts transactions lazily and never as `IMMEDIATE`; a
+    writer that first reads and then writes can then fail at once with "database is locked" when
+    another process wrote in between, whatever the busy timeout. So transactions are begun here:
+    `BEGIN IMMEDIATE` for connections marked `historykit_write=True` (they queue for the write
+    lock up front, honouring the busy timeout), a plain `BEGIN` otherwise.
+    """
+    timeout_ms = int(busy_timeout * 1000)
+
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (see above)
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            # NORMAL is durable across a crashed or killed process in WAL mode; only a power
+            # loss can cost the last transactions, never consistency.
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get("historykit_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def create_engine(url: str | URL, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **kwargs: Any) -> Engine:
+    """A synchronous engine for `url` (SQLite in WAL mode with a busy timeout, or PostgreSQL)."""
+    parsed = normalize_url(url)
+    if _is_sqlite(parsed):
+        if parsed.database in (None, "", ":memory:"):
+            raise ValueError(
+                "an in-memory SQLite database is private to one connection; use a file "
+                "(sqlite:///path.db) so every connection and process sees the same data"
+            )
+        connect_args = dict(kwargs.pop("connect_args", {}))
+        connect_args.setdefault("timeout", busy_timeout)
+        connect_args.setdefault("check_same_thread", False)
+        engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
+        _configure_sqlite(engine, busy_timeout)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    return sa.create_engine(parsed, **kwargs)
+
+
+def create_async_engine(
+    url: str | URL, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **kwargs: Any
+) -> AsyncEngine:
+    """An asyncio engine for `url` (aiosqlite for SQLite, psycopg 3 async for PostgreSQL)."""
+    from sqlalchemy.ext.asyncio import create_async_engine as sa_create_async_engine
+
+    parsed = normalize_url(url, asynchronous=True)
+    if _is_sqlite(parsed):
+        if parsed.database in (None, "", ":memory:"):
+            raise ValueError("use a SQLite file (sqlite:///path.db), not an in-memory database")
+        connect_args = dict(kwargs.pop("connect_args", {}))
+        connect_args.setdefault("timeout", busy_timeout)
+        engine = sa_create_async_engine(parsed, connect_args=connect_args, **kwargs)
+        _configure_sqlite(engine.sync_engine, busy_timeout)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    return sa_create_async_engine(parsed, **kwargs)
+
+
+@contextmanager
+def session(engine: Engine) -> Iterator[Session]:
+    """A SQLModel session that commits on success and rolls back on error."""
+    with Session(engine.execution_options(historykit_write=True)) as s:
+        try:
+            yield s
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise
+
+
+@asynccontextmanager
+async def async_session(engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
+    """The asyncio counterpart of `session`."""
+    from sqlmodel.ext.asyncio.session import AsyncSession
+
+    async with AsyncSession(engine.execution_options(historykit_write=True)) as s:
+        try:
+            yield s
+            await s.commit()
+        except BaseException:
+            await s.rollback()
+            raise
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans: query logic written once, run by a sync or an async connection
+# ---------------------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement of a `Plan`, with its parameters (a list of dicts runs it once per dict)."""
+
+    statement: Executable
+    params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+
+
+Plan = Generator[Query, Sequence[Row[Any]], T]
+"""A generator that yields `Query`s, receives each one's rows (empty when it returns none) and
+returns its result. The same plan runs on a `Connection` (`run_plan`) or an `AsyncConnection`
+(`run_plan_async`), so every store method is written once for both."""
+
+
+def run_plan(conn: Connection, plan: Plan[T]) -> T:
+    """Run `plan` on a synchronous connection (inside the caller's transaction)."""
+    try:
+        query = next(plan)
+        while True:
+            result = conn.execute(query.statement, query.params)  # type: ignore[arg-type]
+            query = plan.send(result.all() if result.returns_rows else ())
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def run_plan_async(conn: AsyncConnection, plan: Plan[T]) -> T:
+    """Run `plan` on an asyncio connection (inside the caller's transaction)."""
+    try:
+        query = next(plan)
+        while True:
+            result = await conn.execute(query.statement, query.params)  # type: ignore[arg-type]
+            query = plan.send(result.all() if result.returns_rows else ())
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema versions
+# ---------------------------------------------------------------------------------------------
+
+
+def prepare_database(conn: Connection, components: Sequence[SchemaComponent]) -> None:
+    """Create, check or migrate the tables of `components` inside `conn`'s transaction.
+
+    - a component seen for the first time: its tables are created and its version recorded;
+    - an older recorded version: its migrations run, in order;
+    - a newer recorded version: `SchemaVersionError`, nothing touched;
+    - a recorded component with a missing table or column: `SchemaError` naming it.
+
+    Run it inside a write transaction (`engine.begin()`); on PostgreSQL it takes an advisory lock
+    so processes starting together do not race to create the same tables.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(7307720213)"))  # "historykit" lock
+    SCHEMA_TABLE.create(conn, checkfirst=True)
+    recorded = {row.component: row.version for row in conn.execute(sa.select(SCHEMA_TABLE))}
+    for component in components:
+        _prepare_component(conn, component, recorded.get(component.name))
+
+
+def _prepare_component(conn: Connection, component: SchemaComponent, recorded: int | None) -> None:
+    tables = [model.__table__ for model in component.tables]  # type: ignore[attr-defined]
+    for table in tables:
+        if table.metadata is not HistorykitTable.metadata:
+            raise TypeError(f"table {table.name} of component {component.name!r} is not a HistorykitTable")
+    if recorded is None:
+        existing = set(sa.inspect(conn).get_table_names())
+        clash = [t.name for t in tables if t.name in existing]
+        if clash:
+            raise SchemaError(
+                f"the database has the table(s) {', '.join(clash)} but no recorded version for the "
+                f"historykit component {component.name!r}: it was not created by historykit "
+                "(or its historykit_schema table was emptied); refusing to reuse it"
+            )
+        for table in tables:
+            table.create(conn)
+        conn.execute(
+            sa.insert(SCHEMA_TABLE).values(
+                component=component.name, version=component.version, updated_at=utcnow()
+            )
+        )
+        return
+    if recorded > component.version:
+        raise SchemaVersionError(
+            f"the database's historykit component {component.name!r} has schema version {recorded}, "
+            f"written by a newer historykit; this version reads up to version {component.version}. "
+            "Upgrade historykit to open it."
+        )
+    if recorded < component.version:
+        for target in range(recorded + 1, component.version + 1):
+            step = component.migrations.get(target)
+            if step is None:
+                raise SchemaVersionError(
+                    f"no migration of the historykit component {component.name!r} from schema version "
+                    f"{target - 1} to {target}"
+                )
+            step(conn)
+        conn.execute(
+            sa.update(SCHEMA_TABLE)
+            .where(SCHEMA_TABLE.c.component == component.name)
+            .values(version=component.version, updated_at=utcnow())
+        )
+    _check_tables(conn, component)
+
+
+def _check_tables(conn: Connection, component: SchemaComponent) -> None:
+    inspector = sa.inspect(conn)
+    existing = set(inspector.get_table_names())
+    for model in component.tables:
+        table = model.__table__  # type: ignore[attr-defined]
+        if table.name not in existing:
+            raise SchemaError(
+                f"the table {table.name} of the historykit component {component.name!r} is missing from "
+                "the database (it is recorded as created): the database was altered outside historykit"
+            )
+        columns = {c["name"] for c in inspector.get_columns(table.name)}
+        missing = [c.name for c in table.columns if c.name not in columns]
+        if missing:
+            raise SchemaError(
+                f"the table {table.name} lacks the column(s) {', '.join(missing)} that historykit's "
+                f"component {component.name!r} (schema version {component.version}) needs"
+            )

@@ -1,0 +1,332 @@
+"""`ClearToolResults`: replace old tool results, and the bulky arguments of old tool calls, by placeholders.
+
+Tool output is most of an agent's history (58-99% of the content of the corpus sessions), and
+almost all of it is stale after a few steps: the file was read, the tests were run, the model
+moved on. Clearing it keeps the conversation's shape (every call keeps its result, every argument
+object keeps its keys) and tells the model how to get the content back.
+
+File writes and edits are the other big item: a `Write` carries the whole file as its `content`
+argument, an `Edit` its `old_string` and `new_string`. With `clear_tool_inputs` those values are
+cleared too, leaving the arguments a valid object with the same keys (providers and frameworks
+parse them).
+
+Clearing edits old messages, which makes the provider's prompt cache miss from the first edited
+message on; so it happens rarely and in batches (see `historykit.processors.replay`): only when the
+history crosses the trigger's high-water mark, then down to its low-water mark and by at least
+`min_gain` tokens at once. Between two batches the processed history only grows by appending.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left, bisect_right
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from historykit.messages import Message, Part, ToolCallPart, ToolResultPart
+from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit.processors.replay import prefix_sums, replay_boundary
+from historykit.processors.trigger import Trigger
+from historykit.tokens import TokenCounter
+
+__all__ = ["ClearToolResults", "describe_call"]
+
+RESULT_PLACEHOLDER = "[cleared: output of {call}, {tokens:,} tokens; call the tool again to see it]"
+"""What a cleared tool result reads. It names the call so the model can repeat it."""
+_RESULT_HEAD = "[cleared: output of "
+_RESULT_TAIL = " tokens; call the tool again to see it]"
+
+INPUT_PLACEHOLDER = "[cleared from the history: {tokens:,} tokens; the call was made with the full value]"
+"""What a cleared argument value reads."""
+_INPUT_HEAD = "[cleared from the history: "
+_INPUT_TAIL = " tokens; the call was made with the full value]"
+
+KEY_ARGUMENTS = (
+    "file_path",
+    "path",
+    "notebook_path",
+    "filename",
+    "file",
+    "url",
+    "pattern",
+    "query",
+    "command",
+    "cmd",
+)
+"""Arguments that say what a call was about, in the order a placeholder names them."""
+_SHOWN_ARGUMENTS = 2
+_SHORT = 80
+
+DEFAULT_MIN_GAIN_FRACTION = 0.05
+"""`min_gain` when none is given: this fraction of the context window."""
+
+_MAX_CACHED = 200_000
+
+
+def describe_call(call: ToolCallPart) -> str:
+    """`Read(file_path='src/app.py')`: the tool and its key arguments, each cut to one short line."""
+    args = call.arguments_dict()
+    shown = [
+        f"{key}={_short(args[key])!r}"
+        for key in KEY_ARGUMENTS
+        if isinstance(args.get(key), str) and args[key]
+    ]
+    if not shown:
+        shown = [
+            f"{key}={_short(value)!r}" for key, value in args.items() if isinstance(value, str) and value
+        ][:1]
+    return f"{call.name}({', '.join(shown[:_SHOWN_ARGUMENTS])})"
+
+
+def _short(value: str) -> str:
+    line = value.strip().split("\n", 1)[0]
+    cut = len(line) > _SHORT or "\n" in value.strip()
+    return line[:_SHORT] + ("…" if cut else "")
+
+
+def _is_cleared_result(content: str) -> bool:
+    return content.startswith(_RESULT_HEAD) and content.endswith(_RESULT_TAIL) and "\n" not in content
+
+
+def _is_cleared_value(value: str) -> bool:
+    return value.startswith(_INPUT_HEAD) and value.endswith(_INPUT_TAIL) and "\n" not in value
+
+
+@dataclass
+class ClearToolResults(HistoryProcessor):
+    """Replaces the content of old tool results (and the bulky arguments of old calls) by placeholders.
+
+    A cleared result reads `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; call the
+    tool again to see it]`; a cleared argument value reads `[cleared from the history: 2,311 tokens;
+    the call was made with the full value]`. Placeholders depend only on the call and the cleared
+    content, so the same history always gives the same output, and a placeholder is never cleared
+    again or counted as a gain.
+
+    What it never touches: the last `keep` tool results and their calls (and those in the last
+    `keep_tokens` tokens), the results the model is about to answer (the final request), results
+    and calls of `exclude_tools`, pinned messages and parts, results smaller than `min_tokens`,
+    argument values that are not strings, and arguments given as a string that is not a JSON object.
+    A tool call and its results are cleared together, as one unit.
+
+    When it clears: replaying the history request by request, each time the processed history
+    crosses the trigger's high-water mark it clears the oldest units until the low-water mark is
+    reached, in one batch of at least `min_gain` tokens, or not at all (`historykit.processors.replay`).
+    A message-count trigger counts all messages (clearing never lowers it) and keeps the results of
+    the last `low_water * max_messages` messages; `min_gain` is then what sizes its batches.
+
+    Example:
+        ```python
+        from historykit.processors import ClearToolResults
+        from historykit.processors.trigger import Trigger
+
+        clear = ClearToolResults(keep=3, exclude_tools=("TodoWrite",), trigger=Trigger(max_fraction=0.5))
+        result = clear.run(messages, context_window=200_000)   # native messages in and out
+        ```
+    """
+
+    keep: int = 3
+    """The last `keep` tool results (with every result of their calls) are never cleared."""
+    keep_tokens: int | None = None
+    """Also keep intact every result in the last `keep_tokens` tokens of the history."""
+    exclude_tools: Collection[str] = ()
+    """Names of tools whose results and arguments are never cleared."""
+    clear_tool_inputs: bool = True
+    """Also clear the big argument values of old calls (file contents of writes, edit strings)."""
+    min_tokens: int = 100
+    """Results and argument values smaller than this many tokens are left as they are."""
+    trigger: Trigger = field(default_factory=lambda: Trigger(max_fraction=0.5))
+    """When clearing starts (high-water mark) and how far down it goes (low-water mark)."""
+    min_gain: int | None = None
+    """Never clear fewer tokens than this at once; `None`: 5% of the context window."""
+    _cache: dict[int, tuple[Message, Message | None, Message, int, int, int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _cache_key: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_count("keep", self.keep)
+        if self.keep_tokens is not None:
+            _check_count("keep_tokens", self.keep_tokens)
+        _check_count("min_tokens", self.min_tokens)
+        if self.min_gain is not None:
+            _check_count("min_gain", self.min_gain)
+        if isinstance(self.exclude_tools, str) or not isinstance(self.exclude_tools, Collection):
+            raise TypeError(
+                f"exclude_tools must be a collection of tool names, got {type(self.exclude_tools).__name__} "
+                f"{self.exclude_tools!r}"
+            )
+        for index, name in enumerate(self.exclude_tools):
+            if not isinstance(name, str):
+                raise TypeError(
+                    f"exclude_tools[{index}] must be a tool name (str), got {type(name).__name__}"
+                )
+        if not isinstance(self.trigger, Trigger):
+            raise TypeError(f"trigger must be a historykit Trigger, got {type(self.trigger).__name__}")
+
+    def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
+        notes = StepNotes()
+        if not messages:
+            return messages, notes
+        counter = ctx.counter
+        key = (counter, frozenset(self.exclude_tools), self.clear_tool_inputs, self.min_tokens)
+        if key != self._cache_key:  # placeholders and sizes depend on the counter and the settings
+            self._cache.clear()
+            self._cache_key = key
+        cache = self._cache
+        cleared: list[Message] = []
+        own: list[int] = []
+        less: list[int] = []
+        starts: list[int] = []  # assistant messages: where units start
+        result_at: list[int] = []  # the message of each tool result...
+        result_unit: list[int] = []  # ...and the unit it belongs to
+        caller: Message | None = None
+        for index, msg in enumerate(messages):
+            if msg.role == "assistant":
+                caller = msg
+                starts.append(index)
+            hit = cache.get(id(msg))
+            if hit is None or hit[0] is not msg or hit[1] is not caller:
+                hit = self._entry(msg, caller, counter)
+            cleared.append(hit[2])
+            own.append(hit[3])
+            less.append(hit[4])
+            if hit[5]:
+                result_at.extend([index] * hit[5])
+                result_unit.extend([starts[-1] if starts else -1] * hit[5])
+        sizes, edited = prefix_sums(own), prefix_sums(less)
+
+        def cap(point: int) -> int:
+            # The unit answered by the final request (the latest assistant message) stays.
+            latest = bisect_left(starts, point) - 1
+            limit = starts[latest] if latest >= 0 else 0
+            if self.keep:
+                seen = bisect_left(result_at, point)
+                limit = min(limit, result_unit[seen - self.keep] if seen >= self.keep else 0)
+            if self.keep_tokens:
+                # The latest unit start that leaves at least `keep_tokens` after it.
+                at = bisect_right(sizes, sizes[point] - self.keep_tokens) - 1
+                below = bisect_right(starts, at)
+                limit = min(limit, starts[below - 1] if at >= 0 and below else 0)
+            return max(limit, 0)
+
+        min_gain = self.min_gain
+        if min_gain is None:
+            min_gain = int(ctx.context_window * DEFAULT_MIN_GAIN_FRACTION)
+        boundary = replay_boundary(
+            points=[*starts, len(messages)],
+            candidates=starts,
+            sizes=sizes,
+            edited=edited,
+            cap=cap,
+            trigger=self.trigger,
+            ctx=ctx,
+            min_gain=min_gain,
+        )
+        out = list(messages)
+        results = calls = 0
+        for index in range(boundary):
+            new = cleared[index]
+            if new is messages[index]:
+                continue
+            out[index] = new
+            changed = sum(1 for a, b in zip(messages[index].parts, new.parts) if a is not b)
+            if new.role == "assistant":
+                calls += changed
+            else:
+                results += changed
+        if not results and not calls:
+            return messages, notes
+        notes.replaced = results + calls
+        notes.details.append(
+            f"cleared {results} tool result(s) and the arguments of {calls} tool call(s) before message "
+            f"{boundary}: {(sizes[boundary] - edited[boundary]):,} tokens freed"
+        )
+        return out, notes
+
+    def _entry(
+        self, msg: Message, caller: Message | None, counter: TokenCounter
+    ) -> tuple[Message, Message | None, Message, int, int, int]:
+        """What `process` needs to know of `msg`, cached: `msg` cleared (itself when nothing is),
+        its size before and after, and how many tool results it carries.
+
+        `caller` is the assistant message whose calls `msg`'s tool parts belong to.
+        """
+        new = self._clear(msg, caller, counter)
+        size = counter.count_message(msg)
+        new_size = counter.count_message(new) if new is not msg else size
+        if new_size >= size:  # an edit that saves nothing is not made
+            new, new_size = msg, size
+        results = 0 if msg.role == "assistant" else sum(isinstance(p, ToolResultPart) for p in msg.parts)
+        entry = (msg, caller, new, size, new_size, results)
+        if len(self._cache) >= _MAX_CACHED:
+            self._cache.clear()
+        # The entry holds `msg` so its id cannot be reused while cached, and `new` so the
+        # counter's own per-object cache keeps hitting on it.
+        self._cache[id(msg)] = entry
+        return entry
+
+    def _clear(self, msg: Message, caller: Message | None, counter: TokenCounter) -> Message:
+        if msg.pinned or caller is None:
+            return msg
+        excluded = set(self.exclude_tools)
+        parts: list[Part] = []
+        for part in msg.parts:
+            new: Part = part
+            if part.pinned:
+                pass
+            elif isinstance(part, ToolCallPart) and msg.role == "assistant":
+                if self.clear_tool_inputs and part.name not in excluded:
+                    new = self._clear_call(part, counter)
+            elif isinstance(part, ToolResultPart) and msg.role != "assistant":
+                call = next((c for c in caller.tool_calls if c.id == part.tool_call_id), None)
+                if call is not None and call.name not in excluded and not _is_cleared_result(part.content):
+                    tokens = counter.count_text(part.content)
+                    text = RESULT_PLACEHOLDER.format(call=describe_call(call), tokens=tokens)
+                    if tokens >= self.min_tokens and counter.count_text(text) < tokens:
+                        new = replace(part, content=text)
+            parts.append(new)
+        if all(a is b for a, b in zip(parts, msg.parts)):
+            return msg
+        return replace(msg, parts=tuple(parts))
+
+    def _clear_call(self, call: ToolCallPart, counter: TokenCounter) -> ToolCallPart:
+        if isinstance(call.arguments, dict):
+            args, changed = _clear_value(call.arguments, counter, self.min_tokens)
+            return replace(call, arguments=args) if changed else call
+        try:
+            parsed = json.loads(call.arguments)
+        except ValueError:
+            return call  # not JSON: the framework sends it as it is, and so do we
+        if not isinstance(parsed, dict):
+            return call
+        args, changed = _clear_value(parsed, counter, self.min_tokens)
+        return replace(call, arguments=json.dumps(args, ensure_ascii=False)) if changed else call
+
+
+def _clear_value(value: Any, counter: TokenCounter, min_tokens: int) -> tuple[Any, bool]:
+    """`value` with every big string in it replaced by a placeholder; containers keep their shape."""
+    if isinstance(value, str):
+        if _is_cleared_value(value):
+            return value, False
+        tokens = counter.count_text(value)
+        if tokens < min_tokens:
+            return value, False
+        text = INPUT_PLACEHOLDER.format(tokens=tokens)
+        return (text, True) if counter.count_text(text) < tokens else (value, False)
+    if isinstance(value, dict):
+        items = {key: _clear_value(item, counter, min_tokens) for key, item in value.items()}
+        if not any(changed for _, changed in items.values()):
+            return value, False
+        return {key: new for key, (new, _) in items.items()}, True
+    if isinstance(value, list):
+        cleared = [_clear_value(item, counter, min_tokens) for item in value]
+        if not any(changed for _, changed in cleared):
+            return value, False
+        return [new for new, _ in cleared], True
+    return value, False
+
+
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")

@@ -1,0 +1,512 @@
+"""`PairwiseTruncate`: drop the oldest whole turns until the history fits, leaving a notice.
+
+This module also holds the replay that gives every compacting processor (this one and `Summarize`)
+hysteresis without state: a processor is a deterministic function of the history, used either
+persistently (its output is the next call's input) or view-only (every call sees the raw, growing
+history). Both must give a processed history that only grows by appending between compactions, so
+the provider's prompt cache keeps hitting. The replay walks the model calls the history records
+(the positions just before each assistant message, and the end), tracking the size the processed
+history had at each; whenever it crosses the high-water mark, the compaction boundary moves so the
+size drops to the low-water mark. The final boundary is the output. A processed history carries
+its compactions with it (the notice, the summary and its marker), so replaying it gives the same
+result as replaying the raw history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any, ClassVar, Literal
+
+from historykit.messages import CompactionMarker, Message, SummaryPart
+from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit.processors.trigger import Trigger
+from historykit.processors.turns import (
+    Unit,
+    UnitKind,
+    head_end,
+    is_summary_message,
+    notice_count,
+    split_units,
+    truncation_notice,
+)
+
+__all__ = ["PairwiseTruncate"]
+
+DEFAULT_FRACTION = 0.8
+"""High-water mark used when no `max_tokens`, `max_fraction` or `max_messages` is given."""
+
+
+@dataclass
+class PairwiseTruncate(HistoryProcessor):
+    """Drops the oldest whole turns until the history fits its budget, and says so in a notice.
+
+    Work starts when the history crosses the high-water mark and goes down to the low-water mark,
+    so between two truncations the processed history only grows by appending. It always keeps the
+    system messages, the first user message (the task), pinned messages (a pinned part keeps its
+    whole unit), earlier summaries, and the final request; it drops a tool call only together with
+    all its results (a parallel group is dropped whole). When it cuts into a turn it keeps that
+    turn's user request, so the model still sees what it is working on. One user-voice notice says
+    how many earlier messages were removed. When even what must be kept is over the budget, the
+    notes say so: no rule is broken to fit.
+
+    Example:
+        ```python
+        from historykit.processors.pairwise_truncate import PairwiseTruncate
+
+        truncate = PairwiseTruncate(max_fraction=0.8)        # start at 80% of the window ...
+        truncate = PairwiseTruncate(max_tokens=30_000, low_water=0.5)  # ... or at 30k, down to 15k
+        result = truncate.run(messages, context_window=32_000)
+        ```
+    """
+
+    max_tokens: int | None = None
+    """High-water mark in tokens. With none of the three limits given, `max_fraction` is 0.8."""
+    max_fraction: float | None = None
+    """High-water mark as a fraction of the model's context window."""
+    max_messages: int | None = None
+    """High-water mark as a number of messages."""
+    low_water: float = 0.6
+    """Truncation goes down to this fraction of the high-water mark."""
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is None and self.max_fraction is None and self.max_messages is None:
+            self.max_fraction = DEFAULT_FRACTION
+        self.trigger()  # a bad limit is an error here, not at the first call
+
+    def trigger(self) -> Trigger:
+        """The high- and low-water marks these fields describe."""
+        return Trigger(self.max_tokens, self.max_fraction, self.max_messages, self.low_water)
+
+    def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
+        replay = Replay(messages, ctx, self.trigger())
+        for point in replay.request_points():
+            if replay.fires(point):
+                replay.truncate(point)
+        return replay.result()
+
+
+# --- the replay, shared with `Summarize` ---------------------------------------------------------
+
+Mode = Literal["truncate", "summarize"]
+
+
+@dataclass(slots=True)
+class Piece:
+    """A unit of the region a compaction may cut: messages kept or dropped together."""
+
+    messages: tuple[Message, ...]
+    tokens: int
+    kind: UnitKind
+    pinned: bool
+    summary: bool = False
+    """A summary message: truncation keeps it, the next summary replaces it."""
+    notice: int | None = None
+    """For a truncation notice: how many messages it says were removed."""
+
+
+def _piece(messages: tuple[Message, ...], unit: Unit, tokens: int) -> Piece:
+    summary = unit.kind == "compaction" and is_summary_message(messages[0])
+    notice = notice_count(messages[0]) if unit.kind == "compaction" and not summary else None
+    return Piece(messages, tokens, unit.kind, unit.pinned, summary, notice)
+
+
+@dataclass(slots=True)
+class Point:
+    """A model call recorded in the history: it saw `messages[:end]`, processed."""
+
+    end: int
+    tokens: int
+    """Size of the processed history that call saw."""
+    count: int
+    """Messages in the processed history that call saw."""
+
+
+@dataclass(slots=True)
+class Cut:
+    """Where a compaction cuts and what it keeps of the region before the cut."""
+
+    unit: int
+    """Index (in `Replay.units`) of the first unit of the kept tail."""
+    start: int
+    """Message index where the kept tail starts."""
+    kept: list[Piece]
+    """Pieces of the cut region that stay, in order: pinned units, requests, earlier summaries."""
+    kept_tokens: int
+    kept_count: int
+    dropped: int
+    """Messages of the cut region that are gone (what a truncation notice counts)."""
+    covered: list[Message]
+    """Messages of the cut region after the latest summary: what a new summary must cover."""
+    previous_summary: Message | None
+    """The latest summary in the cut region, which a new summary updates."""
+    prior_notice: int
+    """What the latest truncation notice in the cut region counted."""
+
+
+class _Walk:
+    """Walks the region a compaction may cut, in order, tracking what a cut here would keep.
+
+    Kept: pinned units and system messages, with the request of their turn (so an assistant
+    message never ends up right after another one once the units between them are gone); the
+    request of the turn the cut falls in (so the model still sees what it is working on);
+    earlier summaries, when truncating. A truncation notice is replaced by the next compaction.
+    """
+
+    __slots__ = (
+        "covered",
+        "dropped",
+        "kept",
+        "kept_count",
+        "kept_tokens",
+        "mode",
+        "opener",
+        "opener_at",
+        "opener_kept",
+        "previous_summary",
+        "prior_notice",
+    )
+
+    def __init__(self, mode: Mode) -> None:
+        self.mode = mode
+        self.kept: list[Piece] = []
+        self.kept_tokens = 0
+        self.kept_count = 0
+        self.dropped = 0
+        self.opener: Piece | None = None
+        self.opener_at = 0
+        self.opener_kept = False
+        self.covered: list[Message] = []
+        self.previous_summary: Message | None = None
+        self.prior_notice = 0
+
+    def _keep(self, piece: Piece, at: int | None = None) -> None:
+        if at is None:
+            self.kept.append(piece)
+        else:
+            self.kept.insert(at, piece)
+        self.kept_tokens += piece.tokens
+        self.kept_count += len(piece.messages)
+
+    def add(self, piece: Piece, frozen: bool = False) -> None:
+        """Move the cut past `piece`; a `frozen` piece is kept whatever it is."""
+        self.covered.extend(piece.messages)
+        if piece.summary:
+            if self.mode == "summarize":
+                # The next summary updates this one: it is replaced, and what it covered is not
+                # given to the summarizer again.
+                self.previous_summary = piece.messages[0]
+                self.covered = []
+            else:
+                self._keep(piece)
+            return
+        if piece.notice is not None:
+            self.prior_notice = piece.notice
+            return
+        if piece.kind == "request":
+            if self.opener is not None and not self.opener_kept:
+                self.dropped += len(self.opener.messages)
+            self.opener, self.opener_at = piece, len(self.kept)
+            self.opener_kept = piece.pinned or frozen
+            if self.opener_kept:
+                self._keep(piece)
+            return
+        if piece.pinned or piece.kind == "system":
+            if self.opener is not None and not self.opener_kept:
+                self._keep(self.opener, self.opener_at)
+                self.opener_kept = True
+            self._keep(piece)
+        elif frozen:
+            self._keep(piece)
+        else:
+            self.dropped += len(piece.messages)
+
+    def pending_opener(self) -> Piece | None:
+        """The request of the turn the cut falls in, when it is in the cut region: it stays."""
+        return self.opener if self.opener is not None and not self.opener_kept else None
+
+    def size(self) -> tuple[int, int]:
+        """Tokens and messages kept by a cut here."""
+        opener = self.pending_opener()
+        if opener is None:
+            return self.kept_tokens, self.kept_count
+        return self.kept_tokens + opener.tokens, self.kept_count + len(opener.messages)
+
+    def cut(self, unit: int, start: int) -> Cut:
+        kept = list(self.kept)
+        opener = self.pending_opener()
+        if opener is not None:
+            kept.insert(self.opener_at, opener)
+        tokens, count = self.size()
+        return Cut(
+            unit,
+            start,
+            kept,
+            tokens,
+            count,
+            self.dropped,
+            list(self.covered),
+            self.previous_summary,
+            self.prior_notice,
+        )
+
+
+def latest_marker(messages: Sequence[Message]) -> CompactionMarker | None:
+    """The marker of the latest summary in `messages`, if it has one."""
+    for msg in reversed(messages):
+        for part in msg.parts:
+            if isinstance(part, SummaryPart):
+                return part.marker
+    return None
+
+
+class Replay:
+    """The model calls a history records, replayed in order with the compactions they triggered.
+
+    At any point the processed history is `prefix + messages[live:point]`: the prefix holds the head
+    (system messages and the task), what earlier compactions kept, and their notice or summary.
+    A processed history given as input starts with its compactions in the prefix already.
+    """
+
+    def __init__(self, messages: list[Message], ctx: ProcessContext, trigger: Trigger) -> None:
+        self.messages = messages
+        self.ctx = ctx
+        self.trigger = trigger
+        count = ctx.counter.count_message
+        self.cum = list(accumulate((count(m) for m in messages), initial=0))
+        self.head = head_end(messages)
+        self.units: list[Unit] = split_units(messages, self.head)
+        self.notes = StepNotes()
+        self.high = trigger.high_tokens(ctx)
+        """The token high-water mark (`None` for a message-count trigger)."""
+        self.low = trigger.target_tokens(ctx)
+        """The token low-water mark."""
+        self.new_prefix: list[Message] | None = None
+        """The prefix once a compaction happened in this replay; `None` while the input's stands."""
+
+        # The latest compaction already in the history ends the prefix.
+        self.live_unit = 0
+        for index in range(len(self.units) - 1, -1, -1):
+            if self.units[index].kind == "compaction":
+                self.live_unit = index + 1
+                break
+        self.live = self.start_of(self.live_unit) if self.live_unit else self.head
+        self.prefix_pieces = [self._piece(u) for u in self.units[: self.live_unit]]
+        self.prefix_tokens = self.cum[self.live]
+        self.prefix_count = self.live
+        self.marker = latest_marker(messages[: self.live])
+        """The marker of the latest summary in the processed history."""
+        self.offset = self._original_offset()
+
+        self.unit_of = [-1] * len(messages)
+        for index, unit in enumerate(self.units):
+            for i in range(unit.start, unit.end):
+                self.unit_of[i] = index
+        # run_start[i]: where the run of user/tool messages that ends at message i starts.
+        self.run_start = list(range(len(messages)))
+        for i in range(1, len(messages)):
+            if messages[i].role in ("user", "tool") and messages[i - 1].role in ("user", "tool"):
+                self.run_start[i] = self.run_start[i - 1]
+
+    # -- where things are -------------------------------------------------------------------------
+
+    def _piece(self, unit: Unit) -> Piece:
+        msgs = tuple(self.messages[unit.start : unit.end])
+        return _piece(msgs, unit, self.cum[unit.end] - self.cum[unit.start])
+
+    def start_of(self, unit: int) -> int:
+        return self.units[unit].start if unit < len(self.units) else len(self.messages)
+
+    def unit_at(self, index: int) -> int:
+        """Index of the unit that starts at message `index` (`len(units)` at the end)."""
+        return self.unit_of[index] if index < len(self.messages) else len(self.units)
+
+    def _original_offset(self) -> int:
+        """Index in the original (unprocessed) history minus index in the input, past the prefix.
+
+        Marker ranges are original indices, so a persistent run and a view-only run of the same
+        conversation record the same ranges. The latest summary's marker says where its range
+        ends; after it come kept messages and at most one notice counting what it removed.
+        """
+        summary_at: int | None = None
+        notice = 0
+        for index in range(self.live - 1, self.head - 1, -1):
+            msg = self.messages[index]
+            if is_summary_message(msg):
+                summary_at = index
+                break
+            count = notice_count(msg)
+            if count is not None and not notice:
+                notice = count
+        if summary_at is None:
+            base = first = self.head
+        else:
+            marker = latest_marker([self.messages[summary_at]])
+            if marker is None:
+                return 0
+            base, first = marker.covered_to, summary_at + 1
+        kept = sum(1 for m in self.messages[first : self.live] if notice_count(m) is None)
+        return base + kept + notice - self.live
+
+    def original_index(self, index: int) -> int:
+        return index + self.offset
+
+    def request_points(self) -> Iterator[Point]:
+        """The model calls after the prefix, in order: before each assistant message, and the end."""
+        messages = self.messages
+        for index in range(self.live_unit, len(self.units)):
+            start = self.units[index].start
+            if start > self.live and messages[start].role == "assistant":
+                yield self.point(start)
+        yield self.point(len(messages))
+
+    def point(self, end: int) -> Point:
+        """The call that saw `messages[:end]`, in the current state."""
+        return Point(
+            end, self.prefix_tokens + self.cum[end] - self.cum[self.live], self.prefix_count + end - self.live
+        )
+
+    def fires(self, point: Point) -> bool:
+        if self.high is not None and point.tokens > self.high:
+            return True
+        limit = self.trigger.max_messages
+        return limit is not None and point.count > limit
+
+    def last_cut_unit(self, point: Point) -> int:
+        """The furthest a cut at `point` may go: the unit holding that call's final request."""
+        last = point.end - 1
+        if last < self.head:
+            return self.live_unit
+        if self.messages[last].role in ("user", "tool"):
+            last = self.run_start[last]
+        if last < self.head:
+            return self.live_unit
+        return max(self.unit_of[last], self.live_unit)
+
+    def walk(self, mode: Mode) -> _Walk:
+        """A walk positioned at the start of the live region, the prefix pieces behind it."""
+        walk = _Walk(mode)
+        last_summary = max((i for i, p in enumerate(self.prefix_pieces) if p.summary), default=-1)
+        for index, piece in enumerate(self.prefix_pieces):
+            # Truncation leaves what comes before the latest summary to that summary.
+            walk.add(piece, frozen=mode == "truncate" and index < last_summary)
+        return walk
+
+    def advance(self, walk: _Walk, unit: int) -> None:
+        walk.add(self._piece(self.units[unit]))
+
+    def tokens_after(self, walk: _Walk, point: Point, unit: int, compaction_tokens: int) -> tuple[int, int]:
+        """Tokens and messages of the call at `point` with the cut at `unit` and a compaction message."""
+        kept_tokens, kept_count = walk.size()
+        start = self.start_of(unit)
+        tokens = self.cum[self.head] + kept_tokens + compaction_tokens + self.cum[point.end] - self.cum[start]
+        return tokens, self.head + kept_count + 1 + point.end - start
+
+    # -- compactions ------------------------------------------------------------------------------
+
+    def truncation_cut(self, point: Point) -> Cut | None:
+        """The cut a truncation at `point` makes: the oldest units go until the size is at the
+        low-water mark or only what must stay is left; `None` when nothing can go."""
+        last = self.last_cut_unit(point)
+        if last <= self.live_unit:
+            return None
+        walk = self.walk("truncate")
+        notice_tokens = _NoticeTokens(self.ctx)
+        for unit in range(self.live_unit + 1, last + 1):
+            self.advance(walk, unit - 1)
+            removed = walk.prior_notice + walk.dropped
+            tokens, count = self.tokens_after(walk, point, unit, notice_tokens(removed))
+            if self.trigger.satisfied(tokens, count, self.ctx):
+                return walk.cut(unit, self.start_of(unit))
+            if unit == last:
+                # As far as it may go: worth it only if it frees something (a notice costs tokens too).
+                frees = tokens < point.tokens or (tokens == point.tokens and count < point.count)
+                return walk.cut(unit, self.start_of(unit)) if frees else None
+        return None  # pragma: no cover - the loop always returns at `last`
+
+    def truncate(self, point: Point, why: str = "") -> bool:
+        """Truncate at `point`; False (and a note) when nothing can be dropped."""
+        cut = self.truncation_cut(point)
+        if cut is None or cut.dropped == 0:
+            if point.end == len(self.messages):  # earlier calls: the final state says it all
+                self.notes.details.append(
+                    f"{why}nothing can be dropped without losing the system prompt, the task, pinned "
+                    "content or the final request"
+                )
+            return False
+        before = point.tokens
+        self.apply(cut, truncation_notice(cut.prior_notice + cut.dropped))
+        after = self.point(point.end).tokens
+        if point.end == len(self.messages):
+            self.notes.markers.append(
+                CompactionMarker(
+                    covered_from=self.head,
+                    covered_to=self.original_index(cut.start),
+                    tokens_before=before,
+                    tokens_after=after,
+                    strategy="truncate",
+                )
+            )
+        self.notes.details.append(
+            f"{why}removed {cut.dropped} message(s) before message {point.end}: "
+            f"{before:,} -> {after:,} tokens"
+        )
+        return True
+
+    def apply(self, cut: Cut, compaction: Message) -> None:
+        """Make `cut` the state: the prefix becomes head + kept pieces + `compaction`."""
+        tokens = self.ctx.counter.count_message(compaction)
+        unit = split_units([compaction])[0]
+        self.prefix_pieces = [*cut.kept, _piece((compaction,), unit, tokens)]
+        self.new_prefix = [
+            *self.messages[: self.head],
+            *(m for p in cut.kept for m in p.messages),
+            compaction,
+        ]
+        self.prefix_tokens = self.cum[self.head] + cut.kept_tokens + tokens
+        self.prefix_count = len(self.new_prefix)
+        self.live_unit = cut.unit
+        self.live = cut.start
+        for part in compaction.parts:
+            if isinstance(part, SummaryPart):
+                self.marker = part.marker
+
+    def result(self) -> tuple[list[Message], StepNotes]:
+        """The processed history (the input list itself when nothing changed) and the notes."""
+        notes = self.notes
+        final = self.point(len(self.messages))
+        if self.fires(final):
+            notes.details.append(
+                f"still over budget: {final.tokens:,} tokens in {final.count} messages; what is left is the "
+                "system prompt, the task, pinned content, kept requests and summaries, and the final request"
+            )
+        if self.new_prefix is None:
+            return self.messages, notes
+        out = [*self.new_prefix, *self.messages[self.live :]]
+        before = {id(m) for m in self.messages}
+        after = {id(m) for m in out}
+        notes.removed = sum(1 for m in self.messages if id(m) not in after)
+        notes.added = sum(1 for m in out if id(m) not in before)
+        return out, notes
+
+
+class _NoticeTokens:
+    """Tokens of the notice for a count: the count changes as a cut moves, the text barely does."""
+
+    _cache: ClassVar[dict[tuple[Any, int], int]] = {}
+
+    def __init__(self, ctx: ProcessContext) -> None:
+        self._counter = ctx.counter
+
+    def __call__(self, count: int) -> int:
+        key = (self._counter.tokenizer, count)
+        try:
+            tokens = self._cache.get(key)
+        except TypeError:  # an unhashable tokenizer: count every time
+            return self._counter.count_message(truncation_notice(count))
+        if tokens is None:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            tokens = self._cache[key] = self._counter.count_message(truncation_notice(count))
+        return tokens

@@ -1,0 +1,532 @@
+"""`Summarize`: replace the older span of a history with one structured summary.
+
+Example:
+    ```python
+    from historykit.processors.summarize import Summarize
+
+    summarize = Summarize(max_fraction=0.8, keep_last=6)            # extractive, no LLM
+    summarize = Summarize(max_tokens=60_000, model="openai:gpt-4o-mini")
+    result = await summarize.arun(messages, context_window=128_000)
+    ```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import tenacity
+
+from historykit.messages import (
+    CompactionMarker,
+    MediaPart,
+    Message,
+    OtherPart,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit.processors.pairwise_truncate import DEFAULT_FRACTION, Cut, Point, Replay
+from historykit.processors.summarizers import (
+    ExtractiveSummarizer,
+    Summarizer,
+    ensure_constraints,
+    extract_constraints,
+    summarizer_for,
+)
+from historykit.processors.trigger import Trigger
+from historykit.processors.turns import is_user_request
+
+__all__ = ["SUMMARY_HEADER", "Summarize"]
+
+SUMMARY_HEADER = (
+    "[historykit] Summary of the earlier conversation, which it replaces "
+    "(the messages after it follow verbatim)."
+)
+"""First line of every summary `Summarize` writes."""
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class Summarize(HistoryProcessor):
+    """Replaces the older span of the history with ONE structured summary; keeps a recent tail.
+
+    When the history crosses the high-water mark, everything between the task and the last
+    `keep_last` units (a tool call with all its results is one unit) is replaced by a summary
+    message (a `SummaryPart` in a user message) that records a `CompactionMarker`: the range it
+    covers (indices of the original history), tokens before and after, the model, when. The tail is
+    shortened further, never splitting a unit, when that is needed to reach the low-water mark.
+    Always kept verbatim: system messages, the first user message (the task), pinned content (a
+    pinned part keeps its whole unit), the request of the turn the cut falls in, and the final
+    request. The summary has sections for the task, the user's constraints (verbatim: whatever the
+    summarizer writes, missing constraint sentences are added), decisions, files touched, done and
+    pending work, and open errors.
+
+    An earlier summary is updated, not summarized: the summarizer gets it with the new messages,
+    and the new marker extends its covered range. A failing summarizer is retried with exponential
+    backoff (`tenacity`); then this call falls back to `PairwiseTruncate`'s behaviour, so the run
+    goes on (the notes say so). No compaction loops: a compaction must be expected to free
+    `min_gain` tokens (a summary that turns out longer and frees less is not used), and after one
+    that freed less or left the history over the high-water mark (read from the latest marker) the
+    next must free as much as the gap between the high- and low-water marks, else the history is
+    truncated instead of summarized again.
+
+    `aprocess` awaits the summarizer (a sync one runs in a worker thread); `process` works from sync
+    code, even on a thread whose event loop is running: an async summarizer then runs on a
+    background event loop of its own.
+
+    Deterministic given a deterministic summarizer. In view-only use (every call gets the raw
+    history) the compactions are replayed each call: summaries are cached in this instance by the
+    content they cover, so each is written once (same text, same marker, same `created_at`) and
+    the output stays append-only between compactions. A fresh instance on a long raw history
+    summarizes once per compaction point it replays; a span whose summary failed is truncated
+    for the lifetime of the instance. In persistent use the summary is carried forward and no
+    replay is needed.
+
+    Example:
+        ```python
+        import tenacity
+        from historykit.processors.summarize import Summarize
+
+        Summarize(max_fraction=0.8)                                # extractive summarizer (no LLM)
+        Summarize(max_tokens=50_000, keep_last=4, model="anthropic:claude-haiku-4-5")
+        Summarize(max_fraction=0.7, model=my_langchain_chat_model)
+        Summarize(max_fraction=0.7, summarizer=my_async_function, retry_wait=tenacity.wait_none())
+        ```
+    """
+
+    max_tokens: int | None = None
+    """High-water mark in tokens. With none of the three limits given, `max_fraction` is 0.8."""
+    max_fraction: float | None = None
+    """High-water mark as a fraction of the model's context window."""
+    max_messages: int | None = None
+    """High-water mark as a number of messages."""
+    low_water: float = 0.6
+    """A compaction goes down to this fraction of the high-water mark."""
+    keep_last: int = 6
+    """At most this many units stay verbatim at the end (a tool call and all its results are one
+    unit); fewer when that is needed to reach the low-water mark, never less than the final request."""
+    keep_last_tokens: int | None = None
+    """Also keep at most this many tokens of tail verbatim (the final request is always kept)."""
+    summarizer: Summarizer | None = None
+    """Any callable `messages -> str` (sync or async); default: `ExtractiveSummarizer()`."""
+    model: Any = None
+    """Instead of `summarizer`: a Pydantic AI model name, `Model` or `Agent`, or a LangChain chat model."""
+    summary_tokens: int = 2_000
+    """Expected size of a summary: room left for it when choosing the tail, and the LLM's budget."""
+    min_gain: int = 1_000
+    """A compaction must be expected to free at least this many tokens."""
+    attempts: int = 3
+    """Summarizer attempts before falling back to truncation."""
+    retry_wait: Any = None
+    """A `tenacity` wait between attempts; default exponential backoff, 1 s doubling up to 20 s."""
+    clock: Callable[[], datetime] = _utc_now
+    """Gives the marker's `created_at`."""
+    automatic: bool = True
+    """Recorded in the marker: `False` for a compaction a user asked for."""
+    cache_size: int = 1_024
+    """Summaries remembered by covered content, for view-only use, where each call replays every
+    compaction of the conversation: keep it above the number of compactions a conversation has."""
+    _cache: OrderedDict[str, _Cached] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False
+    )
+    _digests: _Digests = field(default_factory=lambda: _Digests(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is None and self.max_fraction is None and self.max_messages is None:
+            self.max_fraction = DEFAULT_FRACTION
+        self.trigger()  # a bad limit is an error here, not at the first call
+        if self.summarizer is not None and self.model is not None:
+            raise ValueError("give either summarizer= or model=, not both")
+        if self.model is not None:
+            self._summarizer: Summarizer = summarizer_for(self.model, self.summary_tokens)
+        elif self.summarizer is None:
+            self._summarizer = ExtractiveSummarizer()
+        elif not callable(self.summarizer):
+            raise TypeError(
+                f"summarizer must be a callable taking messages, got a {type(self.summarizer).__qualname__}"
+            )
+        else:
+            self._summarizer = self.summarizer
+        for name in ("keep_last", "summary_tokens", "min_gain", "cache_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        if self.keep_last_tokens is not None and self.keep_last_tokens < 0:
+            raise ValueError(f"keep_last_tokens must be >= 0, got {self.keep_last_tokens!r}")
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ValueError(f"attempts must be an int >= 1, got {self.attempts!r}")
+
+    def trigger(self) -> Trigger:
+        """The high- and low-water marks these fields describe."""
+        return Trigger(self.max_tokens, self.max_fraction, self.max_messages, self.low_water)
+
+    @property
+    def model_name(self) -> str | None:
+        """What the markers record as the model: the summarizer's `model_name`, if it has one."""
+        name = getattr(self._summarizer, "model_name", None)
+        return name if isinstance(name, str) else None
+
+    # -- entry points -----------------------------------------------------------------------------
+
+    def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
+        steps = self._replay(messages, ctx)
+        reply: _Reply | None = None
+        while True:
+            try:
+                request = steps.send(reply)  # type: ignore[arg-type]
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            reply = self._summarize_sync(request)
+
+    async def aprocess(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
+        steps = self._replay(messages, ctx)
+        reply: _Reply | None = None
+        while True:
+            try:
+                request = steps.send(reply)  # type: ignore[arg-type]
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            reply = await self._summarize_async(request)
+
+    # -- the replay -------------------------------------------------------------------------------
+
+    def _replay(
+        self, messages: list[Message], ctx: ProcessContext
+    ) -> Generator[list[Message], _Reply, tuple[list[Message], StepNotes]]:
+        """Replays the history's model calls; yields summarizer inputs, receives their replies."""
+        replay = Replay(messages, ctx, self.trigger())
+        notes = replay.notes
+        for point in replay.request_points():
+            if not replay.fires(point):
+                continue
+            plan = self._plan(replay, point)
+            if plan is None:
+                replay.truncate(point, "nothing to summarize; ")
+                continue
+            cut, expected = plan
+            gain = point.tokens - expected
+            needed = self._needed_gain(replay)
+            if gain < needed:
+                why = f"summarizing would free about {max(gain, 0):,} tokens (< {needed:,}); "
+                replay.truncate(point, why)
+                continue
+            inputs = self._inputs(replay, cut)
+            key = self._digests.key(inputs)
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+            if cached is None:
+                reply = yield inputs
+                cached = _Cached(reply.text, reply.error)
+                if reply.text is not None:
+                    cached.text = self._finish_text(reply.text, inputs)
+                self._remember(key, cached)
+                fresh = True
+            else:
+                fresh = False
+            if cached.text is None:
+                replay.truncate(point, f"summarizer failed ({cached.error}), truncated instead; ")
+                continue
+            summary = self._summary_message(replay, point, cut, cached, ctx)
+            marker = summary.parts[0].marker  # type: ignore[union-attr]
+            assert marker is not None
+            if marker.tokens_before - marker.tokens_after < self.min_gain:
+                # Longer than expected: a summary that frees so little is not worth the cache miss.
+                why = f"the summary would free only {marker.tokens_before - marker.tokens_after:,} tokens; "
+                replay.truncate(point, why)
+                continue
+            replay.apply(cut, summary)
+            if fresh:
+                notes.markers.append(marker)
+            covered = marker.covered_to - marker.covered_from
+            notes.details.append(
+                f"{'summarized' if fresh else 're-applied the summary of'} messages "
+                f"{marker.covered_from}-{marker.covered_to} ({covered} messages; "
+                f"{sum(len(p.messages) for p in cut.kept)} kept verbatim) "
+                f"before message {point.end}: {marker.tokens_before:,} -> {marker.tokens_after:,} tokens"
+                + (f" ({marker.model})" if marker.model else "")
+            )
+        return replay.result()
+
+    def _needed_gain(self, replay: Replay) -> int:
+        """`min_gain`, or after a compaction that gained too little, a full high-to-low swing."""
+        marker = replay.marker
+        if marker is None:
+            return self.min_gain
+        high, low = replay.high, replay.low
+        over = high is not None and marker.tokens_after > high
+        small = marker.tokens_before - marker.tokens_after < self.min_gain
+        if not (over or small):
+            return self.min_gain
+        swing = high - low if high is not None and low is not None else 0
+        return max(self.min_gain, swing)
+
+    def _plan(self, replay: Replay, point: Point) -> tuple[Cut, int] | None:
+        """Where a summary at `point` cuts, and the size expected after it; `None` when nothing to cover."""
+        last = replay.last_cut_unit(point)
+        if last <= replay.live_unit:
+            return None
+        end_unit = replay.unit_at(point.end)
+        unit = max(replay.live_unit + 1, end_unit - self.keep_last)
+        if self.keep_last_tokens is not None:
+            while (
+                unit < last
+                and replay.cum[point.end] - replay.cum[replay.start_of(unit)] > self.keep_last_tokens
+            ):
+                unit += 1
+        unit = min(unit, last)
+        walk = replay.walk("summarize")
+        for index in range(replay.live_unit, unit):
+            replay.advance(walk, index)
+        previous = walk.previous_summary
+        expected_summary = self.summary_tokens
+        if previous is not None:
+            expected_summary = max(expected_summary, replay.ctx.counter.count_message(previous))
+        while True:
+            tokens, count = replay.tokens_after(walk, point, unit, expected_summary)
+            if unit >= last or replay.trigger.satisfied(tokens, count, replay.ctx):
+                return walk.cut(unit, replay.start_of(unit)), tokens
+            replay.advance(walk, unit)
+            unit += 1
+
+    def _inputs(self, replay: Replay, cut: Cut) -> list[Message]:
+        """What the summarizer gets: the task, the summary to update, the messages to cover."""
+        head = replay.messages[: replay.head]
+        task = [m for m in head if is_user_request(m)][-1:]
+        previous = [cut.previous_summary] if cut.previous_summary is not None else []
+        return [*task, *previous, *cut.covered]
+
+    def _finish_text(self, text: str, inputs: list[Message]) -> str:
+        room = getattr(self._summarizer, "max_constraint_chars", None)
+        constraints = (
+            extract_constraints(inputs, room) if isinstance(room, int) else extract_constraints(inputs)
+        )
+        text = ensure_constraints(text.strip(), constraints)
+        if text.startswith(SUMMARY_HEADER):
+            return text
+        return f"{SUMMARY_HEADER}\n\n{text}"
+
+    def _summary_message(
+        self, replay: Replay, point: Point, cut: Cut, cached: _Cached, ctx: ProcessContext
+    ) -> Message:
+        assert cached.text is not None
+        if cached.tokens is None or cached.tokenizer is not ctx.counter.tokenizer:
+            cached.tokens = ctx.counter.count_message(Message("user", (SummaryPart(cached.text),)))
+            cached.tokenizer = ctx.counter.tokenizer
+        text_tokens = cached.tokens
+        previous = cut.previous_summary
+        previous_marker = next(
+            (p.marker for p in previous.parts if isinstance(p, SummaryPart))
+            if previous is not None
+            else iter(()),
+            None,
+        )
+        covered_from = previous_marker.covered_from if previous_marker is not None else replay.head
+        covered_to = replay.original_index(cut.start)
+        after = (
+            replay.cum[replay.head]
+            + cut.kept_tokens
+            + text_tokens
+            + replay.cum[point.end]
+            - replay.cum[cut.start]
+        )
+        numbers = (covered_from, covered_to, point.tokens, after)
+        message = cached.messages.get(numbers)
+        if message is None:
+            marker = CompactionMarker(
+                covered_from=covered_from,
+                covered_to=covered_to,
+                tokens_before=point.tokens,
+                tokens_after=after,
+                strategy="summarize",
+                model=self.model_name,
+                created_at=self.clock(),
+                automatic=self.automatic,
+            )
+            message = cached.messages[numbers] = Message("user", (SummaryPart(cached.text, marker),))
+        return message
+
+    def _remember(self, key: str, entry: _Cached) -> None:
+        self._cache[key] = entry
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    # -- calling the summarizer -------------------------------------------------------------------
+
+    def _wait(self) -> Any:
+        return self.retry_wait if self.retry_wait is not None else tenacity.wait_exponential(1, min=1, max=20)
+
+    def _summarize_sync(self, inputs: list[Message]) -> _Reply:
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.attempts),
+            wait=self._wait(),
+            retry=tenacity.retry_if_exception_type(Exception),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return _Reply(_checked(_call_blocking(self._summarizer, inputs)), None)
+        except Exception as exc:
+            return _Reply(None, _describe(exc, self.attempts))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _summarize_async(self, inputs: list[Message]) -> _Reply:
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self.attempts),
+            wait=self._wait(),
+            retry=tenacity.retry_if_exception_type(Exception),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return _Reply(_checked(await _call_async(self._summarizer, inputs)), None)
+        except Exception as exc:
+            return _Reply(None, _describe(exc, self.attempts))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclass
+class _Reply:
+    text: str | None
+    error: str | None
+
+
+@dataclass
+class _Cached:
+    text: str | None
+    """The finished summary text; `None` when the summarizer failed."""
+    error: str | None
+    messages: dict[tuple[int, int, int, int], Message] = field(default_factory=dict)
+    """The summary messages made from it, by marker numbers: the same call gives the same object."""
+    tokens: int | None = None
+    """Tokens of a message carrying the text, once counted."""
+    tokenizer: Any = None
+    """The tokenizer `tokens` was counted with."""
+
+
+def _checked(result: object) -> str:
+    if not isinstance(result, str):
+        raise TypeError(f"the summarizer returned a {type(result).__qualname__}, not a str")
+    if not result.strip():
+        raise ValueError("the summarizer returned an empty summary")
+    return result
+
+
+def _describe(exc: BaseException, attempts: int) -> str:
+    return f"{type(exc).__name__}: {exc} after {attempts} attempt{'s' if attempts != 1 else ''}"
+
+
+def _call_blocking(summarizer: Summarizer, inputs: list[Message]) -> object:
+    result = summarizer(inputs)
+    if inspect.isawaitable(result):
+        return _BackgroundLoop.run(result)
+    return result
+
+
+class _BackgroundLoop:
+    """One event loop on a daemon thread, for async summarizers called from sync code.
+
+    Long-lived rather than `asyncio.run` per call: a provider's cached HTTP client is bound to the
+    loop it was first used on, and this works whether or not the calling thread runs a loop.
+    """
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def run(cls, awaitable: Awaitable[Any]) -> Any:
+        async def wait() -> Any:
+            return await awaitable
+
+        with cls._lock:
+            if cls._loop is None or cls._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="historykit-summarizer", daemon=True).start()
+                cls._loop = loop
+            loop = cls._loop
+        return asyncio.run_coroutine_threadsafe(wait(), loop).result()
+
+
+async def _call_async(summarizer: Summarizer, inputs: list[Message]) -> object:
+    if _is_coroutine_function(summarizer):
+        return await summarizer(inputs)  # type: ignore[misc]
+    # A sync summarizer (an LLM client that blocks) must not block the caller's event loop.
+    result = await asyncio.to_thread(summarizer, inputs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def _is_coroutine_function(fn: object) -> bool:
+    # An object whose `__call__` is `async def` (the LLM adapters) counts too.
+    call = type(fn).__dict__.get("__call__") if not inspect.isroutine(fn) else None
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
+class _Digests:
+    """Content digests of messages, remembered per message (or per native message, for adapters
+    that make new neutral objects on every call): a view-only replay hashes each message once."""
+
+    max_cached = 200_000
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[int, str, tuple[str, ...]], tuple[object, bytes]] = {}
+
+    def key(self, messages: Sequence[Message]) -> str:
+        """Identity of a summarizer input by content."""
+        h = hashlib.blake2b(digest_size=20)
+        for msg in messages:
+            h.update(self.digest(msg))
+        return h.hexdigest()
+
+    def digest(self, msg: Message) -> bytes:
+        anchor: object = msg.native if msg.is_untouched else msg
+        # One native message may give several neutral ones (a request's system prompt and user
+        # prompt): the role and the part kinds tell them apart.
+        key = (id(anchor), msg.role, tuple(p.kind for p in msg.parts))
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is anchor:
+            return hit[1]
+        digest = _digest(msg)
+        if len(self._cache) >= self.max_cached:
+            for old in list(self._cache)[: self.max_cached // 2]:
+                del self._cache[old]
+        # Holding the object keeps its id from being reused while the entry lives.
+        self._cache[key] = (anchor, digest)
+        return digest
+
+
+def _digest(msg: Message) -> bytes:
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"\x1e{msg.role}\x1f{int(msg.pinned)}".encode())
+    for part in msg.parts:
+        h.update(f"\x1d{part.kind}\x1f{int(part.pinned)}\x1f".encode())
+        if isinstance(part, (TextPart, SummaryPart)):
+            h.update(part.text.encode())
+        elif isinstance(part, ThinkingPart):
+            h.update(f"{part.text}\x1f{part.signature}\x1f{part.id}\x1f{part.redacted}".encode())
+        elif isinstance(part, ToolCallPart):
+            h.update(f"{part.id}\x1f{part.name}\x1f{part.arguments_text()}".encode())
+        elif isinstance(part, ToolResultPart):
+            h.update(f"{part.tool_call_id}\x1f{part.name}\x1f{part.is_error}\x1f{part.content}".encode())
+        elif isinstance(part, MediaPart):
+            h.update(f"{part.media_type}\x1f{part.source}\x1f{part.size}".encode())
+        elif isinstance(part, OtherPart):
+            h.update(f"{part.type_name}\x1f{part.text}".encode())
+    return h.digest()

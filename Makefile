@@ -7,17 +7,18 @@ PAI1_SPEC := pydantic-ai-slim>=1.0,<2
 
 .PHONY: demo test lint typecheck test-main test-pai1 clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip uv
 	$(VENV)/bin/uv pip install --quiet --python $(VENV)/bin/python -e ".[dev]"
 	touch $@
 
-# Pydantic AI 1.x lives in its own environment: 1.x and 2.x cannot share one.
-$(VENV_PAI1)/.installed: pyproject.toml
+# Pydantic AI 1.x lives in its own environment (1.x and 2.x cannot share one); it has the rest of
+# the dependencies too, so every test module imports and the pydantic_ai-marked ones run.
+$(VENV_PAI1)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV_PAI1)
 	$(VENV_PAI1)/bin/python -m pip install --quiet --upgrade pip uv
-	$(VENV_PAI1)/bin/uv pip install --quiet --python $(VENV_PAI1)/bin/python -e ".[test]" "$(PAI1_SPEC)"
+	$(VENV_PAI1)/bin/uv pip install --quiet --python $(VENV_PAI1)/bin/python -e ".[dev]" "$(PAI1_SPEC)"
 	touch $@
 
 demo: $(VENV)/.installed

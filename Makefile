@@ -42,3 +42,16 @@ test: lint typecheck test-main test-pai1
 
 clean:
 	rm -rf $(VENV) $(VENV_PAI1) .pytest_cache .mypy_cache .ruff_cache
+
+# The processors against pydantic-ai-harness and LangChain: speed, then the corpus replay priced as a
+# prompt cache prices it. The harness gets its own environment (benchmarks/.envs/harness) on first use.
+.PHONY: bench-processors
+bench-processors: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_processors.py
+	$(VENV)/bin/python benchmarks/bench_replay.py --json benchmarks/results/replay.json
+
+# The LangGraph checkpointers (SQLModelSaver against the official savers) on a long agent run; about
+# half an hour. Options: make bench-checkpointers BENCH_CHECKPOINTERS_ARGS="--quick" (or --steps, --savers).
+.PHONY: bench-checkpointers
+bench-checkpointers: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_checkpointers.py --json benchmarks/results/checkpointers.json $(BENCH_CHECKPOINTERS_ARGS)

@@ -4,7 +4,9 @@ The public names live here; everything else is private to its module.
 """
 
 from historykit.messages import CompactionMarker, Message
+from historykit.pinning import pin
 from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, ProcessContext, Report, StepNotes
+from historykit.processors.default_pipeline import default_pipeline
 from historykit.tokens import TokenCount, TokenCounter
 from historykit.validity import Violation, check
 
@@ -21,6 +23,8 @@ __all__ = [
     "TokenCounter",
     "Violation",
     "check",
+    "default_pipeline",
+    "pin",
 ]
 
 __version__ = "0.1.0"

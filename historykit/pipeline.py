@@ -49,7 +49,7 @@ class ProcessContext:
     context_window: int
     """The model's context window, in tokens."""
     window_source: str
-    """Where `context_window` came from: `explicit`, `model profile` or `default`."""
+    """Where `context_window` came from: `explicit`, `model profile`, `genai-prices` or `default`."""
     counter: TokenCounter
     """Counts tokens; shared by every step of a run so its cache is shared too."""
 
@@ -218,10 +218,11 @@ class HistoryProcessor(ABC):
         *,
         counter: TokenCounter | None = None,
         on_report: Callable[[Report], None] | None = None,
+        window_source: str | None = None,
     ) -> PipelineResult:
         """Process a native or neutral history; see `Pipeline.run`."""
         return Pipeline(list(self._steps()), counter=counter, on_report=on_report).run(
-            messages, context_window
+            messages, context_window, window_source=window_source
         )
 
     async def arun(
@@ -231,10 +232,11 @@ class HistoryProcessor(ABC):
         *,
         counter: TokenCounter | None = None,
         on_report: Callable[[Report], None] | None = None,
+        window_source: str | None = None,
     ) -> PipelineResult:
         """Process a native or neutral history from async code; see `Pipeline.arun`."""
         pipeline = Pipeline(list(self._steps()), counter=counter, on_report=on_report)
-        return await pipeline.arun(messages, context_window)
+        return await pipeline.arun(messages, context_window, window_source=window_source)
 
     def __call__(self, messages: Sequence[Any]) -> list[Any]:
         """The processed messages only: the shape a plain history-processor callable has."""
@@ -282,11 +284,11 @@ class Pipeline(HistoryProcessor):
     def _steps(self) -> Iterable[HistoryProcessor]:
         return tuple(self.processors)
 
-    def _context(self, context_window: int | None) -> ProcessContext:
+    def _context(self, context_window: int | None, window_source: str | None = None) -> ProcessContext:
         if context_window is not None:
             if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0:
                 raise ValueError(f"context_window must be a positive int, got {context_window!r}")
-            return ProcessContext(context_window, "explicit", self.counter)
+            return ProcessContext(context_window, window_source or "explicit", self.counter)
         return ProcessContext(DEFAULT_CONTEXT_WINDOW, "default", self.counter)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
@@ -342,21 +344,23 @@ class Pipeline(HistoryProcessor):
         *,
         counter: TokenCounter | None = None,
         on_report: Callable[[Report], None] | None = None,
+        window_source: str | None = None,
     ) -> PipelineResult:
         """Process a native (Pydantic AI or LangChain) or neutral history.
 
-        Raises `TypeError` naming the index and type of an item that is not a message of the
-        history's framework. Returns a `PipelineResult` whose `.messages` are of the input's
-        framework; untouched messages are the very same objects.
+        `window_source` says where a given `context_window` came from (the framework glue passes
+        `model profile`); the report shows it. Raises `TypeError` naming the index and type of an
+        item that is not a message of the history's framework. Returns a `PipelineResult` whose
+        `.messages` are of the input's framework; untouched messages are the very same objects.
         """
         if counter is not None or on_report is not None:
             return Pipeline(self.processors, counter=counter or self.counter, on_report=on_report).run(
-                messages, context_window
+                messages, context_window, window_source=window_source
             )
         from historykit.plugins import adapter_for
 
         adapter = adapter_for(messages)
-        ctx = self._context(context_window)
+        ctx = self._context(context_window, window_source)
         neutral = adapter.to_neutral(messages)
         processed, steps = self._run_steps(neutral, ctx)
         return self._finish(adapter, messages, neutral, processed, steps, ctx)
@@ -368,15 +372,16 @@ class Pipeline(HistoryProcessor):
         *,
         counter: TokenCounter | None = None,
         on_report: Callable[[Report], None] | None = None,
+        window_source: str | None = None,
     ) -> PipelineResult:
         """`run` for async code: processors that await (a summarizer) run on the caller's loop."""
         if counter is not None or on_report is not None:
             pipeline = Pipeline(self.processors, counter=counter or self.counter, on_report=on_report)
-            return await pipeline.arun(messages, context_window)
+            return await pipeline.arun(messages, context_window, window_source=window_source)
         from historykit.plugins import adapter_for
 
         adapter = adapter_for(messages)
-        ctx = self._context(context_window)
+        ctx = self._context(context_window, window_source)
         neutral = adapter.to_neutral(messages)
         processed, steps = await self._arun_steps(neutral, ctx)
         return self._finish(adapter, messages, neutral, processed, steps, ctx)

@@ -18,8 +18,11 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+import operator
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
+from typing import Generic, NamedTuple, TypeVar
 
 REFS_ENCODING = "historykit.refs"
 """`BlobRow.encoding` of a message list stored as references into the message log."""
@@ -90,6 +93,76 @@ def expand_runs(runs: Iterable[Run]) -> list[int]:
     return seqs
 
 
+def merge_runs(runs: Iterable[Run]) -> list[Run]:
+    """The union of `runs`, as sorted runs that neither overlap nor touch.
+
+    The lists of a thread's checkpoints are mostly prefixes of one another: their union is a few
+    runs however many lists there are.
+    """
+    out: list[Run] = []
+    for first, length in sorted(set(runs)):  # lists share most of their runs: sort each once
+        if out and first <= out[-1][0] + out[-1][1]:
+            start, size = out[-1]
+            out[-1] = (start, max(size, first + length - start))
+        else:
+            out.append((first, length))
+    return out
+
+
+T = TypeVar("T")
+
+
+class RunValues(Generic[T]):
+    """The values of many overlapping run lists (a page of `list`), built by slicing.
+
+    Each merged range is looked up once; a list is then cut out of it run by run, or, when it is
+    a prefix of the longest list built so far (a thread's checkpoints hold growing lists, and a
+    page comes newest first), copied from that list in one slice.
+
+    Example:
+        ```python
+        values = RunValues(merge_runs([(3, 2), (3, 4)]), {3: "a", 4: "b", 5: "c", 6: "d"})
+        assert values.get([(3, 4)]) == ["a", "b", "c", "d"]
+        assert values.get([(3, 2)]) == ["a", "b"]
+        ```
+    """
+
+    __slots__ = ("_bases", "_longest", "_lookup", "_ranges", "_starts")
+
+    def __init__(self, ranges: Sequence[Run], lookup: Mapping[int, T]) -> None:
+        """`ranges`: sorted disjoint runs (`merge_runs`) whose every number is in `lookup`."""
+        self._ranges = list(ranges)
+        self._starts = [first for first, _ in self._ranges]
+        self._lookup = lookup
+        self._bases: dict[int, list[T]] = {}
+        self._longest: tuple[list[Run], list[T]] = ([], [])
+
+    def get(self, runs: Sequence[Run]) -> list[T]:
+        """The values of the numbers of `runs`, in order (`KeyError` for a number not known)."""
+        longest_runs, longest_values = self._longest
+        if runs and len(runs) <= len(longest_runs):
+            last = len(runs) - 1
+            first, length = runs[last]
+            known_first, known_length = longest_runs[last]
+            if first == known_first and length <= known_length and runs[:last] == longest_runs[:last]:
+                return longest_values[: sum(map(operator.itemgetter(1), runs))]
+        out: list[T] = []
+        for first, length in runs:
+            i = bisect_right(self._starts, first) - 1
+            if i < 0 or first + length > self._ranges[i][0] + self._ranges[i][1]:
+                out.extend(map(self._lookup.__getitem__, range(first, first + length)))
+                continue
+            base = self._bases.get(i)
+            if base is None:
+                start, size = self._ranges[i]
+                base = self._bases[i] = list(map(self._lookup.__getitem__, range(start, start + size)))
+            offset = first - self._starts[i]
+            out.extend(base[offset : offset + length])
+        if len(out) > len(longest_values):
+            self._longest = (list(runs), out[:])
+        return out
+
+
 def decode_refs(data: bytes | None) -> Refs:
     """The runs and flags; `ValueError` saying what is malformed."""
     if data is None:
@@ -101,23 +174,20 @@ def decode_refs(data: bytes | None) -> Refs:
     if not isinstance(doc, dict) or doc.get("v") != _FORMAT:
         raise ValueError(f"the reference blob has an unknown format: {str(doc)[:80]!r}")
     flat = doc.get("runs")
+    # `type(n) is int` (checked in C): JSON gives plain ints, and a bool is not a number here.
     if (
         not isinstance(flat, list)
         or len(flat) % 2
-        or not all(isinstance(n, int) and not isinstance(n, bool) for n in flat)
+        or not all(map(operator.is_, map(type, flat), repeat(int)))
     ):
         raise ValueError("the reference blob's runs are not pairs of integers")
-    runs: list[Run] = []
-    for i in range(0, len(flat), 2):
-        first, length = flat[i], flat[i + 1]
-        if length <= 0:
-            raise ValueError(f"the reference blob has a run of length {length}")
-        runs.append((first, length))
+    lengths = flat[1::2]
+    if lengths and min(lengths) <= 0:
+        raise ValueError(f"the reference blob has a run of length {min(lengths)}")
+    runs: list[Run] = list(zip(flat[0::2], lengths))
     without_id = doc.get("without_id", [])
-    total = sum(length for _, length in runs)
-    if not isinstance(without_id, list) or not all(
-        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < total for i in without_id
-    ):
+    total = sum(lengths)
+    if not isinstance(without_id, list) or not all(type(i) is int and 0 <= i < total for i in without_id):
         raise ValueError("the reference blob's without_id is not a list of indexes into it")
     refs = Refs(runs, bool(doc.get("snapshot", False)), bool(doc.get("single", False)), tuple(without_id))
     if refs.single and (len(runs) != 1 or runs[0][1] != 1):

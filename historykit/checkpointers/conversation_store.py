@@ -287,16 +287,21 @@ class _EncodedEntry:
 
 
 def _marker_of(message: ModelMessage, entry_id: str, conversation_id: str) -> CompactionMarker | None:
-    """The marker a summary written by historykit carries, `None` for any other message."""
-    if (
-        not isinstance(message, ModelRequest)
-        or not message.metadata
-        or COMPACTION_KEY not in message.metadata
-    ):
+    """The marker a summary written by historykit carries, `None` for any other message.
+
+    The adapter writes it on the `CompactionPart` (`metadata` of the part survives Pydantic AI
+    merging the summary's request with the next one); a marker on the request itself is read too.
+    """
+    if not isinstance(message, ModelRequest):
         return None
-    if not any(isinstance(part, CompactionPart) for part in message.parts):
+    summaries = [part for part in message.parts if isinstance(part, CompactionPart)]
+    if not summaries:
         return None
-    data = message.metadata[COMPACTION_KEY]
+    holders = [getattr(part, "metadata", None) for part in summaries] + [message.metadata]
+    found = [holder for holder in holders if isinstance(holder, dict) and COMPACTION_KEY in holder]
+    if not found:
+        return None
+    data = found[0][COMPACTION_KEY]
     where = f"the summary in entry {entry_id!r} of conversation {conversation_id!r}"
     if not isinstance(data, dict):
         raise TypeError(

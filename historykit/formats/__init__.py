@@ -1,5 +1,176 @@
-"""Transcript file formats, read into neutral messages."""
+"""Transcript files: read any of five formats into neutral messages, and write them back.
 
-from historykit.formats.openai_chat import read_chat_jsonl
+| format | file | read by |
+|---|---|---|
+| `chat` | the corpus JSONL: OpenAI chat-completions messages, one a line | `openai_chat` |
+| `pydantic-ai` | `ModelMessagesTypeAdapter.dump_json(messages)` | `pydantic_ai_json` |
+| `langchain` | `json.dumps(messages_to_dict(messages))` | `langchain_json` |
+| `claude-code` | a Claude Code session log (`~/.claude/projects/...`) | `claude_code` |
+| `codex` | a Codex CLI rollout (`~/.codex/sessions/.../rollout-*.jsonl`) | `codex` |
 
-__all__ = ["read_chat_jsonl"]
+`read_transcript(path)` detects the format from the content (`detect`), or takes it as `format=`.
+Pydantic AI and LangChain files also keep their native messages (`TranscriptFile.native`); the
+agent logs keep their rows on each message (`Message.native`), so a processed history is written
+back in its own format with everything a processor did not touch (`write_transcript`).
+
+Example:
+    ```python
+    import historykit
+    from historykit.formats import read_transcript, write_transcript
+
+    transcript = read_transcript("session.jsonl")            # format detected
+    result = historykit.default_pipeline().run(transcript.history, context_window=32_000)
+    write_transcript(result.messages, "compacted.jsonl", transcript.format)
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from historykit.formats.detect import FORMATS, TranscriptFormatError, detect_text, resolve_format
+from historykit.formats.openai_chat import read_chat_jsonl, write_chat_jsonl
+from historykit.messages import Message
+
+__all__ = [
+    "FORMATS",
+    "TranscriptFile",
+    "TranscriptFormatError",
+    "read_chat_jsonl",
+    "read_transcript",
+    "resolve_format",
+    "write_transcript",
+]
+
+
+@dataclass(frozen=True)
+class TranscriptFile:
+    """A transcript read from a file."""
+
+    path: Path
+    format: str
+    """The canonical format name (`historykit.formats.FORMATS`)."""
+    messages: list[Message]
+    """The neutral messages."""
+    native: list[Any] | None = None
+    """The framework's own messages, for `pydantic-ai` and `langchain` files; `None` otherwise."""
+
+    @property
+    def history(self) -> list[Any]:
+        """What to process: the native messages when there are any (so the result is native too)."""
+        return self.native if self.native is not None else self.messages
+
+
+def read_transcript(path: str | Path, format: str | None = None) -> TranscriptFile:
+    """Read a transcript file, detecting its format unless `format` names it.
+
+    Raises `FileNotFoundError` for a missing file, `TranscriptFormatError` (a `ValueError`) naming
+    the file, and the line where it applies, for an empty, truncated or unrecognised file, and
+    `ImportError` when the format's framework is not installed.
+    """
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise TranscriptFormatError(f"{path}: a directory, not a transcript file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TranscriptFormatError(f"{path}: not UTF-8 text (byte {exc.start}): not a transcript") from None
+    if not text.strip():
+        raise TranscriptFormatError(f"{path}: the file is empty: no messages to read")
+    fmt = resolve_format(format) if format is not None else detect_text(text, str(path))
+    native: list[Any] | None = None
+    if fmt == "chat":
+        try:
+            messages = read_chat_jsonl(path)
+        except TranscriptFormatError:
+            raise
+        except ValueError as exc:
+            raise TranscriptFormatError(str(exc)) from None
+    elif fmt == "pydantic-ai":
+        from historykit.formats.pydantic_ai_json import read_pydantic_ai_json
+
+        native, messages = read_pydantic_ai_json(path)
+    elif fmt == "langchain":
+        from historykit.formats.langchain_json import read_langchain_json
+
+        native, messages = read_langchain_json(path)
+    elif fmt == "claude-code":
+        from historykit.formats.claude_code import read_claude_code
+
+        messages = read_claude_code(path)
+    else:
+        from historykit.formats.codex import read_codex
+
+        messages = read_codex(path)
+    if not messages:
+        raise TranscriptFormatError(f"{path}: no messages in this {fmt} file")
+    return TranscriptFile(path, fmt, messages, native)
+
+
+def write_transcript(messages: Sequence[Any], path: str | Path, format: str) -> None:
+    """Write a history (neutral, or native Pydantic AI / LangChain messages) to `path` as `format`.
+
+    Messages read from a file of the same format keep what a processor did not touch; messages from
+    another format are converted (what the target format cannot hold is rendered as text). The
+    file is written whole and then moved into place.
+    """
+    fmt = resolve_format(format)
+    path = Path(path).expanduser()
+    messages = list(messages)
+    if fmt in ("pydantic-ai", "langchain") and messages and _framework_of(messages[0]) == fmt:
+        native_out: Sequence[Any] = messages
+    else:
+        native_out = [_for_format(m, fmt, i) for i, m in enumerate(_neutral(messages))]
+    if fmt == "chat":
+        write_chat_jsonl(native_out, path)
+    elif fmt == "pydantic-ai":
+        from historykit.formats.pydantic_ai_json import write_pydantic_ai_json
+
+        write_pydantic_ai_json(native_out, path)
+    elif fmt == "langchain":
+        from historykit.formats.langchain_json import write_langchain_json
+
+        write_langchain_json(native_out, path)
+    elif fmt == "claude-code":
+        from historykit.formats.claude_code import write_claude_code
+
+        write_claude_code(native_out, path)
+    else:
+        from historykit.formats.codex import write_codex
+
+        write_codex(native_out, path)
+
+
+def _neutral(messages: list[Any]) -> list[Message]:
+    if not messages or isinstance(messages[0], Message):
+        return messages
+    from historykit.plugins import adapter_for
+
+    return adapter_for(messages).to_neutral(messages)
+
+
+def _framework_of(obj: Any) -> str | None:
+    """The format whose native objects `obj` (a native message, or a neutral one's `native`) is."""
+    from historykit.formats._raw import RawRows
+
+    if isinstance(obj, RawRows):
+        return obj.format
+    module = type(obj).__module__
+    if module.startswith("pydantic_ai."):
+        return "pydantic-ai"
+    if module.startswith(("langchain_core.", "langchain.")):
+        return "langchain"
+    return None
+
+
+def _for_format(message: Any, fmt: str, index: int) -> Message:
+    """`message`, cut loose from a native object of another format so the writer builds it anew."""
+    if not isinstance(message, Message):
+        raise TypeError(f"message {index} is a {type(message).__name__}, not a historykit Message")
+    if message.native is None or _framework_of(message.native) == fmt:
+        return message
+    parts = tuple(replace(p, native=None) for p in message.parts)
+    return Message(message.role, parts, id=message.id, pinned=message.pinned, usage=message.usage)

@@ -13,9 +13,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from historykit.messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit.messages import (
+    MediaPart,
+    Message,
+    OtherPart,
+    Part,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
-__all__ = ["chat_record_to_message", "read_chat_jsonl"]
+__all__ = ["chat_record_to_message", "message_to_chat_records", "read_chat_jsonl", "write_chat_jsonl"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -72,3 +82,59 @@ def _read_lines(lines: Iterable[str], name: str) -> Iterable[Message]:
         if not isinstance(record, dict):
             raise ValueError(f"{name}:{lineno}: expected a JSON object, got {type(record).__name__}")
         yield chat_record_to_message(record, f"{name}:{lineno}")
+
+
+def message_to_chat_records(message: Message) -> list[dict[str, Any]]:
+    """The chat records of one neutral message: the inverse of `chat_record_to_message`.
+
+    Tool results become one `tool` record each (placed first: they answer the previous assistant
+    message); the other parts form one record of the message's role, whose `content` joins its
+    text, summaries and the text renderings of parts the format cannot hold (media, unknown parts)
+    with blank lines. Thinking becomes `reasoning` on assistant records.
+    """
+    records: list[dict[str, Any]] = [
+        {"role": "tool", "content": p.content, "tool_call_id": p.tool_call_id, "name": p.name}
+        for p in message.parts
+        if isinstance(p, ToolResultPart)
+    ]
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, (TextPart, SummaryPart)):
+            texts.append(part.text)
+        elif isinstance(part, ThinkingPart):
+            if part.text:
+                reasoning.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            calls.append({"id": part.id, "name": part.name, "arguments": part.arguments_text()})
+        elif isinstance(part, MediaPart):
+            texts.append(f"[{part.media_type}{': ' + part.source if part.source else ''}]")
+        elif isinstance(part, OtherPart) and part.text:
+            texts.append(part.text)
+    role = "user" if message.role == "tool" else message.role
+    if message.role == "assistant":
+        record: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts)}
+        if calls:
+            record["tool_calls"] = calls
+        if reasoning:
+            record["reasoning"] = "\n\n".join(reasoning)
+        records.append(record)
+    elif texts or not records:
+        records.append({"role": role, "content": "\n\n".join(texts)})
+    return records
+
+
+def write_chat_jsonl(messages: Iterable[Message], path: str | Path) -> None:
+    """Write neutral messages as a corpus-format JSONL file (written whole, then moved into place)."""
+    path = Path(path)
+    lines: list[str] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise TypeError(f"message {index} is a {type(message).__name__}, not a historykit Message")
+        lines.extend(
+            json.dumps(record, ensure_ascii=False) + "\n" for record in message_to_chat_records(message)
+        )
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(lines), encoding="utf-8", newline="\n")
+    tmp.replace(path)

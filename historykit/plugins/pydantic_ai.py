@@ -5,7 +5,9 @@ a field that exists), never by comparing version strings.
 
 How native messages map to neutral ones:
 
-- A `ModelRequest` becomes one neutral message per run of parts with the same role, in order:
+- A `ModelRequest` becomes one neutral message per run of parts with the same role, in order, except
+  that each user prompt and each summary is a message of its own (Pydantic AI merges consecutive
+  requests, so a summary or a notice written after the task shares the task's request in the next run):
   `SystemPromptPart` is `system`; `UserPromptPart`, a tool-less retry (`RetryPromptPart` without a
   tool name, 2.x `RetryFeedbackPart`) and an application summary (`CompactionPart` in a request) are
   `user`; `ToolReturnPart` and a `RetryPromptPart` that answers a tool call are `tool`. A part the
@@ -18,7 +20,10 @@ How native messages map to neutral ones:
   model as a `system` message at the head of the request's messages, whose `TextPart.native` is a
   `RequestInstructions` marker. Every request of an agent run carries the same instructions, but a
   provider is only sent those of the latest request, so a request shows them only where they first
-  appear or change: the neutral history then counts them once, where they take effect. The field
+  appear or change: the neutral history then counts them once, where they take effect. A request
+  that answers tool calls does not show them (a system message there would sit between calls and
+  their results, or inside the request the model is answering): the next request that answers
+  none shows them if they still differ from the last shown. The field
   itself always round-trips untouched on the native request; editing the marker's text rewrites it.
   Dropping the marker message does not remove instructions: they belong to the framework.
 - A user prompt whose content is a list gives one neutral part per item; such a part's `native` is a
@@ -182,8 +187,14 @@ class PydanticAIAdapter:
         for index, msg in enumerate(messages):
             if isinstance(msg, _pai.ModelRequest):
                 instructions = msg.instructions or None
-                shown = instructions is not None and instructions != effective_instructions
-                if instructions is not None:
+                # Never between tool calls and their results, nor inside the request the model is
+                # answering: a request that answers tool calls leaves new instructions to the next.
+                shown = (
+                    instructions is not None
+                    and instructions != effective_instructions
+                    and not any(_answers_tool_call(p) for p in msg.parts)
+                )
+                if shown:
                     effective_instructions = instructions
                 fingerprint: tuple[Any, ...] = (tuple(map(id, msg.parts)), instructions, _metadata_state(msg))
                 cached = _CACHE.get(msg, shown, fingerprint)
@@ -232,6 +243,13 @@ class PydanticAIAdapter:
                 while end < len(messages) and messages[end].native is native:
                     end += 1
                 run = messages[start:end]
+                if isinstance(native, _pai.ModelRequest) and native.parts and _only_instructions(run, native):
+                    # Only the instructions of a request with parts: a processor put a message between
+                    # them and the parts (which then carry the request, instructions and all), or
+                    # dropped the parts. Alone they would make an empty request; and instructions
+                    # reach a provider only from the latest request, which has its own.
+                    start = end
+                    continue
                 if isinstance(native, _pai.ModelRequest):
                     result.append(_Builder(start, emitted).request_from_run(native, run))
                 elif isinstance(native, _pai.ModelResponse):
@@ -243,6 +261,18 @@ class PydanticAIAdapter:
                     )
             start = end
         return result
+
+
+def _only_instructions(run: Sequence[Message], request: Any) -> bool:
+    """Whether `run` only shows `request`'s instructions, unedited."""
+    return all(
+        isinstance(part, TextPart)
+        and isinstance(part.native, RequestInstructions)
+        and part.native.request is request
+        and part.text == request.instructions
+        for msg in run
+        for part in msg.parts
+    ) and any(msg.parts for msg in run)
 
 
 # --- native -> neutral -------------------------------------------------------------------------
@@ -262,7 +292,7 @@ def _request_to_neutral(request: Any, *, show_instructions: bool) -> list[Messag
                 groups[-1][1].extend(parts)
             else:
                 leading.extend(parts)
-        elif groups and groups[-1][0] == role:
+        elif groups and groups[-1][0] == role and not _own_message(part, groups[-1][1]):
             groups[-1][1].extend(parts)
         else:
             groups.append((role, leading + parts))
@@ -271,6 +301,21 @@ def _request_to_neutral(request: Any, *, show_instructions: bool) -> list[Messag
         groups.append(("user", leading))
     pinned = _is_pinned(request.metadata)
     return [Message.from_native(role, parts, request, pinned=pinned) for role, parts in groups]
+
+
+def _own_message(part: Any, group: list[Part]) -> bool:
+    """Whether `part` starts a neutral message of its own rather than joining the group before it.
+
+    Each user prompt and each summary is one: Pydantic AI merges consecutive requests when a run
+    starts (and before each request it sends), so a request holding the task, a summary and a
+    notice is what a processed history becomes on the next run; read as one message, the summary
+    would no longer be told apart from the task (nor a notice from the user's words).
+    """
+    return (
+        isinstance(part, _pai.UserPromptPart)
+        or _isinstance(part, _CompactionPart)
+        or any(isinstance(p, SummaryPart) for p in group)
+    )
 
 
 def _request_part_to_neutral(part: Any) -> tuple[Role | None, list[Part]]:

@@ -6,6 +6,7 @@ Every processor can be passed where a framework expects a history processor, com
 
 from historykit.processors.clear_tool_results import ClearToolResults
 from historykit.processors.dedupe_file_reads import DedupeFileReads
+from historykit.processors.default_pipeline import default_pipeline
 from historykit.processors.pairwise_truncate import PairwiseTruncate
 from historykit.processors.repair import Repair
 from historykit.processors.strip_thinking import StripThinking
@@ -24,4 +25,5 @@ __all__ = [
     "StripThinking",
     "Summarize",
     "Trigger",
+    "default_pipeline",
 ]

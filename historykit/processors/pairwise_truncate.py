@@ -421,7 +421,11 @@ class Replay:
                 return walk.cut(unit, self.start_of(unit))
             if unit == last:
                 # As far as it may go: worth it only if it frees something (a notice costs tokens too).
-                frees = tokens < point.tokens or (tokens == point.tokens and count < point.count)
+                # Fewer messages for the same tokens counts only when the message count is what fired.
+                over_count = self.trigger.max_messages is not None and point.count > self.trigger.max_messages
+                frees = tokens < point.tokens or (
+                    over_count and tokens == point.tokens and count < point.count
+                )
                 return walk.cut(unit, self.start_of(unit)) if frees else None
         return None  # pragma: no cover - the loop always returns at `last`
 

@@ -783,6 +783,32 @@ async def test_compaction_marker_and_complete_transcript(store: SQLModelConversa
     assert await store.transcript("no-such-conversation") is None
 
 
+async def test_a_summary_written_by_the_adapter_records_its_marker(store: SQLModelConversationStore) -> None:
+    # The Pydantic AI adapter puts the marker on the CompactionPart (part metadata survives Pydantic
+    # AI merging the summary's request with the next one), not on the request.
+    from historykit.messages import SummaryPart
+    from historykit.plugins.pydantic_ai import PydanticAIAdapter
+
+    marker = CompactionMarker(
+        covered_from=1, covered_to=5, tokens_before=900, tokens_after=120, strategy="summarize", model=None
+    )
+    summary = PydanticAIAdapter().to_native(
+        [Message("user", (SummaryPart("Task: fix the parser.", marker),))]
+    )
+    assert len(summary) == 1 and isinstance(summary[0], ModelRequest) and not summary[0].metadata
+    assert isinstance(summary[0].parts[0], CompactionPart)
+    conversation = Conversation(
+        conversation_id="adapter-summary", messages=[*summary, ModelResponse([TextPart("ok")])]
+    )
+    await store.save(conversation)
+
+    transcript = await store.transcript("adapter-summary")
+    assert transcript is not None
+    assert [c.marker for c in transcript.compactions] == [marker]
+    assert transcript.compactions[0].summary_index == 0
+    assert count_rows(store, "historykit_compaction", thread_id="adapter-summary") == 1
+
+
 async def test_delete_removes_every_row_but_what_a_fork_uses(store: SQLModelConversationStore) -> None:
     conversation_id, _, marker = await compacted_conversation(store)
     bystander = await remembering_agent().run("Unrelated.")

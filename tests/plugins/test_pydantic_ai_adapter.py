@@ -424,13 +424,14 @@ def test_application_summary_in_a_request_is_a_summary_part() -> None:
     summary = pai.CompactionPart("## Task\nfix it", metadata={COMPACTION_KEY: marker.to_dict()})
     plain = pai.CompactionPart("older summary")
     request = pai.ModelRequest([summary, plain, pai.UserPromptPart("go on")])
-    (msg,) = adapter.to_neutral([request])
-    assert msg.role == "user"
-    assert msg.parts == (
-        SummaryPart("## Task\nfix it", marker=marker),
-        SummaryPart("older summary"),
-        TextPart("go on"),
-    )
+    # Each summary and each user prompt is a message of its own (Pydantic AI merges requests).
+    msgs = adapter.to_neutral([request])
+    assert [m.role for m in msgs] == ["user", "user", "user"]
+    assert [m.parts for m in msgs] == [
+        (SummaryPart("## Task\nfix it", marker=marker),),
+        (SummaryPart("older summary"),),
+        (TextPart("go on"),),
+    ]
     assert_same_objects(round_trip([request]), [request])
 
 

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import ProcessContext
+from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from historykit.processors.clear_tool_results import (
     INPUT_PLACEHOLDER,
     RESULT_PLACEHOLDER,
@@ -21,23 +20,21 @@ from historykit.processors.clear_tool_results import (
 )
 from historykit.processors.trigger import Trigger
 from historykit.tokens import TokenCounter
-from historykit.validity import check_neutral, current_cycle_start, final_request_start
+from historykit.validity import check_neutral
 
 from ..strategies import neutral_histories
-
-COUNTER = TokenCounter()
-
-
-def context(window: int = 100_000) -> ProcessContext:
-    return ProcessContext(window, "explicit", COUNTER)
-
-
-def tokens(messages: list[Message]) -> int:
-    return sum(COUNTER.count_message(m) for m in messages)
-
-
-def file_text(name: str, lines: int = 60) -> str:
-    return "\n".join(f"{name} line {k}: value_{k} = compute({k}, '{name}')" for k in range(lines))
+from .support import (
+    COUNTER,
+    assert_idempotent,
+    assert_in_place_edit_rules,
+    assert_modes_agree,
+    context,
+    file_reading_agent,
+    file_text,
+    replay_both_modes,
+    tokens,
+    view_only_outputs,
+)
 
 
 def read_session(reads: int, lines: int = 60) -> list[Message]:
@@ -48,15 +45,6 @@ def read_session(reads: int, lines: int = 60) -> list[Message]:
         history.append(Message("assistant", (TextPart(f"Reading f{n}."), call)))
         history.append(Message("tool", (ToolResultPart(f"c{n}", "Read", file_text(f"f{n}", lines)),)))
     return history
-
-
-def request_points(messages: list[Message]) -> list[int]:
-    return [i for i, m in enumerate(messages) if m.role == "assistant"] + [len(messages)]
-
-
-def replay(processor: ClearToolResults, messages: list[Message], ctx: ProcessContext) -> list[list[Message]]:
-    """The processed history at every model call, in view-only mode."""
-    return [processor.process(messages[:t], ctx)[0] for t in request_points(messages)]
 
 
 def result_placeholder(call: ToolCallPart, content: str) -> str:
@@ -336,7 +324,7 @@ def test_replayed_call_by_call_it_clears_in_a_few_big_batches() -> None:
     history = read_session(40)
     ctx = context(20_000)
     processor = ClearToolResults(keep=3, trigger=Trigger(max_fraction=0.5, low_water=0.6), min_gain=1_000)
-    outputs = replay(processor, history, ctx)
+    outputs = view_only_outputs(processor, history, ctx)
     high = processor.trigger.high_tokens(ctx)
     assert high is not None
     events = 0
@@ -397,25 +385,10 @@ def test_run_reports_what_it_cleared() -> None:
 @pytest.mark.pydantic_ai
 def test_pydantic_ai_agent_sees_placeholders_and_stays_small() -> None:
     from pydantic_ai import messages as pai
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
-
-    seen: list[list[Any]] = []
-
-    def model(messages: list[Any], info: AgentInfo) -> pai.ModelResponse:
-        seen.append(messages)
-        step = sum(isinstance(m, pai.ModelResponse) for m in messages)
-        if step < 30:
-            return pai.ModelResponse(
-                [pai.ToolCallPart("read_file", {"path": f"src/m{step}.py"}, f"call_{step}")]
-            )
-        return pai.ModelResponse([pai.TextPart("done")])
 
     clear = ClearToolResults(keep=2, trigger=Trigger(max_tokens=6_000, low_water=0.5), min_gain=500)
-    agent = pydantic_ai_agent(FunctionModel(model), clear)
-
-    @agent.tool_plain
-    def read_file(path: str) -> str:
-        return file_text(path, 40)
+    paths = [f"src/m{step}.py" for step in range(30)]
+    agent, seen = file_reading_agent(clear, paths, lambda path: file_text(path, 40))
 
     result = agent.run_sync("Read every module.")
     assert result.output == "done"
@@ -423,24 +396,13 @@ def test_pydantic_ai_agent_sees_placeholders_and_stays_small() -> None:
     sizes = [counter.count(m, use_usage=False).tokens for m in seen]
     assert max(sizes) < 6_000 + 3 * counter.count_text(file_text("src/m0.py", 40))
     texts = [
-        p.content for m in seen[-1] for p in getattr(m, "parts", ()) if isinstance(p, pai.ToolReturnPart)
+        str(p.content) for m in seen[-1] for p in getattr(m, "parts", ()) if isinstance(p, pai.ToolReturnPart)
     ]
     assert texts[0].startswith("[cleared: output of read_file(path='src/m0.py'), ")
     assert texts[-1] == file_text("src/m29.py", 40)
     # The processed history the model saw grew by appending between batches.
     batches = sum(1 for a, b in pairwise(seen) if b[: len(a)] != a)
     assert 1 <= batches <= 8
-
-
-def pydantic_ai_agent(model: Any, processor: ClearToolResults) -> Any:
-    """An agent whose history goes through `processor`: 2.x capability, or 1.x `history_processors`."""
-    from pydantic_ai import Agent
-
-    try:
-        from pydantic_ai.capabilities.process_history import ProcessHistory
-    except ImportError:  # Pydantic AI 1.x
-        return Agent(model, history_processors=[processor])
-    return Agent(model, capabilities=[ProcessHistory(processor)])
 
 
 # --- the corpus ----------------------------------------------------------------------------------
@@ -467,15 +429,7 @@ def test_corpus_session(corpus_session: list[Message], record_property: Any) -> 
 
 
 def test_corpus_session_persistent_and_view_only_agree_call_by_call(corpus_session: list[Message]) -> None:
-    ctx = context(32_000)
-    view, persistent = ClearToolResults(), ClearToolResults()
-    carried: list[Message] = []
-    last = 0
-    for t in request_points(corpus_session):
-        out, _ = view.process(corpus_session[:t], ctx)
-        carried, _ = persistent.process(carried + corpus_session[last:t], ctx)
-        last = t
-        assert carried == out
+    assert_modes_agree(ClearToolResults(), ClearToolResults(), corpus_session, context(32_000))
 
 
 def test_claude_code_writes_and_edits_weigh_more_than_the_results_left(
@@ -554,19 +508,11 @@ def test_random_histories_keep_every_rule(
     ctx = context(window)
     out, _ = processor.process(history, ctx)
     event("edited" if out is not history else "unchanged")
-    if not check_neutral(history):
-        assert check_neutral(out) == []
+    # Valid stays valid; final request and the current cycle's thinking are untouched.
+    assert_in_place_edit_rules(history, out)
     assert_clearing_only(history, out)
-    assert all(m.parts for m in out)
-    # System prompt, final request and the current cycle's thinking are untouched.
+    # So is the system prompt.
     assert all(a is b for a, b in zip(out, history) if a.role == "system")
-    final = final_request_start(history)
-    assert all(out[i] is history[i] for i in range(final, len(history)))
-    cycle = current_cycle_start(history)
-    for before, after in zip(history[cycle:], out[cycle:]):
-        assert [p for p in after.parts if isinstance(p, ThinkingPart)] == [
-            p for p in before.parts if isinstance(p, ThinkingPart)
-        ]
     # The last `keep` results are intact.
     results = [
         (i, j) for i, m in enumerate(history) for j, p in enumerate(m.parts) if isinstance(p, ToolResultPart)
@@ -595,20 +541,9 @@ def test_random_histories_persistent_equals_view_only_and_never_trickles(
     high = processor.trigger.high_tokens(ctx)
     assert high is not None
     min_gain = processor.min_gain or 0
-    carried: list[Message] = []
-    previous: list[Message] | None = None
-    last = 0
-    for t in request_points(history):
-        out, _ = processor.process(history[:t], ctx)
-        carried, _ = processor.process(carried + history[last:t], ctx)
-        last = t
-        assert carried == out
-        again, _ = processor.process(out, ctx)
-        assert again is out  # idempotent: nothing left to clear, the very same list
-        if previous is not None and out[: len(previous)] != previous:
-            grown = previous + history[len(previous) : t]
-            assert tokens(grown) > high
-            assert tokens(grown) - tokens(out) >= max(min_gain, 1)
-        if previous is not None and out[: len(previous)] != previous:
+    for step in replay_both_modes(processor, processor, history, ctx):
+        assert_idempotent(processor, step.output, ctx)  # nothing left to clear, the very same list
+        if step.grown is not None:
+            assert tokens(step.grown) > high
+            assert tokens(step.grown) - tokens(step.output) >= max(min_gain, 1)
             event("a batch between two calls")
-        previous = out

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from historykit.messages import Message, OtherPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import Pipeline, ProcessContext
+from historykit.messages import Message, OtherPart, TextPart, ToolCallPart, ToolResultPart
+from historykit.pipeline import Pipeline
 from historykit.processors.dedupe_file_reads import NOTICE_PREFIX, DedupeFileReads
 from historykit.processors.file_reads import (
     FileRead,
@@ -25,22 +25,22 @@ from historykit.processors.file_reads import (
 )
 from historykit.processors.trigger import Trigger
 from historykit.tokens import TokenCounter, heuristic_tokenizer
-from historykit.validity import check_neutral, current_cycle_start, final_request_start
+from historykit.validity import check_neutral, final_request_start
 
 from ..conftest import CORPUS, corpus_paths
 from ..strategies import neutral_histories
+from .support import (
+    COUNTER,
+    assert_idempotent,
+    assert_in_place_edit_rules,
+    context,
+    file_reading_agent,
+    replay_both_modes,
+    tokens,
+)
 
-COUNTER = TokenCounter()
 NOTICE_SLACK = 10
 """Tokens by which a notice may differ from the estimate the processor decides with."""
-
-
-def context(window: int = 200_000, counter: TokenCounter = COUNTER) -> ProcessContext:
-    return ProcessContext(window, "explicit", counter)
-
-
-def tokens(messages: list[Message]) -> int:
-    return sum(COUNTER.count_message(m) for m in messages)
 
 
 def eager(**config: Any) -> DedupeFileReads:
@@ -843,10 +843,6 @@ def test_the_trigger_waits_for_the_high_water_mark() -> None:
     assert DedupeFileReads(min_gain=0).process(history, context(2 * size - 200))[0] is not history
 
 
-def request_points(messages: list[Message]) -> list[int]:
-    return [i for i, m in enumerate(messages) if m.role == "assistant"] + [len(messages)]
-
-
 def test_replayed_call_by_call_it_edits_in_a_few_batches_and_both_modes_agree() -> None:
     steps = []
     for n in range(40):
@@ -855,21 +851,15 @@ def test_replayed_call_by_call_it_edits_in_a_few_batches_and_both_modes_agree() 
     ctx = context(12_000)
     min_gain = 4_000
     processor = DedupeFileReads(min_gain=min_gain)
-    carried: list[Message] = []
     previous: list[Message] = []
-    last = batches = 0
-    for t in request_points(history):
-        out, _ = processor.process(history[:t], ctx)
-        carried, _ = processor.process(carried + history[last:t], ctx)
-        last = t
-        assert carried == out
-        assert processor.process(out, ctx)[0] is out
-        if out[: len(previous)] != previous:
+    batches = 0
+    for step in replay_both_modes(processor, processor, history, ctx):
+        assert_idempotent(processor, step.output, ctx)
+        if step.grown is not None:
             batches += 1
-            grown = previous + history[len(previous) : t]
-            assert tokens(grown) > 6_000  # the trigger fired: half the window
-            assert tokens(grown) - tokens(out) >= min_gain
-        previous = out
+            assert tokens(step.grown) > 6_000  # the trigger fired: half the window
+            assert tokens(step.grown) - tokens(step.output) >= min_gain
+        previous = step.output
     freed = tokens(history) - tokens(previous)
     assert freed > tokens(history) / 2
     assert 2 <= batches <= freed // min_gain  # batches, not a trickle
@@ -904,32 +894,11 @@ def test_run_reports_what_it_replaced() -> None:
 
 @pytest.mark.pydantic_ai
 def test_pydantic_ai_agent_sees_notices_for_files_it_read_again() -> None:
-    from pydantic_ai import Agent
     from pydantic_ai import messages as pai
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
-
-    seen: list[list[Any]] = []
-
-    def model(messages: list[Any], info: AgentInfo) -> pai.ModelResponse:
-        seen.append(messages)
-        step = sum(isinstance(m, pai.ModelResponse) for m in messages)
-        if step < 12:
-            return pai.ModelResponse(
-                [pai.ToolCallPart("read_file", {"path": f"./src/m{step % 3}.py"}, f"call_{step}")]
-            )
-        return pai.ModelResponse([pai.TextPart("done")])
 
     dedupe = DedupeFileReads(trigger=None, min_gain=500)
-    try:
-        from pydantic_ai.capabilities.process_history import ProcessHistory
-    except ImportError:  # Pydantic AI 1.x
-        agent: Any = cast(Any, Agent)(FunctionModel(model), history_processors=[dedupe])
-    else:
-        agent = Agent(FunctionModel(model), capabilities=[ProcessHistory(dedupe)])
-
-    @agent.tool_plain
-    def read_file(path: str) -> str:
-        return file_text(path, 60)
+    paths = [f"./src/m{step % 3}.py" for step in range(12)]
+    agent, seen = file_reading_agent(dedupe, paths, lambda path: file_text(path, 60))
 
     assert agent.run_sync("Read the modules.").output == "done"
     returns = [p for m in seen[-1] for p in getattr(m, "parts", ()) if isinstance(p, pai.ToolReturnPart)]
@@ -1079,19 +1048,13 @@ def test_corpus_session_against_the_oracle(path: Path, record_property: Any) -> 
 def test_corpus_session_persistent_and_view_only_agree_call_by_call(corpus_session: list[Message]) -> None:
     ctx = context(32_000)
     view, persistent = DedupeFileReads(), DedupeFileReads()
-    carried: list[Message] = []
     previous: list[Message] = []
-    last = 0
-    for t in request_points(corpus_session):
-        out, _ = view.process(corpus_session[:t], ctx)
-        carried, _ = persistent.process(carried + corpus_session[last:t], ctx)
-        last = t
-        assert carried == out
-        if out[: len(previous)] != previous:
-            grown = previous + corpus_session[len(previous) : t]
-            assert tokens(grown) - tokens(out) >= 1_000 - NOTICE_SLACK * len(replaced_ids(grown, out))
-        previous = out
-    assert view.process(previous, ctx)[0] is previous
+    for step in replay_both_modes(view, persistent, corpus_session, ctx):
+        if step.grown is not None:
+            freed = tokens(step.grown) - tokens(step.output)
+            assert freed >= 1_000 - NOTICE_SLACK * len(replaced_ids(step.grown, step.output))
+        previous = step.output
+    assert_idempotent(view, previous, ctx)
 
 
 def assert_only_results_changed(original: list[Message], out: list[Message]) -> None:
@@ -1139,20 +1102,12 @@ def test_random_histories_keep_every_rule(
     ctx = context(window)
     out, _ = processor.process(history, ctx)
     event("edited" if out is not history else "unchanged")
-    if not check_neutral(history):
-        assert check_neutral(out) == []
+    # Valid stays valid; final request and the current cycle's thinking are untouched.
+    assert_in_place_edit_rules(history, out)
     assert_only_results_changed(history, out)
-    assert all(m.parts for m in out)
-    # System messages, assistant messages (thinking included), pinned content and the final
-    # request are the very same objects.
+    # System messages, assistant messages (thinking included) and pinned content are the very same
+    # objects.
     assert all(a is b for a, b in zip(out, history) if b.role in ("system", "assistant") or b.pinned)
-    final = final_request_start(history)
-    assert all(out[i] is history[i] for i in range(final, len(history)))
-    cycle = current_cycle_start(history)
-    for before, after in zip(history[cycle:], out[cycle:]):
-        assert [p for p in after.parts if isinstance(p, ThinkingPart)] == [
-            p for p in before.parts if isinstance(p, ThinkingPart)
-        ]
     # Every notice names a later copy that supersedes the read and is still in the history.
     expected = oracle(history, processor.root)
     replaced = replaced_ids(history, out)
@@ -1174,18 +1129,11 @@ def test_random_histories_persistent_equals_view_only_and_never_trickles(
 ) -> None:
     ctx = context(window)
     high = processor.trigger.high_tokens(ctx) if processor.trigger is not None else None
-    carried: list[Message] = []
-    previous: list[Message] | None = None
-    last = 0
-    for t in request_points(history):
-        out, _ = processor.process(history[:t], ctx)
-        carried, _ = processor.process(carried + history[last:t], ctx)
-        last = t
-        assert carried == out
-        assert processor.process(out, ctx)[0] is out  # idempotent: the very same list
-        if previous is not None and out[: len(previous)] != previous:
+    for step in replay_both_modes(processor, processor, history, ctx):
+        out, grown = step.output, step.grown
+        assert_idempotent(processor, out, ctx)  # the very same list
+        if grown is not None:
             event("a batch between two calls")
-            grown = previous + history[len(previous) : t]
             # Decisions count a notice at an estimate of its size, and a notice re-pointed in a batch
             # may grow by a few tokens (it may now say the file changed): allow that much per notice.
             slack = NOTICE_SLACK * sum(
@@ -1196,7 +1144,6 @@ def test_random_histories_persistent_equals_view_only_and_never_trickles(
             # ... and happens only over the high-water mark.
             if high is not None:
                 assert tokens(grown) > high - slack
-        previous = out
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -1206,5 +1153,5 @@ def test_random_histories_with_a_heuristic_counter(history: list[Message], min_g
     ctx = context(2_000, TokenCounter(tokenizer=heuristic_tokenizer))
     processor = DedupeFileReads(trigger=Trigger(max_tokens=300), min_gain=min_gain)
     out, _ = processor.process(history, ctx)
-    assert processor.process(out, ctx)[0] is out
+    assert_idempotent(processor, out, ctx)
     assert_only_results_changed(history, out)

@@ -1,158 +1,36 @@
 """`PairwiseTruncate`: whole units and turns, the notice, hysteresis, the corpus, random histories.
 
-The rule checks here (`assert_compaction_rules`, `assert_replay_properties`) are shared with the
-`Summarize` tests: both processors drop the older span of a history and must keep the same things.
+The rule checks (`assert_compaction_rules`, `assert_replay_properties`) live in `support`: the
+`Summarize` tests use them too, since both processors drop the older span of a history and must keep
+the same things.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from itertools import pairwise
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline
-from historykit.messages import Message, SummaryPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import ProcessContext, StepNotes
+from historykit.messages import Message, SummaryPart
+from historykit.pipeline import StepNotes
 from historykit.processors.pairwise_truncate import PairwiseTruncate
-from historykit.processors.turns import (
-    head_end,
-    is_compaction_message,
-    notice_count,
-    split_turns,
-    split_units,
-    truncation_notice,
-)
-from historykit.tokens import TokenCounter, heuristic_tokenizer
-from historykit.validity import check_neutral, current_cycle_start, final_request_start
+from historykit.processors.turns import notice_count, split_turns, truncation_notice
+from historykit.validity import check_neutral
 
 from ..strategies import neutral_histories
-
-COUNTER = TokenCounter()
-FAST = TokenCounter(tokenizer=heuristic_tokenizer)
-"""For generated histories: the heuristic is exact enough and does not depend on tiktoken files."""
-
-
-def context(window: int = 100_000, counter: TokenCounter = COUNTER) -> ProcessContext:
-    return ProcessContext(window, "explicit", counter)
-
-
-def tokens(messages: list[Message], counter: TokenCounter = COUNTER) -> int:
-    return sum(counter.count_message(m) for m in messages)
-
-
-def file_text(name: str, lines: int = 40) -> str:
-    return "\n".join(f"{name} line {k}: value_{k} = compute({k}, '{name}')" for k in range(lines))
-
-
-def exchange(n: int, lines: int = 40, *, parallel: int = 1, pinned: bool = False) -> list[Message]:
-    """An assistant message with `parallel` Read calls and one tool message per result."""
-    calls = tuple(
-        ToolCallPart(f"c{n}_{k}", "Read", {"file_path": f"src/f{n}_{k}.py"}) for k in range(parallel)
-    )
-    results = [
-        Message("tool", (ToolResultPart(c.id, "Read", file_text(f"f{n}", lines), pinned=pinned and k == 0),))
-        for k, c in enumerate(calls)
-    ]
-    return [Message("assistant", (TextPart(f"Reading batch {n}."), *calls)), *results]
-
-
-def agent_session(steps: int, lines: int = 40) -> list[Message]:
-    """A system prompt, a task, `steps` tool exchanges, and the final tool results."""
-    history = [Message.system("You are a coding agent."), Message.user("Find the bug in src/.")]
-    for n in range(steps):
-        history += exchange(n, lines)
-    return history
-
-
-def request_points(messages: list[Message]) -> list[int]:
-    """Where the model was called: before each assistant message (not the first), and the end."""
-    return [i for i, m in enumerate(messages) if m.role == "assistant" and i > 0] + [len(messages)]
-
-
-# --- the rules every compaction keeps (shared with the Summarize tests) -----------------------------
-
-
-def assert_compaction_rules(before: list[Message], after: list[Message]) -> None:
-    """What neither `PairwiseTruncate` nor `Summarize` may ever break."""
-    if not check_neutral(before):
-        assert check_neutral(after) == [], check_neutral(after)
-    if after is before:
-        return
-    kept = {id(m) for m in after}
-    given = {id(m) for m in before}
-    made = [m for m in after if id(m) not in given]
-    # The only new messages are the processor's own notice or summary; nothing else is rewritten.
-    assert all(is_compaction_message(m) for m in made), made
-    assert all(m.parts for m in after)
-    # Kept messages stay in their order.
-    order = {id(m): i for i, m in enumerate(before)}
-    positions = [order[id(m)] for m in after if id(m) in order]
-    assert positions == sorted(positions)
-    # System messages, the task and the final request stay; the final request ends the history.
-    for msg in before[: head_end(before)]:
-        assert id(msg) in kept
-    assert all(id(m) in kept for m in before if m.role == "system")
-    final = before[final_request_start(before) :]
-    assert after[len(after) - len(final) :] == final
-    assert all(a is b for a, b in zip(after[len(after) - len(final) :], final))
-    # Pinned content stays, verbatim (the same objects).
-    for msg in before:
-        if msg.pinned or any(p.pinned for p in msg.parts):
-            assert id(msg) in kept, msg
-    # A tool call and all its results (a parallel group) are kept or dropped together.
-    for unit in split_units(before):
-        inside = {id(m) in kept for m in before[unit.start : unit.end]}
-        assert len(inside) == 1, (unit, before[unit.start : unit.end])
-    # The thinking of the output's current tool-use cycle reaches the provider as it was.
-    for msg in after[current_cycle_start(after) :]:
-        if msg.role == "assistant":
-            assert id(msg) in order
-    # Nothing turned from thinking into text.
-    thinking = {p.text for m in before for p in m.parts if isinstance(p, ThinkingPart)}
-    assert not any(isinstance(p, TextPart) and p.text in thinking and p.text for m in made for p in m.parts)
-    # At most one compaction message of each kind after the head.
-    assert sum(1 for m in after if notice_count(m) is not None) <= 1
-
-
-Process = Callable[[list[Message]], tuple[list[Message], StepNotes]]
-
-
-def compaction_of(messages: list[Message]) -> list[Message]:
-    return [m for m in messages if is_compaction_message(m)]
-
-
-def assert_replay_properties(
-    history: list[Message], process: Process, fresh: Callable[[], Process], high: int, counter: TokenCounter
-) -> int:
-    """Idempotence, persistent == view-only, and append-only between compactions; returns compactions."""
-    out, _ = process(history)
-    again, _ = process(out)
-    assert again == out, "processing an output again changes it (not idempotent, or trickles)"
-    points = request_points(history)
-    # Persistent mode at every call: the processed history is carried forward.
-    carried: list[Message] = []
-    previous = 0
-    run = fresh()
-    for point in points:
-        carried, _ = run(carried + history[previous:point])
-        previous = point
-    assert carried == out, "persistent and view-only modes disagree"
-    # View-only mode at every call: append-only unless the high-water mark was crossed.
-    compactions = 0
-    views = [process(history[:p])[0] for p in points]
-    for (p0, v0), (p1, v1) in pairwise(zip(points, views)):
-        appended = v0 + history[p0:p1]
-        if v1 == appended:
-            continue
-        compactions += 1
-        assert compaction_of(v1) != compaction_of(v0), "rewrote old messages without a new compaction"
-        assert tokens(appended, counter) > high, "compacted below the high-water mark"
-        assert tokens(v1, counter) < tokens(appended, counter), "a compaction that frees nothing"
-    return compactions
-
+from .support import (
+    COUNTER,
+    FAST,
+    agent_session,
+    assert_compaction_rules,
+    assert_nothing_more_can_go,
+    assert_replay_properties,
+    carry_forward,
+    context,
+    exchange,
+    tokens,
+)
 
 # --- examples ----------------------------------------------------------------------------------------
 
@@ -328,10 +206,7 @@ def test_corpus_sessions_replayed_call_by_call_stay_in_the_window(corpus_session
     truncate = PairwiseTruncate(max_fraction=0.8)
     ctx = context(window)
     carried: list[Message] = []
-    previous = 0
-    for point in request_points(corpus_session):
-        carried, _ = truncate.process(carried + corpus_session[previous:point], ctx)
-        previous = point
+    for carried, _ in carry_forward(truncate, corpus_session, ctx):
         assert check_neutral(carried) == []
         if tokens(carried) > window * 0.8:
             assert_nothing_more_can_go(carried)
@@ -358,9 +233,3 @@ def test_random_histories_keep_every_rule(history: list[Message], budget: int, l
     event(f"compactions: {min(compactions, 3)}")
     if tokens(out, FAST) > budget:
         assert_nothing_more_can_go(out, FAST)
-
-
-def assert_nothing_more_can_go(out: list[Message], counter: TokenCounter = COUNTER) -> None:
-    """An output over its budget: cutting as far as the rules allow would free nothing more."""
-    floor, _ = PairwiseTruncate(max_tokens=1).process(out, context(counter=counter))
-    assert tokens(floor, counter) >= tokens(out, counter)

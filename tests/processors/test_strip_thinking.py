@@ -11,24 +11,23 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import ProcessContext
 from historykit.processors.strip_thinking import StripThinking
 from historykit.processors.trigger import Trigger
-from historykit.tokens import TokenCounter
 from historykit.validity import check_neutral, current_cycle_start, final_request_start
 
 from ..strategies import neutral_histories
+from .support import (
+    COUNTER,
+    assert_idempotent,
+    assert_modes_agree,
+    context,
+    replay_both_modes,
+    request_points,
+    tokens,
+    view_only_outputs,
+)
 
-COUNTER = TokenCounter()
 EAGER = StripThinking(trigger=None)
-
-
-def context(window: int = 100_000) -> ProcessContext:
-    return ProcessContext(window, "explicit", COUNTER)
-
-
-def tokens(messages: list[Message]) -> int:
-    return sum(COUNTER.count_message(m) for m in messages)
 
 
 def reasoning(label: str, lines: int = 8) -> str:
@@ -71,10 +70,6 @@ def turn_of(history: list[Message]) -> list[int]:
             n += 1
         out.append(n)
     return out
-
-
-def request_points(messages: list[Message]) -> list[int]:
-    return [i for i, m in enumerate(messages) if m.role == "assistant"] + [len(messages)]
 
 
 def assert_stripping_only(original: list[Message], out: list[Message]) -> None:
@@ -228,20 +223,12 @@ def test_replayed_turn_by_turn_it_strips_in_batches_and_both_modes_agree() -> No
     strip = StripThinking(trigger=Trigger(max_fraction=0.5, low_water=0.6), min_gain=300)
     high = strip.trigger.high_tokens(ctx) if strip.trigger else None
     assert high is not None
-    previous: list[Message] | None = None
-    carried: list[Message] = []
-    last = events = 0
-    for t in request_points(history):
-        out, _ = strip.process(history[:t], ctx)
-        carried, _ = strip.process(carried + history[last:t], ctx)
-        last = t
-        assert carried == out
-        assert strip.process(out, ctx)[0] is out
-        if previous is not None and out[: len(previous)] != previous:
+    events = 0
+    for step in replay_both_modes(strip, strip, history, ctx):
+        assert_idempotent(strip, step.output, ctx)
+        if step.grown is not None:
             events += 1
-            grown = previous + history[len(previous) : t]
-            assert tokens(grown) > high and tokens(grown) - tokens(out) >= 300
-        previous = out
+            assert tokens(step.grown) > high and tokens(step.grown) - tokens(step.output) >= 300
     assert 1 <= events < 12
 
 
@@ -251,7 +238,7 @@ def test_eager_mode_edits_at_every_new_turn() -> None:
     # progress), and turn n - 1 is stripped: an edit of old messages at every turn.
     history = chat(5)
     points = request_points(history)
-    outputs = [EAGER.process(history[:t], context())[0] for t in points]
+    outputs = view_only_outputs(EAGER, history, context())
     edits = [points[k + 1] for k, (a, b) in enumerate(pairwise(outputs)) if b[: len(a)] != a]
     owner = turn_of(history)
     assistants = [
@@ -357,15 +344,7 @@ def test_corpus_session(corpus_session: list[Message], record_property: Any) -> 
 
 
 def test_corpus_session_persistent_and_view_only_agree_call_by_call(corpus_session: list[Message]) -> None:
-    ctx = context(32_000)
-    view, persistent = StripThinking(), StripThinking()
-    carried: list[Message] = []
-    last = 0
-    for t in request_points(corpus_session):
-        out, _ = view.process(corpus_session[:t], ctx)
-        carried, _ = persistent.process(carried + corpus_session[last:t], ctx)
-        last = t
-        assert carried == out
+    assert_modes_agree(StripThinking(), StripThinking(), corpus_session, context(32_000))
 
 
 def test_corpus_thinking_of_old_turns_is_freed(largest_corpus_session: list[Message]) -> None:
@@ -424,19 +403,10 @@ def test_random_histories_persistent_equals_view_only_and_never_trickles(
 ) -> None:
     ctx = context(window)
     high = strip.trigger.high_tokens(ctx) if strip.trigger is not None else None
-    carried: list[Message] = []
-    previous: list[Message] | None = None
-    last = 0
-    for t in request_points(history):
-        out, _ = strip.process(history[:t], ctx)
-        carried, _ = strip.process(carried + history[last:t], ctx)
-        last = t
-        assert carried == out
-        assert strip.process(out, ctx)[0] is out  # idempotent
-        if high is not None and previous is not None and out[: len(previous)] != previous:
-            grown = previous + history[len(previous) : t]
-            assert tokens(grown) > high
-            assert tokens(grown) - tokens(out) >= max(strip.min_gain or 0, 1)
-        if previous is not None and out[: len(previous)] != previous:
+    for step in replay_both_modes(strip, strip, history, ctx):
+        assert_idempotent(strip, step.output, ctx)
+        if step.grown is not None:
+            if high is not None:
+                assert tokens(step.grown) > high
+                assert tokens(step.grown) - tokens(step.output) >= max(strip.min_gain or 0, 1)
             event("a batch between two calls")
-        previous = out

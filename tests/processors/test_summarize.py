@@ -36,16 +36,17 @@ from historykit.processors.turns import is_summary_message, notice_count
 from historykit.validity import check_neutral
 
 from ..strategies import neutral_histories
-from .test_pairwise_truncate import (
+from .support import (
     FAST,
     agent_session,
     assert_compaction_rules,
     assert_nothing_more_can_go,
     assert_replay_properties,
+    carry_forward,
     context,
     exchange,
-    request_points,
     tokens,
+    view_only_outputs,
 )
 
 WHEN = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -168,13 +169,9 @@ def test_an_earlier_summary_is_updated_not_summarized() -> None:
     summarize = Summarize(max_tokens=tokens(history) // 3, keep_last=2, summarizer=recording, clock=clock)
     ctx = context()
     # Persistent mode: the first compaction's output is the next call's input.
-    points = request_points(history)
     carried: list[Message] = []
-    previous = 0
     markers = []
-    for point in points:
-        carried, notes = summarize.process(carried + history[previous:point], ctx)
-        previous = point
+    for carried, notes in carry_forward(summarize, history, ctx):
         markers += notes.markers
         assert len(summaries(carried)) <= 1, "summaries are never nested or stacked"
     assert len(markers) >= 2 and len(recording.calls) == len(markers)
@@ -213,7 +210,7 @@ def test_deterministic_and_cached_in_view_only_use() -> None:
     high = tokens(history) // 3
     recording = Recording()
     summarize = Summarize(max_tokens=high, summarizer=recording)  # the real clock
-    views = [summarize.process(history[:p], context())[0] for p in request_points(history)]
+    views = view_only_outputs(summarize, history, context())
     compactions = sum(
         1 for a, b in pairwise(views) if summaries(a) != summaries(b) and summaries(b) and summaries(a)
     )
@@ -374,11 +371,9 @@ def test_no_resummarizing_after_a_compaction_that_left_the_history_over_budget()
         max_tokens=high, min_gain=500, summary_tokens=100, summarizer=recording, clock=clock
     )
     carried: list[Message] = []
-    previous = 0
     details: list[str] = []
-    for point in request_points(history):
-        carried, notes = summarize.process(carried + history[previous:point], context())
-        previous = point
+    for out, notes in carry_forward(summarize, history, context()):
+        carried = out
         details += notes.details
     marker = the_summary(carried).marker
     assert marker is not None and marker.tokens_after > high  # the summary could not bring it under
@@ -719,10 +714,7 @@ def test_corpus_sessions_summarized_call_by_call(corpus_session: list[Message]) 
     summarize = Summarize(max_fraction=0.8, clock=clock)
     ctx = context(window)
     carried: list[Message] = []
-    previous = 0
-    for point in request_points(corpus_session):
-        carried, _ = summarize.process(carried + corpus_session[previous:point], ctx)
-        previous = point
+    for carried, _ in carry_forward(summarize, corpus_session, ctx):
         assert check_neutral(carried) == []
         assert len(summaries(carried)) <= 1
         if tokens(carried) > window * 0.8:

@@ -1,0 +1,345 @@
+"""historykit processors in LangGraph graphs and LangChain v1 agents.
+
+Two ways in, each view-only or persistent:
+
+- `HistoryKitHook(processor)`: a graph node; as `create_react_agent(pre_model_hook=...)` it is view
+  only and returns `{"llm_input_messages": processed}`; with `persist=True` it returns a `messages`
+  state update, as a pre-model hook or as a node of your own `StateGraph` before the model.
+- `HistoryKitMiddleware(processor)`: LangChain v1 `create_agent(middleware=[...])`; view only by
+  default (it edits the model request), persistent with `persist=True` (it also writes the edits
+  to the agent state).
+
+What each mode keeps:
+
+- **View only**: the model is sent the processed history; the graph state (and so every checkpoint
+  and `get_state()`) keeps every message, unedited. Each call processes the whole raw history again:
+  the processors are deterministic, so the model sees the same processed prefix from call to call
+  (the provider's prompt cache keeps hitting) and only compacts when a high-water mark is crossed.
+- **Persistent**: the edits go into the state through its `add_messages` reducer: a
+  `RemoveMessage(id=...)` for each message the processors removed, the edited messages under their
+  own ids (which `add_messages` replaces in place), and new messages (a summary, a notice) appended
+  when they come last; when a new message has to go in between (a summary after the task), the
+  update is `RemoveMessage(id=REMOVE_ALL_MESSAGES)` followed by the whole processed list. State and
+  checkpoints shrink with the history; later calls start from the processed history. The
+  original messages are not lost when the checkpointer keeps them: with
+  `historykit.checkpointers.SQLModelSaver`, `saver.transcript(thread_id)` still returns every message
+  the thread ever had, with the compaction markers. Persistent mode needs the state's messages
+  channel to use LangGraph's `add_messages` reducer (`MessagesState`, `AgentState` do).
+
+What the budget counts: the middleware processes the system message with the history (the model
+sees both); `HistoryKitHook` processes the state's messages, so a `prompt=` that `create_react_agent`
+adds after the hook is not counted: keep it in the state, or leave room for it in `context_window`.
+Tool definitions are never counted.
+
+The context window, in order: the `context_window` you give (`explicit`); else the chat model's
+profile, `model.profile["max_input_tokens"]` (`model profile`): the request's model for the
+middleware, the `model=` you pass for the hook; else historykit's conservative default (`default`).
+Every call's report (`window_source` says which window) goes to `on_report`, the latest is
+`last_report`, and the pipeline logs it at debug level (the `historykit` logger). Sync and async
+graphs are both served: the async paths await the pipeline (`arun`), so a `Summarize` with an async
+summarizer runs on the graph's event loop.
+
+Example:
+    ```python
+    from langchain.agents import create_agent
+    from langgraph.prebuilt import create_react_agent
+    from historykit import Pipeline
+    from historykit.checkpointers import SQLModelSaver
+    from historykit.plugins.langgraph import HistoryKitHook, HistoryKitMiddleware
+    from historykit.processors import ClearToolResults, PairwiseTruncate, Repair
+
+    pipeline = Pipeline([ClearToolResults(), PairwiseTruncate(), Repair()])
+    react = create_react_agent(model, tools, pre_model_hook=HistoryKitHook(pipeline, model=model))
+    agent = create_agent(
+        model, tools, middleware=[HistoryKitMiddleware(pipeline, persist=True)],
+        checkpointer=SQLModelSaver("sqlite:///agent.db"),
+    )
+    ```
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
+
+from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import Command
+
+from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
+from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, Report
+
+try:
+    from langchain.agents.middleware.types import ExtendedModelResponse as _ExtendedModelResponse
+except ImportError:  # pragma: no cover - langchain 1.x before wrap_model_call could update state
+    _ExtendedModelResponse = None  # type: ignore[assignment,misc]
+
+__all__ = ["HistoryKitHook", "HistoryKitMiddleware", "chat_model_context_window", "state_update"]
+
+
+def chat_model_context_window(model: Any) -> ContextWindow | None:
+    """`model.profile["max_input_tokens"]` of a LangChain chat model (or a binding of one), if it has one.
+
+    Example:
+        ```python
+        from historykit.plugins.langgraph import chat_model_context_window
+
+        chat_model_context_window(ChatAnthropic(model="claude-sonnet-4-5"))  # from its profile
+        ```
+    """
+    while model is not None and not hasattr(model, "profile") and hasattr(model, "bound"):
+        model = model.bound  # a RunnableBinding (tools bound): the chat model is inside
+    profile = getattr(model, "profile", None)
+    if not isinstance(profile, dict):
+        return None
+    tokens = profile.get("max_input_tokens")
+    if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+        return ContextWindow(tokens, "model profile")
+    return None
+
+
+def state_update(
+    old: Sequence[BaseMessage], new: Sequence[BaseMessage], *, appended: Sequence[BaseMessage] = ()
+) -> list[BaseMessage]:
+    """The `add_messages` update that turns the state's `old` messages into `new` (then `appended`).
+
+    `appended` are messages the same step adds before this update is applied (the model's response,
+    for the middleware). Removed messages become `RemoveMessage(id=...)`, edited ones keep their ids
+    (replaced in place), new ones get an id and are appended when they come last; otherwise the
+    update replaces everything (`REMOVE_ALL_MESSAGES`). `[]` when nothing changed.
+
+    Example:
+        ```python
+        from langgraph.graph.message import add_messages
+        from historykit.plugins.langgraph import state_update
+
+        assert add_messages(old, state_update(old, processed)) == processed  # same ids, same order
+        ```
+    """
+    if len(old) == len(new) and all(a is b for a, b in zip(old, new)):
+        return []
+    new = _with_unique_ids(new)
+    position = {m.id: i for i, m in enumerate(old) if m.id is not None}
+    kept = [position[m.id] for m in new if m.id in position]
+    fresh = [j for j, m in enumerate(new) if m.id not in position]
+    last_kept = max((j for j, m in enumerate(new) if m.id in position), default=-1)
+    by_id = len(position) == len(old) and kept == sorted(kept)
+    # add_messages appends what it does not know: only new messages at the very end can go that way.
+    if by_id and (not fresh or (not appended and min(fresh) > last_kept)):
+        ids = {m.id for m in new}
+        removed: list[BaseMessage] = [RemoveMessage(id=m.id) for m in old if m.id not in ids]  # type: ignore[arg-type]
+        edited = [m for m in new if m.id in position and m is not old[position[m.id]]]
+        return [*removed, *edited, *(new[j] for j in fresh)]
+    return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *new, *appended]
+
+
+def _with_unique_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    # New messages (a summary, a notice) come without an id, and a processor's merge may leave two
+    # with one id: either would make add_messages append or replace the wrong message.
+    seen: set[str] = set()
+    out: list[BaseMessage] = []
+    for msg in messages:
+        if msg.id is None or msg.id in seen:
+            msg = msg.model_copy(update={"id": str(uuid.uuid4())})
+        seen.add(msg.id)  # type: ignore[arg-type]
+        out.append(msg)
+    return out
+
+
+def _pipeline_of(processor: object) -> Pipeline:
+    # One pipeline for the glue's lifetime: its token counter (and cache) then serves every call.
+    if isinstance(processor, Pipeline):
+        return processor
+    if isinstance(processor, HistoryProcessor):
+        return Pipeline([processor])
+    raise TypeError(
+        f"processor must be a historykit processor or Pipeline, got a "
+        f"{type(processor).__module__}.{type(processor).__qualname__}"
+    )
+
+
+class _Glue:
+    """What the hook and the middleware share: the pipeline, the window rule and the reports."""
+
+    def __init__(
+        self,
+        processor: HistoryProcessor,
+        context_window: int | None,
+        on_report: Callable[[Report], None] | None,
+        persist: bool,
+    ) -> None:
+        self.pipeline = _pipeline_of(processor)
+        """The pipeline that runs (a single processor is wrapped in one)."""
+        self.context_window = check_context_window(context_window)
+        """The window to budget for; `None`: the model's profile's, else historykit's default."""
+        self.on_report = on_report
+        """Called with every call's report."""
+        self.persist = bool(persist)
+        """Whether the edits are written to the graph state (see the module documentation)."""
+        self.last_report: Report | None = None
+        """The report of the latest call."""
+
+    def _window(self, model: Any) -> ContextWindow:
+        stated = chat_model_context_window(model) if self.context_window is None else None
+        return resolve_context_window(self.context_window, stated.tokens if stated else None, "model profile")
+
+    def _run(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
+        window = self._window(model)
+        return self._deliver(self.pipeline.run(messages, window.tokens, window_source=window.source))
+
+    async def _arun(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
+        window = self._window(model)
+        return self._deliver(await self.pipeline.arun(messages, window.tokens, window_source=window.source))
+
+    def _deliver(self, result: PipelineResult) -> list[BaseMessage]:
+        self.last_report = result.report
+        if self.on_report is not None:
+            self.on_report(result.report)
+        return list(result.messages)
+
+
+class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
+    """A graph node that processes the state's messages: a `create_react_agent` pre-model hook.
+
+    View only (default): returns `{"llm_input_messages": processed}`, which `create_react_agent`
+    sends to the model instead of the state's messages; the state keeps everything. With
+    `persist=True` it returns `{"messages": update}` (see `state_update`): the state shrinks; use it
+    as a pre-model hook or as a node before the model node of your own `StateGraph`.
+
+    Example:
+        ```python
+        from langgraph.graph import START, MessagesState, StateGraph
+        from langgraph.prebuilt import create_react_agent
+        from historykit.plugins.langgraph import HistoryKitHook
+
+        agent = create_react_agent(model, tools, pre_model_hook=HistoryKitHook(pipeline, model=model))
+
+        builder = StateGraph(MessagesState)
+        builder.add_node("compact", HistoryKitHook(pipeline, context_window=32_000, persist=True))
+        builder.add_node("model", call_model)
+        builder.add_edge(START, "compact")
+        builder.add_edge("compact", "model")
+        ```
+    """
+
+    def __init__(
+        self,
+        processor: HistoryProcessor,
+        *,
+        context_window: int | None = None,
+        model: Any = None,
+        persist: bool = False,
+        on_report: Callable[[Report], None] | None = None,
+        messages_key: str = "messages",
+    ) -> None:
+        super().__init__(processor, context_window, on_report, persist)
+        self.model = model
+        """The chat model whose profile gives the window when `context_window` is `None`."""
+        self.messages_key = messages_key
+        """The state key holding the messages."""
+
+    def __repr__(self) -> str:
+        return f"HistoryKitHook({self.pipeline!r}, persist={self.persist})"
+
+    def _messages(self, state: Any) -> list[BaseMessage]:
+        messages = (
+            state.get(self.messages_key)
+            if isinstance(state, dict)
+            else getattr(state, self.messages_key, None)
+        )
+        if messages is None:
+            raise ValueError(f"the graph state has no {self.messages_key!r} key to process")
+        return list(messages)
+
+    def _update(self, old: list[BaseMessage], processed: list[BaseMessage]) -> dict[str, Any]:
+        if self.persist:
+            return {self.messages_key: state_update(old, processed)}
+        return {"llm_input_messages": processed}
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
+        old = self._messages(input)
+        return self._update(old, self._run(old, self.model))
+
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        old = self._messages(input)
+        return self._update(old, await self._arun(old, self.model))
+
+
+class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
+    """LangChain v1 agent middleware (`create_agent(middleware=[...])`) that processes every model call.
+
+    It wraps the model call (`wrap_model_call` / `awrap_model_call`): the system message and the
+    messages are processed together, and the model is sent the result. View only (default) edits
+    nothing else. With `persist=True` the edits are also written to the agent state, as a command
+    applied after the model node (the response is kept after them), so the state and its
+    checkpoints shrink. Put it first in `middleware=` in persistent mode, so that what it writes
+    back is the state as stored, not another middleware's view of it.
+
+    Example:
+        ```python
+        from langchain.agents import create_agent
+        from historykit.plugins.langgraph import HistoryKitMiddleware
+
+        agent = create_agent(model, tools, middleware=[HistoryKitMiddleware(pipeline, persist=True)])
+        ```
+    """
+
+    def __init__(
+        self,
+        processor: HistoryProcessor,
+        *,
+        context_window: int | None = None,
+        persist: bool = False,
+        on_report: Callable[[Report], None] | None = None,
+    ) -> None:
+        super().__init__(processor, context_window, on_report, persist)
+        if self.persist and _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
+            raise ImportError("persistent mode needs a langchain with ExtendedModelResponse (1.2 or later)")
+        self.tools = []
+
+    def __repr__(self) -> str:
+        return f"HistoryKitMiddleware({self.pipeline!r}, persist={self.persist})"
+
+    @staticmethod
+    def _split(request: ModelRequest, processed: list[BaseMessage]) -> ModelRequest:
+        if request.system_message is not None and processed and isinstance(processed[0], SystemMessage):
+            return request.override(system_message=processed[0], messages=cast(Any, processed[1:]))
+        return request.override(messages=cast(Any, processed))
+
+    @staticmethod
+    def _history(request: ModelRequest) -> list[BaseMessage]:
+        system = [request.system_message] if request.system_message is not None else []
+        return [*system, *request.messages]
+
+    def _finish(self, request: ModelRequest, edited: ModelRequest, response: Any) -> Any:
+        if not self.persist:
+            return response
+        state = request.state
+        if not isinstance(state, dict) or not isinstance(state.get("messages"), list):
+            raise ValueError("persistent mode needs the agent state's 'messages' list in the model request")
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        old = state["messages"]
+        # The request's messages are the state's unless LangChain patched dangling tool calls: then
+        # the update replaces everything rather than guess which ids the patch gave.
+        same = len(old) == len(request.messages) and all(a is b for a, b in zip(old, request.messages))
+        update = state_update(old if same else [], edited.messages, appended=response.result)
+        if not update:
+            return response
+        assert _ExtendedModelResponse is not None
+        return _ExtendedModelResponse(model_response=response, command=Command(update={"messages": update}))
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        edited = self._split(request, self._run(self._history(request), request.model))
+        return self._finish(request, edited, handler(edited))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Any:
+        edited = self._split(request, await self._arun(self._history(request), request.model))
+        return self._finish(request, edited, await handler(edited))

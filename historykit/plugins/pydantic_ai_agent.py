@@ -1,0 +1,282 @@
+"""historykit processors inside Pydantic AI agents (1.x and 2.x).
+
+Any processor or pipeline is already a Pydantic AI history processor: `Agent(history_processors=
+[pipeline])` works in 1.x as it is (Pydantic AI calls it on a worker thread with the messages alone,
+so it budgets with historykit's default window). This module adds what a plain callable cannot:
+
+- `HistoryKit(processor, context_window=None, on_report=None, persist=True)`: a capability, for
+  `Agent(capabilities=[HistoryKit(...)])` in Pydantic AI 2.x (which removed `history_processors=`)
+  and in the 1.x versions that have capabilities.
+- `HistoryKitProcessor(processor, context_window=None, on_report=None)`: a history processor that
+  takes the run context, for `Agent(history_processors=[...])` in 1.x.
+
+Both run the pipeline with `arun` on the agent's event loop (a `Summarize` summarizer is awaited,
+not run on a thread), take the context window from the run's model when none is given, hand every
+call's report to `on_report`, keep the latest one in `last_report`, and log it at debug level (the
+`historykit` logger, when the call changed something).
+
+The context window, in order: the `context_window` you give (`explicit`); else the run's model:
+`Model.context_window` in 2.x (its profile's `context_window`, which Pydantic AI fills in from
+genai-prices for known models: `model profile`), or in 1.x, whose profiles have no window, the same
+genai-prices table looked up by model name and provider (`genai-prices`); else historykit's
+conservative default (`default`). The report's `window_source` says which.
+
+What each mode keeps:
+
+- `persist=True` (the default; `HistoryKitProcessor` always): the model is sent the processed
+  history, and it becomes the run's history (`result.all_messages()`): edits, removals and summaries
+  are kept, and later calls (and runs given that history) start from them.
+- `persist=False` (view only): the model is sent the processed history; the run's history keeps
+  every message, unedited, and each call processes the whole raw history again.
+
+Persistent is what Pydantic AI's own history processors do. View-only works on both majors (2.x
+from `before_model_request`, whose messages are the request's alone there; 1.x from
+`wrap_model_request`, since 1.x writes `before_model_request`'s messages back to the history).
+The processors are deterministic functions of the history, so both modes send the model the same
+messages and keep the provider's prompt cache hitting between compactions.
+
+Example:
+    ```python
+    from pydantic_ai import Agent
+    from historykit import Pipeline
+    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.processors import ClearToolResults, PairwiseTruncate, Repair
+
+    kit = HistoryKit(Pipeline([ClearToolResults(), PairwiseTruncate(), Repair()]), on_report=print)
+    agent = Agent("anthropic:claude-sonnet-4-5", capabilities=[kit])
+    result = await agent.run("Fix the failing test")
+    kit.last_report  # the latest call's report
+    ```
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.tools import RunContext
+
+from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
+from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, Report
+
+try:
+    from pydantic_ai.capabilities import AbstractCapability as _AbstractCapability
+except ImportError:  # pragma: no cover - Pydantic AI 1.x before capabilities: only HistoryKitProcessor
+    _AbstractCapability = None  # type: ignore[assignment,misc]
+
+__all__ = ["HistoryKit", "HistoryKitProcessor", "model_context_window"]
+
+logger = logging.getLogger("historykit")
+
+_CapabilityBase: Any = _AbstractCapability[Any] if _AbstractCapability is not None else object
+
+_BEFORE_HOOK_IS_REQUEST_ONLY = _AbstractCapability is not None and hasattr(
+    _AbstractCapability, "prepare_model_request"
+)
+"""Feature check: with `prepare_model_request` (2.x) came request-only `before_model_request` messages
+(history changes go through `RunContext.messages`); before it (1.x) the framework wrote the messages
+`before_model_request` returned back to the run's history."""
+
+
+def model_context_window(model: Any) -> ContextWindow | None:
+    """The context window a Pydantic AI model states about itself, with its source; `None` if unknown.
+
+    Example:
+        ```python
+        from pydantic_ai.models.function import FunctionModel
+        from historykit.plugins.pydantic_ai_agent import model_context_window
+
+        model_context_window(FunctionModel(my_function, profile={"context_window": 8_000}))  # 2.x
+        # ContextWindow(tokens=8000, source='model profile')
+        ```
+    """
+    stated = getattr(model, "context_window", None)
+    if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
+        return ContextWindow(stated, "model profile")
+    if hasattr(type(model), "context_window"):
+        # 2.x: the profile (with genai-prices' data folded in) does not know this model.
+        return None
+    known = _genai_prices_window(model)
+    return ContextWindow(known, "genai-prices") if known is not None else None
+
+
+_KNOWN_WINDOWS: dict[tuple[str, str, str | None], int | None] = {}
+
+
+def _genai_prices_window(model: Any) -> int | None:
+    """1.x: look the model up in genai-prices (a dependency of pydantic-ai-slim), as 2.x profiles do."""
+    name, provider = getattr(model, "model_name", None), getattr(model, "system", None)
+    if not isinstance(name, str) or not isinstance(provider, str):
+        return None
+    try:
+        base_url = model.base_url
+    except Exception:
+        # Some models have no URL until their client exists; the provider name is enough to match.
+        base_url = None
+    key = (name, provider, base_url if isinstance(base_url, str) else None)
+    if key not in _KNOWN_WINDOWS:
+        _KNOWN_WINDOWS[key] = _lookup_genai_prices(*key)
+    return _KNOWN_WINDOWS[key]
+
+
+def _lookup_genai_prices(name: str, provider: str, base_url: str | None) -> int | None:
+    try:
+        from genai_prices.data_snapshot import get_snapshot
+    except ImportError:
+        return None
+    # The API URL names a reseller more precisely than the provider name, so it is tried first.
+    for provider_id, api_url in ((None, base_url), (provider, None)):
+        if provider_id is None and api_url is None:
+            continue
+        try:
+            _, info = get_snapshot().find_provider_model(
+                name, provider=None, provider_id=provider_id, provider_api_url=api_url
+            )
+        except LookupError:
+            continue
+        window = getattr(info, "context_window", None)
+        return window if isinstance(window, int) and window > 0 else None
+    return None
+
+
+def _pipeline_of(processor: object) -> Pipeline:
+    # One pipeline for the glue's lifetime: its token counter (and cache) then serves every call.
+    if isinstance(processor, Pipeline):
+        return processor
+    if isinstance(processor, HistoryProcessor):
+        return Pipeline([processor])
+    raise TypeError(
+        f"processor must be a historykit processor or Pipeline, got a "
+        f"{type(processor).__module__}.{type(processor).__qualname__}"
+    )
+
+
+class _Glue:
+    """What both entry points share: the pipeline, the window rule and the report delivery."""
+
+    pipeline: Pipeline
+    context_window: int | None
+    on_report: Callable[[Report], None] | None
+    last_report: Report | None
+
+    def window_for(self, model: Any) -> ContextWindow:
+        stated = model_context_window(model) if self.context_window is None else None
+        return resolve_context_window(
+            self.context_window,
+            stated.tokens if stated else None,
+            stated.source if stated else "model profile",
+        )
+
+    async def process(self, messages: Sequence[ModelMessage], model: Any) -> list[ModelMessage]:
+        window = self.window_for(model)
+        result: PipelineResult = await self.pipeline.arun(
+            list(messages), window.tokens, window_source=window.source
+        )
+        self.last_report = result.report
+        if self.on_report is not None:
+            self.on_report(result.report)
+        return result.messages
+
+
+@dataclass
+class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
+    """A Pydantic AI capability that runs a historykit processor before every model request.
+
+    See the module documentation for what `persist=True` and `persist=False` keep.
+
+    Example:
+        ```python
+        from pydantic_ai import Agent
+        from historykit import Pipeline
+        from historykit.plugins.pydantic_ai_agent import HistoryKit
+        from historykit.processors import ClearToolResults, Repair, Summarize
+
+        reports = []
+        kit = HistoryKit(Pipeline([ClearToolResults(), Summarize(), Repair()]), on_report=reports.append)
+        agent = Agent("openai:gpt-4o", capabilities=[kit])       # window: gpt-4o's, from its profile
+        HistoryKit(pipeline, context_window=32_000, persist=False)  # explicit window, view only
+        ```
+    """
+
+    processor: HistoryProcessor
+    """A processor or a `Pipeline` (a single processor runs as a one-step pipeline)."""
+    context_window: int | None = None
+    """The window to budget for; `None`: the run's model's, else historykit's default."""
+    on_report: Callable[[Report], None] | None = None
+    """Called with every call's report."""
+    persist: bool = True
+    """`True`: the processed history becomes the run's history; `False`: only the request sees it."""
+    last_report: Report | None = field(default=None, init=False, repr=False, compare=False)
+    """The report of the latest call."""
+
+    def __post_init__(self) -> None:
+        if _AbstractCapability is None:  # pragma: no cover - Pydantic AI 1.x before capabilities
+            raise ImportError(
+                "this Pydantic AI has no capabilities: use HistoryKitProcessor in history_processors=[...]"
+            )
+        self.pipeline = _pipeline_of(self.processor)
+        check_context_window(self.context_window)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # holds a processor object: not expressible in an agent spec
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        if not self.persist and not _BEFORE_HOOK_IS_REQUEST_ONLY:
+            return request_context  # 1.x writes these messages back: view-only works in wrap_model_request
+        processed = await self.process(request_context.messages, request_context.model)
+        request_context.messages = list(processed)
+        if self.persist and _BEFORE_HOOK_IS_REQUEST_ONLY:
+            # 2.x keeps `request_context.messages` to this request; the run's history is ctx.messages.
+            ctx.messages[:] = processed
+        return request_context
+
+    async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
+        if self.persist or _BEFORE_HOOK_IS_REQUEST_ONLY:
+            return await handler(request_context)
+        # 1.x view-only: what the handler gets here is sent to the model and never written back.
+        processed = await self.process(request_context.messages, request_context.model)
+        return await handler(replace(request_context, messages=processed))
+
+
+class HistoryKitProcessor(_Glue):
+    """A Pydantic AI history processor (`Agent(history_processors=[...])`, 1.x) with the model's window.
+
+    Pydantic AI passes it the run context, so it budgets with the run's model's context window when
+    you give none, and awaits the pipeline on the agent's loop. The processed history becomes the
+    run's history (Pydantic AI's rule for history processors). In 2.x, pass it to
+    `ProcessHistory(...)`, or use `HistoryKit`.
+
+    Example:
+        ```python
+        from pydantic_ai import Agent
+        from historykit.plugins.pydantic_ai_agent import HistoryKitProcessor
+
+        agent = Agent("openai:gpt-4o", history_processors=[HistoryKitProcessor(pipeline, on_report=print)])
+        ```
+    """
+
+    def __init__(
+        self,
+        processor: HistoryProcessor,
+        *,
+        context_window: int | None = None,
+        on_report: Callable[[Report], None] | None = None,
+    ) -> None:
+        self.pipeline = _pipeline_of(processor)
+        """The pipeline that runs (a single processor is wrapped in one)."""
+        self.context_window = check_context_window(context_window)
+        """The window to budget for; `None`: the run's model's, else historykit's default."""
+        self.on_report = on_report
+        """Called with every call's report."""
+        self.last_report = None
+        """The report of the latest call."""
+
+    def __repr__(self) -> str:
+        return f"HistoryKitProcessor({self.pipeline!r}, context_window={self.context_window!r})"
+
+    async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
+        return await self.process(messages, ctx.model)

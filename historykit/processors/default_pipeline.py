@@ -1,0 +1,145 @@
+"""`default_pipeline()`: the recommended composition of the five processors, tuned on the corpus.
+
+The cheap, lossless or recoverable edits come first and fire early; the lossy ones come last and
+fire late; `Repair` closes every built-in pipeline:
+
+| step | fires at (of the window) | works down to | what it keeps |
+|---|---|---|---|
+| `DedupeFileReads` | 40% | all it can | the latest copy of every file |
+| `ClearToolResults` | 40% | 30% of 40% (12%); >= 5% of the window | the last 3 results, the final request |
+| `StripThinking` | 40% | 60% of 40%; >= 2% of the window | the last assistant turn, the current cycle |
+| `Summarize` | 60% | 60% of 60% (36%) | task, last 6 units, pinned content, final request |
+| `PairwiseTruncate` | 90% | 60% of 90% | a backstop: fires only when a summary is not enough |
+| `Repair` | always | | fixes any provider-rule violation left |
+
+Why these numbers: `benchmarks/bench_replay.py` replays the 18 corpus sessions (1,252 model calls)
+call by call and prices each call's input as a provider prompt cache does (previous prefix 0.1,
+the rest 1.25, summarizer input 1.0, as if an LLM wrote the summaries). At a 32,000-token window,
+persistent mode, the total falls as the cheap edits start earlier (high-water 0.5 / 0.45 / 0.4 of
+the window: 2.86M / 2.81M / 2.75M) and as summarizing starts earlier (0.7 / 0.65 / 0.6 / 0.55:
+2.92M / 2.83M / 2.75M / 2.69M), but the summarizer then runs more often (10 / 14 / 17 / 20
+summaries) and each summary loses detail that clearing keeps recoverable: 0.4 and 0.6 are where
+the saving stops paying for the loss. Clearing down to 30% of its mark rather than 60% costs 3.6%
+less (2.75M against 2.85M). Keeping the last 3 results, as the anchors and Anthropic's own context
+editing do, is a choice for the model's sake: 2 would cost 2.7% less, 4 costs 3.7% more.
+`keep_last=6` costs 0.5% more than 3 and keeps more recent context verbatim.
+
+Measured with these settings: 2.75M against pydantic-ai-harness `TieredCompaction`'s 3.73M at
+32,000 tokens (26.3% less; view-only 3.75M against 12.52M), 3.98M against 5.86M at 100,000; no call
+drops the newest message; one call is over 32,000 tokens, and only because its final request alone
+is (six parallel file reads, 35,248 tokens). The input served from the previous call's prefix is
+89.9% at 32,000 and 95.7% at 100,000 tokens: small inputs cost less but leave the new messages a
+larger share. Details and commands: `benchmarks/README.md`.
+
+Example:
+    ```python
+    import historykit
+
+    pipeline = historykit.default_pipeline()                          # budgets follow the run's window
+    pipeline = historykit.default_pipeline(context_window=32_000)     # budgets fixed for a 32k model
+    pipeline = historykit.default_pipeline(model="openai:gpt-4o-mini")  # an LLM writes the summaries
+    result = pipeline.run(messages, context_window=200_000)
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any
+
+from historykit.pipeline import Pipeline, Report
+from historykit.processors.clear_tool_results import ClearToolResults
+from historykit.processors.dedupe_file_reads import DedupeFileReads
+from historykit.processors.pairwise_truncate import PairwiseTruncate
+from historykit.processors.repair import Repair
+from historykit.processors.strip_thinking import StripThinking
+from historykit.processors.summarize import Summarize
+from historykit.processors.summarizers import Summarizer
+from historykit.processors.trigger import Trigger
+
+__all__ = ["default_pipeline"]
+
+EDIT_AT = 0.4
+"""High-water mark of the cheap edits (dedupe, clear, strip), as a fraction of the window."""
+CLEAR_DOWN_TO = 0.3
+"""Clearing goes down to this fraction of its high-water mark."""
+CLEAR_MIN_GAIN = 0.05
+"""Clearing frees at least this fraction of the window at once."""
+STRIP_MIN_GAIN = 0.02
+"""Stripping frees at least this fraction of the window at once."""
+KEEP_RESULTS = 3
+"""The last tool results that are never cleared."""
+SUMMARIZE_AT = 0.6
+"""High-water mark of `Summarize`, as a fraction of the window."""
+SUMMARIZE_DOWN_TO = 0.6
+"""A summary brings the history down to this fraction of `SUMMARIZE_AT`."""
+KEEP_LAST = 6
+"""Units (a tool call with its results is one) that `Summarize` keeps verbatim."""
+TRUNCATE_AT = 0.9
+"""High-water mark of the `PairwiseTruncate` backstop, as a fraction of the window."""
+
+
+def default_pipeline(
+    *,
+    context_window: int | None = None,
+    summarizer: Summarizer | None = None,
+    model: Any = None,
+    root: str | None = None,
+    exclude_tools: Collection[str] = (),
+    on_report: Callable[[Report], None] | None = None,
+) -> Pipeline:
+    """The recommended pipeline: the five processors, cheapest first, then `Repair`.
+
+    - `context_window`: the model's window in tokens. Given, every budget is fixed in tokens from
+      it; left out, budgets are fractions of the window each run reports (given to `run`, taken
+      from the framework's model, or the default).
+    - `summarizer` or `model`: what writes the summaries (see `Summarize`); neither: the
+      extractive summarizer, no LLM.
+    - `root`: the agent's working directory, so `DedupeFileReads` knows `/repo/a.py` is `a.py`.
+    - `exclude_tools`: tools whose results and arguments are never cleared.
+    - `on_report`: called with every run's report.
+
+    Raises `ValueError` for a `context_window` that is not a positive int, or when both
+    `summarizer` and `model` are given.
+    """
+    if context_window is not None and (
+        isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0
+    ):
+        raise ValueError(f"context_window must be a positive int, got {context_window!r}")
+
+    def trigger(fraction: float, low_water: float) -> Trigger:
+        if context_window is None:
+            return Trigger(max_fraction=fraction, low_water=low_water)
+        return Trigger(max_tokens=int(context_window * fraction), low_water=low_water)
+
+    def gain(fraction: float) -> int | None:
+        # None lets the processor take the same fraction of the run's window itself.
+        return None if context_window is None else int(context_window * fraction)
+
+    def limit(fraction: float) -> dict[str, Any]:
+        if context_window is None:
+            return {"max_fraction": fraction}
+        return {"max_tokens": int(context_window * fraction)}
+
+    return Pipeline(
+        [
+            DedupeFileReads(root=root, trigger=trigger(EDIT_AT, 1.0)),
+            ClearToolResults(
+                keep=KEEP_RESULTS,
+                exclude_tools=exclude_tools,
+                trigger=trigger(EDIT_AT, CLEAR_DOWN_TO),
+                min_gain=gain(CLEAR_MIN_GAIN),
+            ),
+            StripThinking(keep_turns=1, trigger=trigger(EDIT_AT, 0.6), min_gain=gain(STRIP_MIN_GAIN)),
+            Summarize(
+                **limit(SUMMARIZE_AT),
+                low_water=SUMMARIZE_DOWN_TO,
+                keep_last=KEEP_LAST,
+                summarizer=summarizer,
+                model=model,
+            ),
+            PairwiseTruncate(**limit(TRUNCATE_AT), low_water=0.6),
+            Repair(),
+        ],
+        on_report=on_report,
+    )

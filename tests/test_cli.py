@@ -1,0 +1,614 @@
+"""The `historykit` command, driven for real: typer's runner, the installed console script, real
+transcripts (the corpus and the format fixtures) and real databases written by a LangGraph graph
+with `SQLModelSaver` and a Pydantic AI agent with `SQLModelConversationStore` (SQLite, PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from historykit.cli import EXIT_NOT_FOUND, EXIT_PROBLEMS, EXIT_USAGE, app, build_pipeline
+from historykit.formats import read_transcript
+from historykit.tokens import TokenCounter
+from historykit.validity import check
+from tests.conftest import corpus_paths, postgres_admin_url
+from tests.formats.helpers import CLAUDE_CODE, CODEX
+
+SPEC = "dedupe,clear,strip,truncate"
+SMALL = next(p for p in corpus_paths() if p.stem == "sweagent__demo-fc-marshmallow-1867")
+LARGEST = max(corpus_paths(), key=lambda p: p.stat().st_size)
+
+runner = CliRunner()
+
+
+def run(*args: Any) -> Any:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def assert_error(result: Any, code: int, *fragments: str) -> str:
+    """One line on stderr, `historykit: error: ...`, the documented exit code, nothing on stdout."""
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("historykit: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert result.stdout == ""
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# analyze
+# ---------------------------------------------------------------------------------------------
+
+
+def test_analyze_shows_where_the_tokens_go() -> None:
+    result = run("analyze", SMALL, "--window", 8000, "--pipeline", SPEC)
+    assert result.exit_code == 0, result.stderr
+    for heading in (
+        "where the tokens go",
+        "by tool",
+        "largest tool outputs",
+        "replayed call by call, window 8,000",
+        "what each processor did",
+        "DedupeFileReads",
+        "ClearToolResults",
+        "PairwiseTruncate",
+    ):
+        assert heading in result.stdout
+
+
+def test_analyze_json_adds_up() -> None:
+    result = run("analyze", CLAUDE_CODE, LARGEST, "--json", "--window", 32000, "--pipeline", SPEC)
+    assert result.exit_code == 0, result.stderr
+    fixture, largest = json.loads(result.stdout)
+    assert fixture["format"] == "claude-code" and largest["format"] == "chat"
+    messages = read_transcript(LARGEST).messages
+    counter = TokenCounter()
+    assert largest["total_tokens"] == sum(counter.count_message(m) for m in messages)
+    assert sum(largest["by_kind"].values()) == largest["total_tokens"]
+    assert sum(largest["tool_results"].values()) == largest["by_kind"]["tool_result"]
+    assert largest["largest_outputs"][0]["tokens"] == max(o["tokens"] for o in largest["largest_outputs"])
+    assert any(r["reads"] > 1 for r in largest["repeated_reads"])
+    replay = largest["replay"]
+    calls = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    assert len(replay["calls"]) == largest["model_calls"] == len(calls)
+    # Call t sees every message before the t-th assistant message.
+    assert [c["before"] for c in replay["calls"]] == [
+        sum(counter.count_message(m) for m in messages[:i]) for i in calls
+    ]
+    assert all(c["after"] <= c["before"] and c["reused"] <= c["after"] for c in replay["calls"])
+    assert replay["summary"]["over_window_before"] > 0 and replay["summary"]["over_window_after"] == 0
+    assert [p["processor"] for p in replay["processors"]] == [
+        "DedupeFileReads",
+        "ClearToolResults",
+        "StripThinking",
+        "PairwiseTruncate",
+        "Repair",
+    ]
+    assert replay["violations"] == []
+
+
+def test_analyze_the_default_pipeline_on_the_largest_session() -> None:
+    result = run("analyze", LARGEST, "--json", "--window", 32000)
+    assert result.exit_code == 0, result.stderr
+    (analysis,) = json.loads(result.stdout)
+    names = [p["processor"] for p in analysis["replay"]["processors"]]
+    assert [p.name for p in build_pipeline("default").processors] == names
+    assert analysis["replay"]["summary"]["over_window_after"] == 0
+
+
+def test_analyze_reads_every_format(tmp_path: Path) -> None:
+    paths = [CLAUDE_CODE, CODEX, *_framework_files(tmp_path)]
+    result = run("analyze", *paths, "--json", "--pipeline", SPEC, "--window", 32000)
+    assert result.exit_code == 0, result.stderr
+    analyses = json.loads(result.stdout)
+    assert [a["format"] for a in analyses] == ["claude-code", "codex", "pydantic-ai", "langchain"]
+    for path, analysis in zip(paths, analyses):
+        assert analysis["messages"] == len(read_transcript(path).messages)
+    # The same session in either framework's JSON: the same tool outputs, the same file reads.
+    pai, lc = analyses[2:]
+    assert pai["tool_results"] == lc["tool_results"]
+    assert pai["repeated_reads"] == lc["repeated_reads"]
+
+
+def test_analyze_plots_the_context_per_call(tmp_path: Path) -> None:
+    out = tmp_path / "context.png"
+    result = run("analyze", SMALL, CODEX, "--window", 8000, "--pipeline", SPEC, "--plot", out)
+    assert result.exit_code == 0, result.stderr
+    assert f"wrote the plot to {out}" in result.stdout
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+def test_analyze_format_option(tmp_path: Path) -> None:
+    result = run("analyze", CODEX, "--format", "codex", "--json", "--pipeline", SPEC)
+    assert result.exit_code == 0, result.stderr
+    assert_error(
+        run("analyze", CODEX, "--format", "claude-code", "--pipeline", SPEC),
+        EXIT_USAGE,
+        "no conversation rows",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# compact
+# ---------------------------------------------------------------------------------------------
+
+
+def _framework_files(tmp_path: Path) -> list[Path]:
+    """The largest corpus session as Pydantic AI and LangChain JSON files."""
+    from historykit.formats import write_transcript
+
+    messages = read_transcript(LARGEST).messages
+    paths = []
+    for fmt, name in (("pydantic-ai", "pai.json"), ("langchain", "lc.json")):
+        path = tmp_path / name
+        write_transcript(messages, path, fmt)
+        paths.append(path)
+    return paths
+
+
+def test_compact_writes_the_input_format(tmp_path: Path) -> None:
+    for source in [LARGEST, CLAUDE_CODE, CODEX, *_framework_files(tmp_path)]:
+        out = tmp_path / f"compacted-{source.stem}{source.suffix}"
+        window = 32000 if source.stat().st_size > 50_000 else 300
+        result = run("compact", source, "--window", window, "--pipeline", SPEC, "-o", out, "--json")
+        assert result.exit_code == 0, result.stderr
+        report = json.loads(result.stdout)
+        original = read_transcript(source)
+        written = read_transcript(out)
+        assert written.format == original.format == report["format"]
+        assert report["violations"] == [] and check(written.history) == []
+        assert [s["processor"] for s in report["steps"]][-1] == "Repair"
+        if window == 32000:
+            assert report["tokens_before"] > window >= report["tokens_after"]
+            assert sum(s["tokens_before"] - s["tokens_after"] for s in report["steps"]) > 0
+
+
+def test_compact_keeps_the_last_request_and_the_task(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    result = run("compact", LARGEST, "-w", 32000, "-p", SPEC, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert "wrote" in result.stdout and "PairwiseTruncate" in result.stdout
+    original, written = read_transcript(LARGEST).messages, read_transcript(out).messages
+    first_user = next(m for m in original if m.role == "user")
+    assert first_user in written
+    assert written[-1] == original[-1]
+
+
+def test_compact_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(SMALL, copy)
+    before = copy.read_bytes()
+    assert_error(
+        run("compact", copy, "-w", 8000, "-p", SPEC, "-o", copy), EXIT_USAGE, "refusing to overwrite"
+    )
+    assert copy.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("dedupe,bogus", "unknown processor 'bogus'; valid names: default, dedupe, clear, strip, truncate"),
+        ("clear:kep=3", "clear has no option 'kep'; its options: keep"),
+        ("clear:keep=-3", "keep must be a non-negative int"),
+        ("clear:keep", "is not option=value"),
+        ("dedupe,,clear", "an empty step"),
+        ("default,clear", "`default` stands alone"),
+        ("", "empty pipeline spec"),
+    ],
+)
+def test_a_bad_pipeline_spec_is_one_line(tmp_path: Path, spec: str, fragment: str) -> None:
+    assert_error(
+        run("compact", SMALL, "-w", 8000, "-p", spec, "-o", tmp_path / "o.jsonl"), EXIT_USAGE, fragment
+    )
+    assert_error(run("analyze", SMALL, "-p", spec), EXIT_USAGE, fragment)
+
+
+def test_pipeline_specs() -> None:
+    pipeline = build_pipeline("clear:keep=5:exclude_tools=Read+Grep,truncate:max_fraction=0.7")
+    clear, truncate, repair = pipeline.processors
+    assert clear.keep == 5 and tuple(clear.exclude_tools) == ("Read", "Grep")
+    assert truncate.max_fraction == 0.7 and type(repair).__name__ == "Repair"
+    assert [type(p).__name__ for p in build_pipeline("strip,repair").processors] == [
+        "StripThinking",
+        "Repair",
+    ]
+    assert [type(p).__name__ for p in build_pipeline("summarize").processors] == ["Summarize", "Repair"]
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input: one line, a documented exit code
+# ---------------------------------------------------------------------------------------------
+
+
+def _bad_inputs(tmp_path: Path) -> list[tuple[str, Path, int, str]]:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    lines = SMALL.read_text(encoding="utf-8").splitlines()
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_text("\n".join(lines[:3]) + "\n" + lines[3][:50], encoding="utf-8")
+    unknown = tmp_path / "unknown.jsonl"
+    unknown.write_text('{"event": "start"}\n{"event": "stop"}\n')
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    return [
+        ("an empty file", empty, EXIT_USAGE, "the file is empty"),
+        ("a truncated JSONL line", truncated, EXIT_USAGE, "truncated.jsonl:4: not valid JSON"),
+        ("an unknown format", unknown, EXIT_USAGE, "not a known transcript format"),
+        ("a binary file", binary, EXIT_USAGE, "not UTF-8"),
+        ("a missing file", tmp_path / "missing.jsonl", EXIT_NOT_FOUND, "missing.jsonl: no such file"),
+        ("a directory", tmp_path, EXIT_USAGE, "a directory"),
+    ]
+
+
+def test_bad_transcripts_give_one_line_and_an_exit_code(tmp_path: Path) -> None:
+    for _what, path, code, fragment in _bad_inputs(tmp_path):
+        assert_error(run("analyze", path, "-p", SPEC), code, fragment)
+        assert_error(
+            run("compact", path, "-w", 1000, "-p", SPEC, "-o", tmp_path / "out.jsonl"), code, fragment
+        )
+
+
+def test_an_unknown_format_name(tmp_path: Path) -> None:
+    assert_error(
+        run("analyze", SMALL, "--format", "yaml"), EXIT_USAGE, "unknown format 'yaml': use one of chat"
+    )
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    result = run("compact", SMALL, "-o", tmp_path / "o.jsonl")  # no --window
+    assert result.exit_code == EXIT_USAGE and "--window" in result.stderr
+    assert run("analyze", SMALL, "--window", 0).exit_code == EXIT_USAGE
+
+
+def test_the_installed_console_script(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("historykit")
+    assert script.exists(), f"the console script is not installed next to {sys.executable}"
+    done = subprocess.run(
+        [str(script), "analyze", str(LARGEST), "--json", "--window", "32000", "--pipeline", SPEC],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    (analysis,) = json.loads(done.stdout)
+    assert analysis["name"] == str(LARGEST) and analysis["replay"]["summary"]["over_window_after"] == 0
+    failed = subprocess.run(
+        [str(script), "analyze", str(tmp_path / "nope.jsonl")], capture_output=True, text=True, timeout=60
+    )
+    assert failed.returncode == EXIT_NOT_FOUND
+    assert failed.stderr.strip().splitlines() == [
+        f"historykit: error: {tmp_path / 'nope.jsonl'}: no such file"
+    ]
+    assert failed.stdout == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Stored threads: a real LangGraph graph and a real Pydantic AI agent write the database
+# ---------------------------------------------------------------------------------------------
+
+FILES = {f"src/mod{i}.py": f"def f{i}():\n    return {i}\n" * 120 for i in range(6)}
+
+
+def _run_graph(url: str) -> None:
+    """A tool-calling LangGraph agent (fake chat model) that reads six files and compacts its state
+    with `Summarize` as it goes (persistent mode), plus a thread whose state was broken by an update."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from historykit import Pipeline
+    from historykit.checkpointers import SQLModelSaver
+    from historykit.processors.summarize import Summarize
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file of the project."""
+        return FILES[path]
+
+    def graph_for(responses: list[AIMessage], saver: Any) -> Any:
+        model = GenericFakeChatModel(messages=iter(responses))
+        summarize = Pipeline([Summarize(max_tokens=3000, keep_last=2, min_gain=100)])
+
+        def agent(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [model.invoke(state["messages"])]}
+
+        def compact(state: MessagesState) -> dict[str, Any]:
+            result = summarize.run(state["messages"], 32_000)
+            if not result.report.changed:
+                return {}
+            return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result.messages]}
+
+        builder = StateGraph(MessagesState)
+        builder.add_node("compact", compact)
+        builder.add_node("agent", agent)
+        builder.add_node("tools", ToolNode([read_file]))
+        builder.add_edge(START, "compact")
+        builder.add_edge("compact", "agent")
+        builder.add_conditional_edges("agent", tools_condition)
+        builder.add_edge("tools", "compact")
+        return builder.compile(checkpointer=saver)
+
+    calls = [
+        AIMessage("", tool_calls=[{"id": f"call_{i}", "name": "read_file", "args": {"path": p}}])
+        for i, p in enumerate(FILES)
+    ]
+    with SQLModelSaver(url) as saver:
+        graph = graph_for([*calls, AIMessage("All six modules return their number.")], saver)
+        graph.invoke({"messages": [("user", "What do the modules in src/ return?")]}, _config("t-read"))
+        broken = graph_for([AIMessage("src/mod0.py returns 0.")], saver)
+        broken.invoke({"messages": [("user", "What does src/mod0.py return?")]}, _config("t-broken"))
+        # A result that answers no call: what a naive edit of the state leaves behind.
+        broken.update_state(
+            _config("t-broken"), {"messages": [ToolMessage("stale output", tool_call_id="gone")]}
+        )
+
+
+def _config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def _run_agent(url: str) -> None:
+    """A Pydantic AI agent (FunctionModel) whose conversations the store keeps, one of them broken."""
+    from pydantic_ai import Agent
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from historykit.checkpointers import SQLModelConversationStore
+
+    def model(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        done = sum(1 for m in messages for p in getattr(m, "parts", ()) if p.part_kind == "tool-return")
+        if done < 2:
+            path = list(FILES)[done]
+            return ModelResponse(parts=[ToolCallPart("read_file", {"path": path}, tool_call_id=f"pc_{done}")])
+        return ModelResponse(parts=[TextPart("Both modules return their number.")])
+
+    agent = Agent(FunctionModel(model), instructions="You read code carefully.")
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        return FILES[path]
+
+    async def main() -> None:
+        store = SQLModelConversationStore(url)
+        try:
+            result = await agent.run(
+                "What do mod0 and mod1 return?", conversation=Conversation(conversation_id="c-ok")
+            )
+            await store.save(result)
+            broken = Conversation(
+                conversation_id="c-broken",
+                messages=[
+                    ModelRequest(parts=[UserPromptPart("Read src/mod2.py")]),
+                    ModelResponse(
+                        parts=[ToolCallPart("read_file", {"path": "src/mod2.py"}, tool_call_id="lost")]
+                    ),
+                    ModelRequest(parts=[UserPromptPart("Never mind, what is 2 + 2?")]),
+                ],
+            )
+            await store.save(broken)
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def pristine_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("db") / "agent.db"
+    url = f"sqlite:///{path}"
+    _run_graph(url)
+    _run_agent(url)
+    return path
+
+
+@pytest.fixture
+def db(pristine_db: Path, tmp_path: Path) -> Path:
+    """A copy of the database for tests that change it."""
+    target = tmp_path / "agent.db"
+    for suffix in ("", "-wal", "-shm"):
+        source = Path(str(pristine_db) + suffix)
+        if source.exists():
+            shutil.copy(source, str(target) + suffix)
+    return target
+
+
+def _saver(path: Path | str) -> Any:
+    from historykit.checkpointers import SQLModelSaver
+
+    return SQLModelSaver(path if isinstance(path, str) else f"sqlite:///{path}")
+
+
+def test_threads_lists_both_frameworks(pristine_db: Path) -> None:
+    result = run("threads", pristine_db, "--json")
+    assert result.exit_code == 0, result.stderr
+    threads = {t["thread_id"]: t for t in json.loads(result.stdout)}
+    assert set(threads) == {"t-read", "t-broken", "c-ok", "c-broken"}
+    assert threads["t-read"]["framework"] == "langgraph" and threads["c-ok"]["framework"] == "pydantic_ai"
+    with _saver(pristine_db) as saver:
+        transcript = saver.transcript("t-read")
+        checkpoints = list(saver.list(_config("t-read")))
+    assert threads["t-read"]["messages"] == len(transcript.messages)
+    assert threads["t-read"]["checkpoints"] == len(checkpoints)
+    assert threads["t-read"]["compactions"] == len(transcript.compactions) >= 1
+    assert threads["c-ok"]["entries"] > 0 and threads["t-read"]["storage_bytes"] > 0
+    human = run("threads", f"sqlite:///{pristine_db}")
+    assert human.exit_code == 0 and "t-read" in human.stdout and "c-broken" in human.stdout
+
+
+def test_show_a_thread_with_its_markers(pristine_db: Path) -> None:
+    result = run("show", pristine_db, "t-read", "--json")
+    assert result.exit_code == 0, result.stderr
+    shown = json.loads(result.stdout)
+    with _saver(pristine_db) as saver:
+        transcript = saver.transcript("t-read")
+        state = saver.get_tuple(_config("t-read")).checkpoint["channel_values"]["messages"]
+    assert [(c["summary_index"], c["covered_from"], c["covered_to"]) for c in shown["compactions"]] == [
+        (c.summary_index, c.marker.covered_from, c.marker.covered_to) for c in transcript.compactions
+    ]
+    summary = shown["summary"]
+    assert summary["messages in the state"] == len(state) < summary["messages ever (transcript)"]
+    assert summary["messages ever (transcript)"] == len(transcript.messages)
+    human = run("show", pristine_db, "t-read")
+    assert "compaction marker(s)" in human.stdout and "summarize" in human.stdout
+    conversation = run("show", pristine_db, "c-ok", "--json")
+    assert (
+        conversation.exit_code == 0
+        and json.loads(conversation.stdout)["summary"]["messages in the history"] > 0
+    )
+
+
+def test_export_writes_the_full_original_transcript(pristine_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t-read.json"
+    result = run("export", pristine_db, "t-read", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    exported = read_transcript(out)
+    with _saver(pristine_db) as saver:
+        transcript = saver.transcript("t-read")
+        state = saver.get_tuple(_config("t-read")).checkpoint["channel_values"]["messages"]
+    assert exported.format == "langchain" and exported.native == transcript.messages
+    assert len(exported.native) > len(state)  # what compaction removed from the state is there too
+    chat = tmp_path / "t-read.jsonl"
+    assert run("export", pristine_db, "t-read", "-o", chat, "--format", "chat").exit_code == 0
+    assert read_transcript(chat).format == "chat"
+    conversation = tmp_path / "c-ok.json"
+    assert run("export", pristine_db, "c-ok", "-o", conversation).exit_code == 0
+    assert read_transcript(conversation).format == "pydantic-ai"
+
+
+def test_doctor_finds_the_broken_threads(pristine_db: Path) -> None:
+    result = run("doctor", pristine_db, "--json")
+    assert result.exit_code == EXIT_PROBLEMS, result.stderr
+    status = {d["thread_id"]: d for d in json.loads(result.stdout)}
+    assert status["t-read"]["status"] == "ok" and status["c-ok"]["status"] == "ok"
+    assert status["t-broken"]["status"] == "violations" and status["t-broken"]["violations"][0].startswith(
+        "R1"
+    )
+    assert status["c-broken"]["status"] == "violations" and status["c-broken"]["violations"][0].startswith(
+        "R2"
+    )
+
+
+def test_doctor_repairs_through_the_normal_write_path(db: Path) -> None:
+    from historykit.checkpointers import SQLModelConversationStore
+
+    with _saver(db) as saver:
+        before = saver.get_tuple(_config("t-broken"))
+        count = len(list(saver.list(_config("t-broken"))))
+    store = SQLModelConversationStore(f"sqlite:///{db}")
+    record = asyncio.run(store.read_record("c-broken"))
+    asyncio.run(store.aclose())
+
+    result = run("doctor", db, "--repair", "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    status = {d["thread_id"]: d["status"] for d in json.loads(result.stdout)}
+    assert status == {"t-read": "ok", "t-broken": "repaired", "c-ok": "ok", "c-broken": "repaired"}
+
+    with _saver(db) as saver:
+        after = saver.get_tuple(_config("t-broken"))
+        history = list(saver.list(_config("t-broken")))
+        old = saver.get_tuple({"configurable": {**before.config["configurable"]}})
+    assert len(history) == count + 1  # a new checkpoint, written with `put`
+    assert after.parent_config["configurable"]["checkpoint_id"] == before.checkpoint["id"]
+    assert after.metadata["historykit"]["repaired_by"] == "historykit doctor --repair"
+    assert check(after.checkpoint["channel_values"]["messages"]) == []
+    assert old.checkpoint["channel_values"] == before.checkpoint["channel_values"]  # nothing edited in place
+
+    store = SQLModelConversationStore(f"sqlite:///{db}")
+    repaired = asyncio.run(store.load("c-broken"))
+    new_record = asyncio.run(store.read_record("c-broken"))
+    asyncio.run(store.aclose())
+    assert check(repaired.messages) == []
+    assert len(new_record.branches) == len(record.branches) + 1  # the original history is kept as a branch
+
+    again = run("doctor", db)
+    assert again.exit_code == 0 and "repaired" not in again.stdout
+
+
+def test_database_errors_are_one_line(tmp_path: Path, pristine_db: Path) -> None:
+    assert_error(run("threads", tmp_path / "missing.db"), EXIT_NOT_FOUND, "missing.db: no such database file")
+    assert not (tmp_path / "missing.db").exists()
+    assert_error(run("threads", f"sqlite:///{tmp_path}/missing.db"), EXIT_NOT_FOUND, "no such database file")
+    assert_error(
+        run("show", pristine_db, "no-such-thread"), EXIT_NOT_FOUND, "thread 'no-such-thread' is not in"
+    )
+    assert_error(
+        run("export", pristine_db, "nope", "-o", tmp_path / "x.json"), EXIT_NOT_FOUND, "thread 'nope'"
+    )
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    other = tmp_path / "langgraph.db"
+    with sqlite3.connect(other, check_same_thread=False) as conn:
+        SqliteSaver(conn).setup()
+    for command in ("threads", "doctor"):
+        assert_error(run(command, other), EXIT_USAGE, "is not a historykit database", "checkpoints")
+
+    not_a_db = tmp_path / "notes.db"
+    not_a_db.write_text("these are notes, not a database\n" * 100)
+    assert_error(run("threads", not_a_db), EXIT_USAGE, "cannot read the database")
+
+    newer = tmp_path / "newer.db"
+    shutil.copy(pristine_db, newer)
+    with sqlite3.connect(newer) as conn:
+        conn.execute("UPDATE historykit_schema SET version = 99 WHERE component = 'core'")
+    assert_error(run("threads", newer), EXIT_USAGE, "schema version 99", "newer historykit")
+    assert_error(run("threads", "mysql://nobody@localhost/x"), EXIT_USAGE, "unsupported database URL")
+
+
+def test_inspecting_never_changes_a_foreign_database(tmp_path: Path) -> None:
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    before = other.read_bytes()
+    assert_error(run("doctor", other, "--repair"), EXIT_USAGE, "not a historykit database", "notes")
+    assert other.read_bytes() == before
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    import psycopg
+
+    admin = postgres_admin_url()
+    name = f"historykit_cli_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.postgres
+def test_the_commands_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
+    _run_graph(postgres_url)
+    threads = json.loads(run("threads", postgres_url, "--json").stdout)
+    assert {t["thread_id"] for t in threads} == {"t-read", "t-broken"}
+    shown = json.loads(run("show", postgres_url, "t-read", "--json").stdout)
+    assert len(shown["compactions"]) >= 1
+    out = tmp_path / "t-read.json"
+    assert run("export", postgres_url, "t-read", "-o", out).exit_code == 0
+    with _saver(postgres_url) as saver:
+        assert read_transcript(out).native == saver.transcript("t-read").messages
+    assert run("doctor", postgres_url).exit_code == EXIT_PROBLEMS
+    repaired = run("doctor", postgres_url, "--repair", "--json")
+    assert repaired.exit_code == 0, repaired.stdout + repaired.stderr
+    assert run("doctor", postgres_url).exit_code == 0
+    assert_error(run("show", postgres_url, "missing"), EXIT_NOT_FOUND, "thread 'missing'")

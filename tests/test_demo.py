@@ -1,0 +1,271 @@
+"""`make demo` (`python -m historykit.demo`): the bundled session replayed through both frameworks.
+
+The replays run in-process on real agents (a Pydantic AI `Agent` with the `HistoryKit` capability
+and `SQLModelConversationStore`, a LangChain `create_agent` graph with `HistoryKitMiddleware` and
+`SQLModelSaver`, on a real SQLite file), then the command itself runs in a subprocess, as `make demo`
+runs it. What is checked:
+
+- the replay is faithful: one model call per recorded assistant message, each tool answered with
+  its recorded result, the recorded final answer at the end;
+- the window is small enough that the raw history overflows it, and the default pipeline keeps
+  every call inside it, compacting (markers) along the way;
+- both frameworks send the model the same number of tokens at every call;
+- the stored threads keep every recorded message with the compaction markers, and a rerun replaces
+  them; the command prints the gauge, the report, the threads and where the database is, which the
+  `historykit` command then reads;
+- bad arguments give one error line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip(
+    "pydantic_ai.conversation_store", reason="the demo stores Pydantic AI runs, a 2.x feature"
+)
+pytest.importorskip("langchain.agents", reason="the demo needs LangChain v1")
+
+import historykit
+from historykit.checkpointers import SQLModelConversationStore, SQLModelSaver
+from historykit.cli import app
+from historykit.demo import (
+    CLOSING_TEXT,
+    DEFAULT_DATABASE,
+    DEFAULT_WINDOW,
+    THREAD_IDS,
+    Recording,
+    ReplayRun,
+    main,
+    run_langgraph,
+    run_pydantic_ai,
+    sample_path,
+)
+from historykit.messages import Message, TextPart, ToolResultPart
+from historykit.tokens import TokenCounter
+from historykit.validity import check
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def recording() -> Recording:
+    return Recording.load()
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('demo') / 'demo.db'}"
+
+
+@pytest.fixture(scope="module")
+def pydantic_ai_run(recording: Recording, database: str) -> ReplayRun:
+    return asyncio.run(run_pydantic_ai(recording, historykit.default_pipeline(), database=database))
+
+
+@pytest.fixture(scope="module")
+def langgraph_run(recording: Recording, database: str) -> ReplayRun:
+    return run_langgraph(recording, historykit.default_pipeline(), database=database)
+
+
+def final_answer(recording: Recording) -> str:
+    last = [m for m in recording.messages if m.role == "assistant"][-1]
+    return "".join(p.text for p in last.parts if isinstance(p, TextPart))
+
+
+def test_the_sample_is_bundled_with_its_source() -> None:
+    source = (sample_path().parent / "SAMPLE-SOURCE.md").read_text()
+    assert "MIT" in source and "d-kimuson/claude-code-viewer" in source
+    recording = Recording.load()
+    assert recording.name == "sample_session.jsonl"
+    assert recording.model_calls > 20
+    assert not check(recording.messages)
+
+
+@pytest.mark.parametrize("framework", ["pydantic_ai_run", "langgraph_run"])
+def test_the_replay_is_the_recorded_session(
+    framework: str, recording: Recording, request: pytest.FixtureRequest
+) -> None:
+    run: ReplayRun = request.getfixturevalue(framework)
+    assert len(run.calls) == recording.model_calls
+    assert all(call.replayed for call in run.calls)
+    assert run.answer == final_answer(recording) != CLOSING_TEXT
+    assert len(run.reports) == recording.model_calls  # the pipeline ran before every call
+
+
+@pytest.mark.parametrize("framework", ["pydantic_ai_run", "langgraph_run"])
+def test_the_default_pipeline_keeps_every_call_inside_the_window(
+    framework: str, recording: Recording, request: pytest.FixtureRequest
+) -> None:
+    run: ReplayRun = request.getfixturevalue(framework)
+    raw = recording.raw_sizes(TokenCounter())
+    assert [c.raw for c in run.calls] == raw
+    assert max(raw) > 2 * DEFAULT_WINDOW  # the raw history would overflow the window
+    assert max(c.sent for c in run.calls) <= DEFAULT_WINDOW
+    assert sum(run.compactions.values()) >= 1
+    # Before the first compaction the model is sent the raw history, token for token.
+    first = next(i for i, r in enumerate(run.reports) if r.changed)
+    assert [c.sent for c in run.calls[:first]] == raw[:first]
+    # Between compactions the input only grows: each call repeats the previous one from its start.
+    changed = {i for i, r in enumerate(run.reports) if r.changed}
+    for i, call in enumerate(run.calls[1:], start=1):
+        if i not in changed:
+            assert call.reused == run.calls[i - 1].sent, i
+    assert all(r.window_source == "model profile" and r.context_window == DEFAULT_WINDOW for r in run.reports)
+
+
+def test_both_frameworks_send_the_same_tokens_at_every_call(
+    pydantic_ai_run: ReplayRun, langgraph_run: ReplayRun
+) -> None:
+    assert [c.sent for c in pydantic_ai_run.calls] == [c.sent for c in langgraph_run.calls]
+    assert [c.reused for c in pydantic_ai_run.calls] == [c.reused for c in langgraph_run.calls]
+    assert pydantic_ai_run.compactions == langgraph_run.compactions
+
+
+def contents(messages: list[Message]) -> list[str]:
+    """Every text and tool result of a history, as the model reads them."""
+    out = []
+    for msg in messages:
+        for part in msg.parts:
+            if isinstance(part, TextPart) and part.text:
+                out.append(part.text)
+            elif isinstance(part, ToolResultPart):
+                out.append(part.content)
+    return out
+
+
+@pytest.mark.parametrize("framework", ["pydantic_ai_run", "langgraph_run"])
+def test_the_stored_thread_keeps_every_message_and_the_markers(
+    framework: str, recording: Recording, request: pytest.FixtureRequest
+) -> None:
+    from historykit.plugins import adapter_for
+
+    run: ReplayRun = request.getfixturevalue(framework)
+    transcript = run.transcript
+    assert transcript is not None and transcript.thread_id == run.thread_id
+    stored = contents(adapter_for(transcript.messages).to_neutral(transcript.messages))
+    missing = [text[:60] for text in contents(recording.messages) if text not in stored]
+    assert not missing
+    summaries = [m for r in run.reports for m in r.markers if m.strategy == "summarize"]
+    assert [c.marker for c in transcript.compactions] == summaries
+    assert len(transcript.messages) > len(recording.messages) > run.history
+
+
+async def test_the_database_holds_both_threads(
+    pydantic_ai_run: ReplayRun, langgraph_run: ReplayRun, database: str
+) -> None:
+    store = SQLModelConversationStore(database)
+    conversation = await store.load(THREAD_IDS["pydantic-ai"])
+    assert conversation is not None and len(conversation.messages) == pydantic_ai_run.history
+    await store.aclose()
+    saver = SQLModelSaver(database)
+    state = saver.get_tuple({"configurable": {"thread_id": THREAD_IDS["langgraph"], "checkpoint_ns": ""}})
+    assert state is not None
+    assert len(state.checkpoint["channel_values"]["messages"]) == langgraph_run.history
+    saver.close()
+
+
+def demo(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "historykit.demo", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_command(tmp_path: Path, recording: Recording) -> None:
+    first = demo(tmp_path)
+    assert first.returncode == 0, first.stderr
+    out = first.stdout
+    database = (tmp_path / DEFAULT_DATABASE).resolve()
+    assert database.is_file()
+    for expected in (
+        "1. Pydantic AI",
+        "2. LangGraph",
+        "context sent",
+        "without historykit",
+        f"{recording.model_calls} of {recording.model_calls}",
+        "the report",
+        "input tokens, all calls",
+        "prompt-cache hits",
+        "the stored threads",
+        "marker 1:",
+        "the latest summary",
+        "the agent's final answer",
+        f"database: {database}",
+        f"historykit threads {DEFAULT_DATABASE}",
+    ):
+        assert expected in out, expected
+    assert "Summarize" in out and "+ marker" in out  # a compaction announced as it happened
+
+    # The command line reads the demo's database.
+    threads = CliRunner().invoke(app, ["threads", str(database), "--json"])
+    assert threads.exit_code == 0, threads.stderr
+    assert sorted(row["thread_id"] for row in json.loads(threads.stdout)) == sorted(THREAD_IDS.values())
+
+
+def test_a_rerun_replaces_the_demo_thread(
+    recording: Recording, database: str, langgraph_run: ReplayRun
+) -> None:
+    again = run_langgraph(recording, historykit.default_pipeline(), database=database)
+    assert again.transcript is not None and langgraph_run.transcript is not None
+    assert len(again.transcript.messages) == len(langgraph_run.transcript.messages)
+    task = recording.prompts(0)[0]
+    assert sum(1 for m in again.transcript.messages if m.type == "human" and m.text == task) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--window", "0"], "--window must be a positive number"),
+        (["--session", "no-such-file.jsonl"], "no-such-file.jsonl"),
+        (["--delay", "-1"], "--delay must not be negative"),
+    ],
+)
+def test_bad_arguments_give_one_error_line(
+    tmp_path: Path,
+    args: list[str],
+    fragment: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("historykit demo: error: ") and fragment in lines[0]
+    assert not (tmp_path / DEFAULT_DATABASE).exists()
+
+
+def test_a_transcript_without_a_model_call_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "question.jsonl"
+    path.write_text(json.dumps({"role": "user", "content": "hello"}) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--session", str(path)]) == 2
+    assert "no assistant message" in capsys.readouterr().err
+
+
+def test_a_database_that_cannot_be_used_gives_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    not_a_database = tmp_path / "notes.db"
+    not_a_database.write_text("these are notes, not a database\n")
+    assert main(["--db", str(not_a_database), "--only", "langgraph"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("historykit demo: error: the database ")
+    assert "notes.db" in lines[0]
+    assert not_a_database.read_text() == "these are notes, not a database\n"

@@ -1,0 +1,179 @@
+"""Random pipelines of the five processors on random valid histories of every framework (neutral,
+Pydantic AI, LangChain), with tight budgets: the output is always valid (`check()`), keeps the system
+prompt, the final request and the user's latest request, and leaves the thinking of its current
+tool-use cycle unmodified."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from historykit import Pipeline, check
+from historykit.messages import Message, TextPart, ThinkingPart
+from historykit.pipeline import HistoryProcessor
+from historykit.plugins import adapter_for
+from historykit.processors import (
+    ClearToolResults,
+    DedupeFileReads,
+    PairwiseTruncate,
+    Repair,
+    StripThinking,
+    Summarize,
+)
+from historykit.processors.trigger import Trigger
+from historykit.processors.turns import is_user_request
+from historykit.validity import current_cycle_start, final_request_start
+from tests.strategies import neutral_histories
+
+EXAMPLES = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+
+fractions = st.floats(0.05, 0.9)
+low_waters = st.floats(0.2, 1.0)
+gains = st.one_of(st.none(), st.integers(0, 400))
+
+
+def _trigger(draw: st.DrawFn) -> Trigger:
+    return Trigger(max_fraction=draw(fractions), low_water=draw(low_waters))
+
+
+def _maybe_trigger(draw: st.DrawFn) -> Trigger | None:
+    return _trigger(draw) if draw(st.booleans()) else None
+
+
+@st.composite
+def processors(draw: st.DrawFn) -> list[HistoryProcessor]:
+    """A random order of a random non-empty subset of the five, each with a tight random budget."""
+    made: dict[str, Callable[[], HistoryProcessor]] = {
+        "dedupe": lambda: DedupeFileReads(min_gain=draw(st.integers(0, 400)), trigger=_maybe_trigger(draw)),
+        "clear": lambda: ClearToolResults(
+            keep=draw(st.integers(0, 3)),
+            min_tokens=draw(st.integers(1, 100)),
+            min_gain=draw(gains),
+            clear_tool_inputs=draw(st.booleans()),
+            trigger=_trigger(draw),
+        ),
+        "strip": lambda: StripThinking(
+            keep_turns=draw(st.integers(0, 2)),
+            trigger=_maybe_trigger(draw),
+            min_gain=draw(gains),
+        ),
+        "truncate": lambda: PairwiseTruncate(max_fraction=draw(fractions), low_water=draw(low_waters)),
+        "summarize": lambda: Summarize(
+            max_fraction=draw(fractions),
+            low_water=draw(low_waters),
+            keep_last=draw(st.integers(0, 6)),
+            summary_tokens=draw(st.integers(20, 400)),
+            min_gain=draw(st.integers(0, 400)),
+        ),
+    }
+    names = draw(st.lists(st.sampled_from(sorted(made)), min_size=1, max_size=5, unique=True))
+    steps = [made[name]() for name in names]
+    if draw(st.booleans()):
+        steps.append(Repair())
+    return steps
+
+
+windows = st.integers(300, 6_000)
+
+
+def _system_texts(messages: list[Message]) -> set[str]:
+    return {
+        p.text
+        for m in messages
+        if m.role == "system"
+        for p in m.parts
+        if isinstance(p, TextPart) and type(p.native).__name__ != "RequestInstructions"
+    }
+
+
+def _thinking(msg: Message) -> list[tuple[Any, ...]]:
+    return [(p.text, p.signature, p.id, p.redacted) for p in msg.parts if isinstance(p, ThinkingPart)]
+
+
+def _key(msg: Message) -> tuple[Any, ...]:
+    calls = tuple(c.id for c in msg.tool_calls)
+    return ("calls", calls) if calls else ("text", msg.text)
+
+
+def assert_kept_what_matters(
+    before_native: Sequence[Any], after_native: Sequence[Any], same: Callable[[Any, Any], bool]
+) -> None:
+    """The rules every output keeps, read on the neutral views of both histories.
+
+    `same(a, b)` says whether two neutral messages are the same message (native identity for a
+    framework, equality for neutral histories)."""
+    adapter = adapter_for(before_native)
+    before = adapter.to_neutral(before_native)
+    after = adapter.to_neutral(after_native) if after_native else []
+    assert after, "a processed history is never empty"
+    if not check(before_native):
+        assert check(after_native) == []
+    # The system prompt: every system text is still there (Pydantic AI's per-request instructions
+    # are the request's: a provider only ever gets the latest request's, which is kept).
+    assert _system_texts(before) <= _system_texts(after)
+    # The final request is kept, message for message, at the end.
+    final = final_request_start(before)
+    tail = before[final:]
+    if tail:
+        assert len(after) >= len(tail)
+        assert all(same(a, b) for a, b in zip(after[len(after) - len(tail) :], tail))
+    # The user's latest request is kept.
+    requests = [m for m in before if is_user_request(m)]
+    if requests:
+        assert any(same(m, requests[-1]) for m in after)
+    # The thinking of the output's current tool-use cycle is the input's, unmodified.
+    originals: dict[tuple[Any, ...], list[list[tuple[Any, ...]]]] = {}
+    for msg in before:
+        if msg.role == "assistant":
+            originals.setdefault(_key(msg), []).append(_thinking(msg))
+    for msg in after[current_cycle_start(after) :]:
+        if msg.role == "assistant":
+            assert _thinking(msg) in originals.get(_key(msg), []), "thinking in the current cycle was changed"
+    event("compacted" if len(after) < len(before) else "same length")
+
+
+@EXAMPLES
+@given(neutral_histories(max_turns=5, max_steps=4), processors(), windows)
+def test_neutral_histories(history: list[Message], steps: list[HistoryProcessor], window: int) -> None:
+    out = Pipeline(steps).run(history, context_window=window).messages
+    assert_kept_what_matters(history, out, _same_content)
+
+
+def _same_content(a: Message, b: Message) -> bool:
+    # Neutral equality ignores the native objects: the same role and the same parts.
+    return a.role == b.role and a.parts == b.parts
+
+
+@pytest.mark.pydantic_ai
+@EXAMPLES
+@given(st.data(), processors(), windows)
+def test_pydantic_ai_histories(data: st.DataObject, steps: list[HistoryProcessor], window: int) -> None:
+    from tests.plugins.pydantic_ai_histories import pydantic_ai_histories
+
+    history = data.draw(pydantic_ai_histories(min_turns=1, max_turns=6))
+    out = Pipeline(steps).run(history, context_window=window).messages
+    assert_kept_what_matters(history, out, _same_content)
+    # The request the model is about to answer is the very same object.
+    assert out[-1] is history[-1]
+
+
+@EXAMPLES
+@given(st.data(), processors(), windows)
+def test_langchain_histories(data: st.DataObject, steps: list[HistoryProcessor], window: int) -> None:
+    pytest.importorskip("langchain_core")
+    from langchain_core.messages import AIMessage, SystemMessage
+
+    from tests.plugins.langchain_histories import langchain_histories
+
+    history = data.draw(langchain_histories(min_turns=1, max_turns=4))
+    out = Pipeline(steps).run(history, context_window=window).messages
+    assert_kept_what_matters(history, out, _same_content)
+    # The final request (the trailing tool results or user message) is the very same objects.
+    final = len(history)
+    while final > 0 and not isinstance(history[final - 1], (AIMessage, SystemMessage)):
+        final -= 1
+    assert all(a is b for a, b in zip(out[len(out) - (len(history) - final) :], history[final:]))

@@ -55,3 +55,8 @@ bench-processors: $(VENV)/.installed
 .PHONY: bench-checkpointers
 bench-checkpointers: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_checkpointers.py --json benchmarks/results/checkpointers.json $(BENCH_CHECKPOINTERS_ARGS)
+
+# Token accounting: a cold count and a second count after one more turn, at 10,000 messages.
+.PHONY: bench-tokens
+bench-tokens: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_tokens.py

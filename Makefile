@@ -56,6 +56,11 @@ bench-processors: $(VENV)/.installed
 bench-checkpointers: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_checkpointers.py --json benchmarks/results/checkpointers.json $(BENCH_CHECKPOINTERS_ARGS)
 
+# `historykit analyze` on the largest corpus session, end to end in a new process (target: under 2 s).
+.PHONY: bench-cli
+bench-cli: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_cli.py
+
 # Token accounting: a cold count and a second count after one more turn, at 10,000 messages.
 .PHONY: bench-tokens
 bench-tokens: $(VENV)/.installed

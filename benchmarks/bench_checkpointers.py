@@ -822,6 +822,14 @@ def print_targets(by_key: dict[tuple[str, str, str], Result], steps: list[int]) 
             f"{early.cpu_ms - early_ref.cpu_ms:.1f} ms; "
             f"step {n}: {m.cpu_ms:.1f} / {ref.cpu_ms:.1f} / {m.cpu_ms - ref.cpu_ms:.1f} ms"
         )
+    direct = by_key.get(("historykit-sqlite", "plain", "direct"))
+    own, own_early = (milestone_at(direct, n), milestone_at(direct, EARLY_STEP)) if direct else (None, None)
+    if own and own_early and own.steps == n and own_early.step_ms_early:
+        print(
+            "  the saver alone (direct put_writes + put of one superstep a step): "
+            f"{own.step_ms_early:.2f} ms at step {EARLY_STEP}, {own.step_ms:.2f} ms at step {n} "
+            f"({own.step_ms / own.step_ms_early:.2f}x)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------

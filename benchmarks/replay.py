@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 from historykit.formats import read_chat_jsonl
-from historykit.messages import Message
+from historykit.messages import Message, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext
 from historykit.processors.summarizers import SUMMARY_INSTRUCTIONS, ExtractiveSummarizer, render_transcript
 from historykit.tokens import TokenCounter
@@ -49,6 +49,7 @@ __all__ = [
     "Meter",
     "Mode",
     "Result",
+    "arrival_tokens",
     "call_points",
     "floor_tokens",
     "load_sessions",
@@ -95,7 +96,8 @@ class Result:
     over_window: int = 0
     """Calls whose input is over the context window."""
     dropped_newest: int = 0
-    """Calls whose input does not end with the newest message unchanged."""
+    """Calls whose input does not end with the newest message (unchanged, or with its tool results
+    shortened to fit the window)."""
     violations: int = 0
     """Calls whose input breaks a provider rule (`historykit.check`) that the raw input did not."""
     unavoidable: int = 0
@@ -186,12 +188,55 @@ class Meter:
         r.summaries += summaries
         r.peak_tokens = max(r.peak_tokens, tokens)
         r.over_window += tokens > self.window
-        r.dropped_newest += not sent or (sent[-1] is not newest and sent[-1] != newest)
+        r.dropped_newest += not sent or not _kept(sent[-1], newest)
         if raw is not None:
             r.unavoidable += floor_tokens(raw, self.counter) > self.window
         if self.check and check_neutral(sent) and (raw is None or not check_neutral(raw)):
             r.violations += 1
         self._previous = sent
+
+
+def _kept(sent: Message, newest: Message) -> bool:
+    """`sent` is `newest`, or `newest` with tool results shortened to fit the window: same parts,
+    same calls answered, each changed result keeping the head and the tail of the original. (A
+    result replaced by a placeholder is not kept: the model no longer sees it.)"""
+    if sent is newest or sent == newest:
+        return True
+    return (
+        sent.role == newest.role
+        and len(sent.parts) == len(newest.parts)
+        and all(a == b or _shortened(a, b) for a, b in zip(sent.parts, newest.parts))
+    )
+
+
+def _shortened(sent: object, original: object) -> bool:
+    if not (isinstance(sent, ToolResultPart) and isinstance(original, ToolResultPart)):
+        return False
+    a, b = sent.content, original.content
+    if sent.tool_call_id != original.tool_call_id or len(a) >= len(b):
+        return False
+    head = _common_prefix(a, b)
+    tail = _common_prefix(a[::-1], b[::-1])
+    return head > 0 and tail > 0 and head + tail >= len(a) // 2
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Characters `a` and `b` share at their start."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def arrival_tokens(session: Sequence[Message], counter: TokenCounter) -> int:
+    """Tokens of the messages that arrive between calls (all of the first call's input, then
+    each call's new messages): no call can have them in the previous call's prefix, whatever the
+    strategy, so they are always priced as written."""
+    sizes = [counter.count_message(m) for m in session]
+    points = call_points(session)
+    return sum(sizes[: points[-1]]) if points else 0
 
 
 def floor_tokens(raw: Sequence[Message], counter: TokenCounter) -> int:

@@ -133,6 +133,12 @@ def default_tokenizer() -> tuple[Tokenizer, str]:
     return heuristic_tokenizer, "heuristic"
 
 
+_CACHED_TEXT = 256
+"""Texts at least this long (characters) have their count cached by content."""
+_MAX_CACHED_TEXTS = 100_000
+"""Cached text counts kept; all are dropped past this."""
+
+
 @dataclass(frozen=True, slots=True)
 class TokenCount:
     """The size of a history, and how it was obtained."""
@@ -167,6 +173,7 @@ class TokenCounter:
     max_cached: int = 500_000
     """Cached message counts kept; the oldest half is dropped past this."""
     _cache: dict[int, tuple[object, int]] = field(default_factory=dict, init=False, repr=False)
+    _texts: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.tokenizer is None:
@@ -177,7 +184,17 @@ class TokenCounter:
 
     def count_text(self, text: str) -> int:
         assert self.tokenizer is not None
-        return self.tokenizer(text)
+        if len(text) < _CACHED_TEXT:
+            return self.tokenizer(text)
+        # Processors count a long text again apart from its message (a tool result's content, to
+        # size its placeholder): a str caches its own hash, so the lookup costs far less than the
+        # tokenizer.
+        tokens = self._texts.get(text)
+        if tokens is None:
+            if len(self._texts) >= _MAX_CACHED_TEXTS:
+                self._texts.clear()
+            tokens = self._texts[text] = self.tokenizer(text)
+        return tokens
 
     def count_part(self, part: Part) -> int:
         """Tokens of one part as the provider receives it."""

@@ -59,6 +59,21 @@ def test_a_grown_history_only_counts_the_new_messages() -> None:
     assert second == first + counter.count_message(grown[-1])
 
 
+def test_a_long_text_counted_again_apart_from_its_message_is_not_tokenized_again() -> None:
+    tokenizer = CountingTokenizer()
+    counter = TokenCounter(tokenizer=tokenizer)
+    content = "def f(x):\n    return x\n" * 200
+    result = Message("tool", (ToolResultPart("c1", "read", content),))
+    counter.count_message(result)
+    calls = tokenizer.calls
+    # A processor sizing the content on its own (to word a placeholder), even as an equal copy:
+    assert counter.count_text(content) == counter.count_text("".join(list(content))) == 800
+    assert tokenizer.calls == calls
+    counter.count_text("short")
+    counter.count_text("short")
+    assert tokenizer.calls == calls + 2  # short texts are cheaper to tokenize than to look up
+
+
 def test_usage_anchors_the_count_and_only_later_messages_are_estimated() -> None:
     counter = TokenCounter(tokenizer=lambda t: len(t.split()))
     history = [

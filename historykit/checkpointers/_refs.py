@@ -27,7 +27,11 @@ from typing import Generic, NamedTuple, TypeVar
 REFS_ENCODING = "historykit.refs"
 """`BlobRow.encoding` of a message list stored as references into the message log."""
 
-_FORMAT = 1
+_FORMAT = 2
+"""Runs stored as `[first, length, gap, length, ...]`, each `gap` from the end of the run before."""
+_FORMAT_ABSOLUTE = 1
+"""Runs stored as `[first, length, first, length, ...]`: the first development versions wrote
+it, and it is still read."""
 
 
 Run = tuple[int, int]
@@ -73,9 +77,11 @@ def encode_refs(
     """The blob of a message list (`snapshot`: wrapped in a `_DeltaSnapshot`; `single`: one
     message; `without_id`: indexes of messages to read back without their id)."""
     flat: list[int] = []
+    end = 0
     for first, length in runs:
-        flat.append(first)
+        flat.append(first - end)
         flat.append(length)
+        end = first + length
     doc: dict[str, object] = {"v": _FORMAT, "runs": flat}
     if snapshot:
         doc["snapshot"] = True
@@ -171,7 +177,7 @@ def decode_refs(data: bytes | None) -> Refs:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"the reference blob is not JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("v") != _FORMAT:
+    if not isinstance(doc, dict) or doc.get("v") not in (_FORMAT, _FORMAT_ABSOLUTE):
         raise ValueError(f"the reference blob has an unknown format: {str(doc)[:80]!r}")
     flat = doc.get("runs")
     # `type(n) is int` (checked in C): JSON gives plain ints, and a bool is not a number here.
@@ -184,7 +190,14 @@ def decode_refs(data: bytes | None) -> Refs:
     lengths = flat[1::2]
     if lengths and min(lengths) <= 0:
         raise ValueError(f"the reference blob has a run of length {min(lengths)}")
-    runs: list[Run] = list(zip(flat[0::2], lengths))
+    if doc["v"] == _FORMAT_ABSOLUTE:
+        runs: list[Run] = list(zip(flat[0::2], lengths))
+    else:
+        runs = []
+        end = 0
+        for gap, length in zip(flat[0::2], lengths):
+            runs.append((end + gap, length))
+            end += gap + length
     without_id = doc.get("without_id", [])
     total = sum(lengths)
     if not isinstance(without_id, list) or not all(type(i) is int and 0 <= i < total for i in without_id):

@@ -852,6 +852,10 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         codec = self._codec
         values = checkpoint["channel_values"]
         body = {key: value for key, value in checkpoint.items() if key != "channel_values"}
+        if all(type(v) is str for v in checkpoint["channel_versions"].values()):
+            # The `channel_versions` column holds them exactly: a second copy in the body would be
+            # a tenth of a long thread's database.
+            del body["channel_versions"]
         body_encoding, body_data = codec.dumps(body)
         meta = dict(get_serializable_checkpoint_metadata(config, metadata))
         _check_json(meta, "checkpoint metadata")
@@ -1514,8 +1518,9 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             thread_id, ns, checkpoint_id = row.thread_id, row.checkpoint_ns, row.checkpoint_id
             where = f"checkpoint {checkpoint_id} of thread {thread_id!r} (historykit_checkpoint)"
             body = codec.loads(row.encoding, row.checkpoint, where=where)
-            if not isinstance(body, dict) or "id" not in body or "channel_versions" not in body:
+            if not isinstance(body, dict) or "id" not in body:
                 raise CorruptRowError(f"{where} decodes to a {type(body).__name__} that is not a checkpoint")
+            body.setdefault("channel_versions", dict(versions[(thread_id, ns, checkpoint_id)]))
             channel_values: dict[str, Any] = {}
             for channel, version in versions[(thread_id, ns, checkpoint_id)].items():
                 key = (thread_id, ns, channel, str(version))

@@ -280,7 +280,12 @@ class ClearToolResults(HistoryProcessor):
                     new = self._clear_call(part, counter)
             elif isinstance(part, ToolResultPart) and msg.role != "assistant":
                 call = next((c for c in caller.tool_calls if c.id == part.tool_call_id), None)
-                if call is not None and call.name not in excluded and not _is_cleared_result(part.content):
+                if (
+                    call is not None
+                    and call.name not in excluded
+                    and not _too_short(part.content, self.min_tokens)
+                    and not _is_cleared_result(part.content)
+                ):
                     tokens = counter.count_text(part.content)
                     text = RESULT_PLACEHOLDER.format(call=describe_call(call), tokens=tokens)
                     if tokens >= self.min_tokens and counter.count_text(text) < tokens:
@@ -304,10 +309,16 @@ class ClearToolResults(HistoryProcessor):
         return replace(call, arguments=json.dumps(args, ensure_ascii=False)) if changed else call
 
 
+def _too_short(text: str, min_tokens: int) -> bool:
+    """`text` is surely under `min_tokens` tokens, known without tokenizing it: no tokenizer makes
+    more tokens than the text has UTF-8 bytes, and a character is at most 4 of them."""
+    return len(text) * 4 < min_tokens or (len(text) < min_tokens and len(text.encode()) < min_tokens)
+
+
 def _clear_value(value: Any, counter: TokenCounter, min_tokens: int) -> tuple[Any, bool]:
     """`value` with every big string in it replaced by a placeholder; containers keep their shape."""
     if isinstance(value, str):
-        if _is_cleared_value(value):
+        if _too_short(value, min_tokens) or _is_cleared_value(value):
             return value, False
         tokens = counter.count_text(value)
         if tokens < min_tokens:

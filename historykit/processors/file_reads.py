@@ -625,12 +625,8 @@ def _shell(script: str, cwd: str | None, root: str | None) -> FileAccess | None:
     prepared = _prepare(script)
     if prepared is None:
         return None
-    lexer = shlex.shlex(prepared, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        tokens = list(lexer)
-    except ValueError:
+    tokens = shell_tokens(prepared)
+    if tokens is None:
         return None
     parsed = _parse(tokens)
     if parsed is None:
@@ -639,6 +635,55 @@ def _shell(script: str, cwd: str | None, root: str | None) -> FileAccess | None:
     if writes:
         return FileWrite(tuple(dict.fromkeys(writes)))
     return _read(parsed, cwd, root)
+
+
+# shlex's whitespace is these four characters; its punctuation (runs form one operator) is `();<>|&`.
+_WITH_OPERATORS = re.compile(
+    r"""[ \t\r\n]+|(?P<op>[();<>|&]+)|(?P<word>(?:[^ \t\r\n();<>|&'"]+|'[^']*'|"[^"]*")+)"""
+)
+_WORDS_ONLY = re.compile(r"""[ \t\r\n]+|(?P<op>(?!))|(?P<word>(?:[^ \t\r\n'"]+|'[^']*'|"[^"]*")+)""")
+_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+
+
+def shell_tokens(script: str, *, operators: bool = True) -> list[str] | None:
+    """The words (and, with `operators`, the operators) of a shell script as POSIX `shlex` gives
+    them; `None` when its quoting is unbalanced.
+
+    A script without a backslash (most commands an agent runs) is split by one regular expression,
+    which gives the same tokens as `shlex` at a fraction of its cost: on a long history `shlex`
+    was most of a first call's time.
+    """
+    if "\\" not in script:
+        tokens = _split_unescaped(script, _WITH_OPERATORS if operators else _WORDS_ONLY)
+        if tokens is not None:
+            return tokens
+    lexer = shlex.shlex(script, posix=True, punctuation_chars=operators)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError:
+        return None
+
+
+def _split_unescaped(script: str, pattern: re.Pattern[str]) -> list[str] | None:
+    tokens: list[str] = []
+    pos, end = 0, len(script)
+    while pos < end:
+        match = pattern.match(script, pos)
+        if match is None:  # an unclosed quote: let shlex say so
+            return None
+        if match["op"] is not None:
+            tokens.append(match["op"])
+        elif match["word"] is not None:
+            word = match["word"]
+            tokens.append(_QUOTED.sub(_unquote, word) if ("'" in word or '"' in word) else word)
+        pos = match.end()
+    return tokens
+
+
+def _unquote(match: re.Match[str]) -> str:
+    return match[1] if match[1] is not None else match[2]
 
 
 def _prepare(script: str) -> str | None:

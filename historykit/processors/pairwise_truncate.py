@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 
 from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit.processors import final_request
 from historykit.processors.trigger import Trigger
 from historykit.processors.turns import (
     Unit,
@@ -49,7 +50,9 @@ class PairwiseTruncate(HistoryProcessor):
     all its results (a parallel group is dropped whole). When it cuts into a turn it keeps that
     turn's user request, so the model still sees what it is working on. One user-voice notice says
     how many earlier messages were removed. When even what must be kept is over the budget, the
-    notes say so: no rule is broken to fit.
+    notes say so: no rule is broken to fit. Only when that leaves the history over the model's
+    context window, because the final request alone is that large, are the final request's largest
+    tool results shortened (`fit_final_request`): otherwise the provider would reject the call.
 
     Example:
         ```python
@@ -69,6 +72,12 @@ class PairwiseTruncate(HistoryProcessor):
     """High-water mark as a number of messages."""
     low_water: float = 0.6
     """Truncation goes down to this fraction of the high-water mark."""
+    fit_final_request: bool = True
+    """When the history is still over the model's context window once everything else that may go
+    is gone, because the final request alone is that large (say, six parallel file reads), cut the
+    middle out of its largest tool results (head and tail stay, with a line saying what was cut)
+    down to the high-water mark, so the provider does not reject the call. `False`: send it as it
+    is; the notes say it is over."""
 
     def __post_init__(self) -> None:
         if self.max_tokens is None and self.max_fraction is None and self.max_messages is None:
@@ -84,7 +93,13 @@ class PairwiseTruncate(HistoryProcessor):
         for point in replay.request_points():
             if replay.fires(point):
                 replay.truncate(point)
-        return replay.result()
+        out, notes = replay.result()
+        if self.fit_final_request:
+            window = ctx.context_window
+            if sum(map(ctx.counter.count_message, out)) > window:
+                limit = min(self.trigger().high_tokens(ctx) or window, window)
+                out = final_request.fit_final_request(out, ctx, limit, notes)
+        return out, notes
 
 
 # --- the replay, shared with `Summarize` ---------------------------------------------------------

@@ -39,7 +39,6 @@ Example:
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +51,7 @@ from historykit.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from historykit.processors.file_reads import shell_tokens
 
 __all__ = [
     "SECTIONS",
@@ -305,9 +305,8 @@ def _files_of_shell(command: str) -> list[tuple[str, str]]:
     found = [(m, "edited") for m in _PATCH_FILE.findall(command)]
     found.extend((m, "read") for m in _OPEN_FILE.findall(command))
     for segment in re.split(r"&&|\|\||;|\||\n", command):
-        try:
-            words = shlex.split(segment, posix=True)
-        except ValueError:
+        words = shell_tokens(segment, operators=False)
+        if words is None:
             words = segment.split()
         if not words:
             continue

@@ -583,6 +583,26 @@ def test_bad_input_to_put_is_named(sqlite_url: str) -> None:
         saver.put_writes({"configurable": {"thread_id": "t"}}, [("ch", 1)], "task")
 
 
+def test_channel_versions_are_stored_once_and_read_back_with_their_type(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
+    base: RunnableConfig = {"configurable": {"thread_id": "versions", "checkpoint_ns": ""}}
+    for versions in ({"a": saver.get_next_version(None, None)}, {"a": 3, "b": 7}):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"a": "x", "b": "y"}
+        checkpoint["channel_versions"] = dict(versions)
+        config = saver.put(base, checkpoint, {}, dict(versions))
+        got = saver.get_tuple(config)
+        assert got is not None and got.checkpoint["channel_versions"] == versions
+        assert {type(v) for v in got.checkpoint["channel_versions"].values()} == {
+            type(v) for v in versions.values()
+        }
+    # String versions (what this saver makes) live in their column only; others stay in the body.
+    rows = query(database_url, "SELECT checkpoint FROM historykit_checkpoint WHERE thread_id = 'versions'")
+    bodies = [saver.serde.loads_typed(("msgpack", row.checkpoint)) for row in rows]
+    assert sorted("channel_versions" in body for body in bodies) == [False, True]
+    saver.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # Serialization: no pickle, encryption
 # ---------------------------------------------------------------------------------------------

@@ -547,3 +547,13 @@ def test_random_histories_persistent_equals_view_only_and_never_trickles(
             assert tokens(step.grown) > high
             assert tokens(step.grown) - tokens(step.output) >= max(min_gain, 1)
             event("a batch between two calls")
+
+
+@given(st.text(max_size=120), st.integers(1, 200))
+def test_a_text_skipped_as_too_short_is_under_min_tokens_for_the_real_tokenizer(
+    text: str, min_tokens: int
+) -> None:
+    from historykit.processors.clear_tool_results import _too_short
+
+    if _too_short(text, min_tokens):
+        assert COUNTER.count_text(text) < min_tokens

@@ -1155,3 +1155,41 @@ def test_random_histories_with_a_heuristic_counter(history: list[Message], min_g
     out, _ = processor.process(history, ctx)
     assert_idempotent(processor, out, ctx)
     assert_only_results_changed(history, out)
+
+
+# --- shell tokens --------------------------------------------------------------------------------------
+
+
+@settings(max_examples=500)
+@given(
+    st.text(alphabet=st.sampled_from(list("ab./-_~*?=#$ \t\r\n();<>|&2\x0b\xa0é'\"\\")), max_size=60),
+    st.booleans(),
+)
+def test_scripts_split_as_shlex_splits_them(script: str, operators: bool) -> None:
+    import shlex
+
+    from historykit.processors.file_reads import shell_tokens
+
+    lexer = shlex.shlex(script, posix=True, punctuation_chars=operators)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        expected: list[str] | None = list(lexer)
+    except ValueError:
+        expected = None
+    assert shell_tokens(script, operators=operators) == expected
+
+
+def test_quoted_scripts_go_through_shlex_and_unbalanced_quotes_give_none() -> None:
+    from historykit.processors.file_reads import shell_tokens
+
+    assert shell_tokens("cat 'a b.py' && head -n 5 \"c d.py\"") == [
+        "cat",
+        "a b.py",
+        "&&",
+        "head",
+        "-n",
+        "5",
+        "c d.py",
+    ]
+    assert shell_tokens("cat 'a.py") is None

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline
-from historykit.messages import Message, SummaryPart
+from historykit.messages import Message, SummaryPart, ToolResultPart
 from historykit.pipeline import StepNotes
 from historykit.processors.pairwise_truncate import PairwiseTruncate
 from historykit.processors.turns import notice_count, split_turns, truncation_notice
@@ -123,6 +123,56 @@ def test_over_budget_says_so_and_breaks_no_rule() -> None:
     assert out[-2:] == history[-2:]  # the huge final request stays
     assert tokens(out) > 500
     assert any("over budget" in d for d in notes.details)
+
+
+def test_a_final_request_larger_than_the_window_is_shortened_to_fit() -> None:
+    # Six parallel reads answered at once: their results alone are over the window.
+    history = [Message.system("sys"), Message.user("task"), *exchange(0), *exchange(1, lines=600, parallel=6)]
+    window = tokens(history) // 2
+    out, notes = PairwiseTruncate(max_fraction=0.9).process(history, context(window))
+    assert_compaction_rules(history, out)
+    assert tokens(out) <= int(window * 0.9)
+    results = [p for m in out[-6:] for p in m.parts if isinstance(p, ToolResultPart)]
+    originals = [p for m in history[-6:] for p in m.parts if isinstance(p, ToolResultPart)]
+    for new, old in zip(results, originals, strict=True):
+        head, _, tail = new.content.partition("[historykit: about")
+        assert tail, "a shortened result says what was cut"
+        assert old.content.startswith(head.rstrip("\n")) and old.content.endswith(
+            tail.split("]", 1)[1].strip()
+        )
+        assert "narrower range" in tail
+    assert notes.replaced == 6 and any("final request alone" in d for d in notes.details)
+    # Shortening is stable: the output is already within budget.
+    again, _ = PairwiseTruncate(max_fraction=0.9).process(out, context(window))
+    assert again is out
+
+
+def test_a_pinned_result_of_an_oversized_final_request_stays_whole_and_the_others_give_way() -> None:
+    history = [
+        Message.system("sys"),
+        Message.user("task"),
+        *exchange(1, lines=400, parallel=3, pinned=True),
+    ]
+    window = tokens(history) // 2
+    out, _ = PairwiseTruncate(max_fraction=0.9).process(history, context(window))
+    assert out[-3] == history[-3]  # the pinned one
+    assert all("[historykit: about" in m.parts[0].content for m in out[-2:])  # type: ignore[union-attr]
+    assert tokens(out) <= int(window * 0.9)
+
+
+def test_fit_final_request_false_sends_it_as_it_is() -> None:
+    history = [Message.system("sys"), Message.user("task"), *exchange(1, lines=600, parallel=6)]
+    window = tokens(history) // 2
+    out, notes = PairwiseTruncate(max_fraction=0.9, fit_final_request=False).process(history, context(window))
+    assert out[-6:] == history[-6:]
+    assert any("over budget" in d for d in notes.details)
+
+
+def test_an_oversized_final_request_under_the_window_is_left_alone() -> None:
+    # Over the budget but under the window: the provider accepts it, so nothing is shortened.
+    history = [Message.system("sys"), Message.user("task"), *exchange(1, lines=600, parallel=2)]
+    out, _ = PairwiseTruncate(max_tokens=500).process(history, context(tokens(history) * 2))
+    assert out[-2:] == history[-2:]
 
 
 def test_nothing_droppable_returns_the_input() -> None:

@@ -10,7 +10,7 @@ PAI1_SPEC := pydantic-ai-slim>=1.0,<2
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip uv
-	$(VENV)/bin/uv pip install --quiet --python $(VENV)/bin/python -e ".[dev]"
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(VENV)/bin/python -e ".[dev]"
 	touch $@
 
 # Pydantic AI 1.x lives in its own environment (1.x and 2.x cannot share one); it has the rest of
@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 $(VENV_PAI1)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV_PAI1)
 	$(VENV_PAI1)/bin/python -m pip install --quiet --upgrade pip uv
-	$(VENV_PAI1)/bin/uv pip install --quiet --python $(VENV_PAI1)/bin/python -e ".[dev]" "$(PAI1_SPEC)"
+	$(VENV_PAI1)/bin/uv pip install --quiet --compile-bytecode --python $(VENV_PAI1)/bin/python -e ".[dev]" "$(PAI1_SPEC)"
 	touch $@
 
 demo: $(VENV)/.installed

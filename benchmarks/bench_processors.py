@@ -173,12 +173,13 @@ def main() -> None:
             )
     rows = list(times.items())
     tiered = times["harness:TieredCompaction"]
-    header = f"{'ms per call':34}" + "".join(f" {f'{s:,} msgs':>12} {'Tiered/x':>9}" for s in args.sizes)
+    width = max(len(name) for name in times) + 2
+    header = f"{'ms per call':{width}}" + "".join(f" {f'{s:,} msgs':>12} {'Tiered/x':>9}" for s in args.sizes)
     print(header)
     print("-" * len(header))
     for name, by_size in rows:
         cells = "".join(f" {by_size[s]:>12.1f} {tiered[s] / by_size[s]:>8.1f}x" for s in args.sizes)
-        print(f"{name:34}{cells}")
+        print(f"{name:{width}}{cells}")
     print("\n'Tiered/x': harness TieredCompaction's time divided by the row's (above 1: faster than Tiered).")
     for label in (WARM, COLD, COLD_ESTIMATED):
         for size in args.sizes:

@@ -24,12 +24,15 @@ less (2.75M against 2.85M). Keeping the last 3 results, as the anchors and Anthr
 editing do, is a choice for the model's sake: 2 would cost 2.7% less, 4 costs 3.7% more.
 `keep_last=6` costs 0.5% more than 3 and keeps more recent context verbatim.
 
-Measured with these settings: 2.75M against pydantic-ai-harness `TieredCompaction`'s 3.73M at
-32,000 tokens (26.3% less; view-only 3.75M against 12.52M), 3.98M against 5.86M at 100,000; no call
-drops the newest message; one call is over 32,000 tokens, and only because its final request alone
-is (six parallel file reads, 35,248 tokens). The input served from the previous call's prefix is
-89.9% at 32,000 and 95.7% at 100,000 tokens: small inputs cost less but leave the new messages a
-larger share. Details and commands: `benchmarks/README.md`.
+Measured with these settings: 2.74M against pydantic-ai-harness `TieredCompaction`'s 3.73M at
+32,000 tokens (26.5% less; view-only 3.75M against 12.52M), 3.98M against 5.86M at 100,000; no call
+is over the window and none drops the newest message. In one call the final request alone is over
+32,000 tokens (six parallel file reads, 35,248 tokens): `PairwiseTruncate`'s last resort cuts the
+middle of its largest results, with a note. The input served from the previous call's prefix is
+90.0% at 32,000 and 95.7% at 100,000 tokens: small inputs cost less but leave the new messages a
+larger share, and at 32,000 tokens 95% and 25% below `TieredCompaction` exclude each other (the
+920,133 tokens that arrive between calls alone make any 95%-cached replay cost at least 2.90M).
+Details and commands: `benchmarks/README.md`.
 
 Example:
     ```python

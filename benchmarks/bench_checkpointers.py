@@ -822,6 +822,20 @@ def print_targets(by_key: dict[tuple[str, str, str], Result], steps: list[int]) 
             f"{early.cpu_ms - early_ref.cpu_ms:.1f} ms; "
             f"step {n}: {m.cpu_ms:.1f} / {ref.cpu_ms:.1f} / {m.cpu_ms - ref.cpu_ms:.1f} ms"
         )
+    if ref and ref.step_ms_early:
+        # A saver that adds a constant s ms a step is within 1.5x of step 50 only when
+        # (late + s) <= 1.5 (early + s), i.e. s >= 2 (late - 1.5 early): LangGraph's own growth
+        # sets a floor on the saver's cost, while 10 ms a step sets a ceiling of 10 - late.
+        floor = 2 * (ref.step_ms - 1.5 * ref.step_ms_early)
+        ceiling = 10 - ref.step_ms
+        verdict = "the two step targets exclude each other" if floor > ceiling else "both reachable"
+        print(
+            f"  LangGraph alone: {ref.step_ms_early:.2f} ms a step at step {EARLY_STEP}, "
+            f"{ref.step_ms:.2f} ms at step {n} ({ref.step_ms / ref.step_ms_early:.1f}x). "
+            f"A saver adding a constant s ms a step is within 1.5x of step {EARLY_STEP} "
+            f"only if s >= {floor:.1f} ms, and at most 10 ms a step only if s <= {ceiling:.1f} ms: "
+            f"{verdict}"
+        )
     direct = by_key.get(("historykit-sqlite", "plain", "direct"))
     own, own_early = (milestone_at(direct, n), milestone_at(direct, EARLY_STEP)) if direct else (None, None)
     if own and own_early and own.steps == n and own_early.step_ms_early:

@@ -62,7 +62,7 @@ from historykit.checkpointers.conversation_schema import (
     ConversationEntryRow,
     ConversationRow,
 )
-from historykit.checkpointers.database import CorruptRowError, create_engine, paused_gc, prepare_database
+from historykit.checkpointers.database import CorruptRowError, create_engine, prepare_database
 from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, ThreadRow
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
 from historykit.messages import COMPACTION_KEY, CompactionMarker
@@ -341,8 +341,7 @@ def _decode_messages(rows: Sequence[Any], serde: MessageSerializer | None) -> li
         for row in rows
     ]
     try:
-        with paused_gc(len(payloads)):
-            return ModelMessagesTypeAdapter.validate_json(b"[" + b",".join(payloads) + b"]")
+        return ModelMessagesTypeAdapter.validate_json(b"[" + b",".join(payloads) + b"]")
     except ValidationError as exc:
         # Say which row is bad rather than where it sits in the concatenation.
         for row, payload in zip(rows, payloads):

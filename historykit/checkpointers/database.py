@@ -5,7 +5,6 @@ default kind: a file in WAL mode with a busy timeout, so several processes can w
 threads of it at once) or `postgresql+psycopg://user@host/db` (`postgresql://` means psycopg 3).
 `prepare_database(conn, components)` creates, checks and migrates the tables of the given
 `SchemaComponent`s; it is idempotent and safe to run from several processes at once.
-`paused_gc(rows)` wraps the decoding of many rows at once.
 
 Example:
     ```python
@@ -24,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import gc
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -72,31 +70,6 @@ class SchemaError(RuntimeError):
 
 class SchemaVersionError(SchemaError):
     """The database was written by a newer historykit (or a version with no migration path)."""
-
-
-BULK_ROWS = 256
-"""From this many rows on, a decode runs with the cyclic garbage collector paused."""
-
-
-@contextmanager
-def paused_gc(rows: int) -> Iterator[None]:
-    """Pause the cyclic garbage collector while `rows` rows are decoded, when they are many.
-
-    Decoding a long thread builds tens of thousands of container objects at once, which sets off
-    full collections that walk every object the process has (LangChain, LangGraph and SQLAlchemy
-    hold hundreds of thousands): on the first read of a 2,000-message thread they took half the
-    time. None of the new objects is garbage, so the collections find nothing; msgpack's own
-    documentation gives the same advice for unpacking large data. The collector is left as it
-    was found: never re-enabled if the caller had disabled it.
-    """
-    if rows < BULK_ROWS or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class CorruptRowError(ValueError):

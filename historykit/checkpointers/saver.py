@@ -99,7 +99,6 @@ from historykit.checkpointers.database import (
     create_async_engine,
     create_engine,
     normalize_url,
-    paused_gc,
     prepare_database,
     run_plan,
     run_plan_async,
@@ -1603,9 +1602,8 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 ]
             fetched: builtins.list[tuple[int, BaseMessage]] = []
             for query in queries:
-                rows = yield query
-                with paused_gc(len(rows)):
-                    fetched.extend((row.seq, self._decode_message(thread_id, row)) for row in rows)
+                for row in (yield query):
+                    fetched.append((row.seq, self._decode_message(thread_id, row)))
             have = dict(known)
             have.update(fetched)
             cache.add(thread_id, [(seq, message, message.id, None, True) for seq, message in fetched])

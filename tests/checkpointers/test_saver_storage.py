@@ -4,7 +4,6 @@ filters, serialization without pickle, encryption."""
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import json
 import os
@@ -34,7 +33,7 @@ from typing_extensions import TypedDict
 
 from historykit.checkpointers import CorruptRowError, SQLModelSaver
 from historykit.checkpointers._refs import decode_refs
-from historykit.checkpointers.database import BULK_ROWS, create_engine
+from historykit.checkpointers.database import create_engine
 from historykit.messages import COMPACTION_KEY, CompactionMarker
 
 # ---------------------------------------------------------------------------------------------
@@ -169,55 +168,6 @@ def test_known_messages_are_not_serialized_again(sqlite_url: str) -> None:
     Thread(other, thread.thread_id).put([*reread, HumanMessage("next", id="h-next")])
     assert len(serde.serialized) == len(reread) + 1
     assert query(sqlite_url, "SELECT COUNT(*) FROM historykit_message")[0][0] == len(reread) + 1
-
-
-class GcWatchingSerializer(JsonPlusSerializer):
-    """The default serializer, noting whether the garbage collector ran while it decoded."""
-
-    def __init__(self) -> None:
-        super().__init__(allowed_msgpack_modules=None)
-        self.gc_enabled: list[bool] = []
-
-    def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        self.gc_enabled.append(gc.isenabled())
-        return super().loads_typed(data)
-
-
-def test_a_long_thread_decodes_with_the_collector_paused_and_left_as_found(sqlite_url: str) -> None:
-    history: list[BaseMessage] = [HumanMessage("start", id="h-0")]
-    for i in range(BULK_ROWS // 2 + 1):
-        history = [*history, *tool_round(i, size=10)]
-    thread = Thread(SQLModelSaver(sqlite_url))
-    config = thread.put(history)
-    assert gc.isenabled()
-
-    serde = GcWatchingSerializer()
-    assert (
-        cast(Any, SQLModelSaver(sqlite_url, serde=serde).get_tuple(config)).checkpoint["channel_values"][
-            "messages"
-        ]
-        == history
-    )
-    assert serde.gc_enabled.count(False) == len(history)  # every message row, nothing else
-    assert gc.isenabled()
-
-    # A caller that runs with the collector off keeps it off.
-    gc.disable()
-    try:
-        assert SQLModelSaver(sqlite_url).get_tuple(config) is not None
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-
-    # A row that cannot be decoded still leaves the collector on.
-    query(
-        sqlite_url,
-        "UPDATE historykit_message SET data = :junk WHERE seq = (SELECT MAX(seq) FROM historykit_message)",
-        junk=b"\xc1",
-    )
-    with pytest.raises(CorruptRowError, match="historykit_message"):
-        SQLModelSaver(sqlite_url).get_tuple(config)
-    assert gc.isenabled()
 
 
 def test_without_the_cache_equal_messages_still_map_to_one_row(sqlite_url: str) -> None:

@@ -135,8 +135,9 @@ def default_tokenizer() -> tuple[Tokenizer, str]:
 
 _CACHED_TEXT = 256
 """Texts at least this long (characters) have their count cached by content."""
-_MAX_CACHED_TEXTS = 100_000
-"""Cached text counts kept; all are dropped past this."""
+_MAX_CACHED_CHARS = 16_000_000
+"""Characters of cached texts kept (the cache holds the texts themselves); all are dropped past
+this, so a counter shared by many conversations does not keep their tool outputs alive."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +175,7 @@ class TokenCounter:
     """Cached message counts kept; the oldest half is dropped past this."""
     _cache: dict[int, tuple[object, int]] = field(default_factory=dict, init=False, repr=False)
     _texts: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    _text_chars: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.tokenizer is None:
@@ -191,9 +193,11 @@ class TokenCounter:
         # tokenizer.
         tokens = self._texts.get(text)
         if tokens is None:
-            if len(self._texts) >= _MAX_CACHED_TEXTS:
+            if self._text_chars + len(text) > _MAX_CACHED_CHARS:
                 self._texts.clear()
+                self._text_chars = 0
             tokens = self._texts[text] = self.tokenizer(text)
+            self._text_chars += len(text)
         return tokens
 
     def count_part(self, part: Part) -> int:

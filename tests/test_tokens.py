@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import historykit.tokens as tokens_module
 from historykit.messages import (
     MediaPart,
     Message,
@@ -72,6 +73,21 @@ def test_a_long_text_counted_again_apart_from_its_message_is_not_tokenized_again
     counter.count_text("short")
     counter.count_text("short")
     assert tokenizer.calls == calls + 2  # short texts are cheaper to tokenize than to look up
+
+
+def test_the_text_cache_holds_a_bounded_number_of_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens_module, "_MAX_CACHED_CHARS", 3_000)
+    tokenizer = CountingTokenizer()
+    counter = TokenCounter(tokenizer=tokenizer)
+    texts = [f"{i} " + "x " * 500 for i in range(3)]  # about 1,000 characters each
+    for text in texts[:2]:
+        counter.count_text(text)
+    counter.count_text(texts[0])
+    assert tokenizer.calls == 2
+    counter.count_text(texts[2])  # over the bound: the cache starts again with this one
+    counter.count_text(texts[2])
+    counter.count_text(texts[0])
+    assert tokenizer.calls == 4
 
 
 def test_usage_anchors_the_count_and_only_later_messages_are_estimated() -> None:

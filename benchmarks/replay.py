@@ -59,7 +59,7 @@ __all__ = [
 
 CORPUS = Path(
     os.environ.get(
-        "HISTORYKIT_CORPUS", Path(__file__).resolve().parent.parent.parent / "shared/corpus/sessions"
+        "HISTORYKIT_CORPUS", Path(__file__).resolve().parent.parent / "corpus"
     )
 )
 """The corpus of real agent sessions (`HISTORYKIT_CORPUS` overrides)."""

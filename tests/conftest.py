@@ -11,7 +11,7 @@ from historykit.formats import read_chat_jsonl
 from historykit.messages import Message
 
 REPO = Path(__file__).resolve().parent.parent
-CORPUS = Path(os.environ.get("HISTORYKIT_CORPUS", REPO.parent / "shared" / "corpus" / "sessions"))
+CORPUS = Path(os.environ.get("HISTORYKIT_CORPUS", REPO / "corpus"))
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

@@ -62,7 +62,7 @@ Sessions = list[tuple[str, list[Message]]]
 
 
 def run_ours(
-    sessions: Sessions, window: int, mode: Mode, counter: TokenCounter
+    sessions: Sessions, window: int, mode: Mode, counter: TokenCounter, binds_thinking: bool = True
 ) -> tuple[dict[str, Result], int]:
     """historykit's default pipeline on each session; returns the results and the mean summary size."""
     results: dict[str, Result] = {}
@@ -77,6 +77,7 @@ def run_ours(
             mode=mode,
             counter=counter,
             summarizer=summarizer,  # type: ignore[arg-type]
+            binds_thinking=binds_thinking,
         )
         written, made = written + summarizer.written, made + summarizer.calls
     return results, (written // made if made else 0)
@@ -133,7 +134,8 @@ def print_config(
     print(f"\n== window {window:,} tokens, {mode} mode; anchors' fake summaries: {summary_tokens:,} tokens")
     header = (
         f"{'strategy':30} {'calls':>6} {'over':>5} {'unavoid.':>8} {'dropped':>7} {'viol.':>5} {'cached':>7} "
-        f"{'input tokens':>13} {'summ. in':>9} {'summ.':>5} {'cost':>11} {'vs Tiered':>9}"
+        f"{'input tokens':>13} {'summ. in':>9} {'summ.':>5} {'cost':>11} {'vs Tiered':>9} "
+        f"{'thinking':>8} {'R13 rej.':>8} {'th. dropped':>11}"
     )
     print(header)
     print("-" * len(header))
@@ -144,7 +146,8 @@ def print_config(
         print(
             f"{strategy:30} {t.calls:>6} {t.over_window:>5} {t.unavoidable:>8} {t.dropped_newest:>7} "
             f"{t.violations:>5} {t.cached_share:>7.1%} {t.input_tokens:>13,} {t.summarizer_tokens:>9,} "
-            f"{t.summaries:>5} {t.cost:>11,.0f} {ratio:>9}"
+            f"{t.summaries:>5} {t.cost:>11,.0f} {ratio:>9} "
+            f"{t.thinking_calls:>8} {t.binding_rejected:>8} {t.thinking_dropped_tokens:>11,}"
         )
     if per_session == "none":
         return
@@ -183,6 +186,9 @@ def check_targets(
         f"{mode}: calls over the window: {ours.over_window} "
         f"({ours.unavoidable} where the system prompt, task and final request alone are over it)",
         f"{mode}: calls dropping the newest message: {ours.dropped_newest}",
+        f"{mode}: calls a model that binds thinking would reject: {ours.binding_rejected} of "
+        f"{ours.thinking_calls} replaying thinking ({ours.thinking_dropped_tokens:,} thinking tokens "
+        "dropped for binding)",
         f"{mode}: input served from the previous prefix: {ours.cached_share:.1%} (target >= 95%)",
     ]
     if TIERED in by_strategy:
@@ -218,6 +224,11 @@ def main() -> None:
         help="size of the anchors' fake summaries (0: historykit's mean)",
     )
     parser.add_argument("--json", type=Path, help="also write every result to this file")
+    parser.add_argument(
+        "--no-binding",
+        action="store_true",
+        help="process as for models that do not bind thinking (the meter still counts R13 rejections)",
+    )
     args = parser.parse_args()
     began = time.perf_counter()
     counter = TokenCounter()
@@ -227,6 +238,7 @@ def main() -> None:
         f"tokenizer {counter.tokenizer_name}; prices: previous prefix 0.1, rest 1.25, summarizer input 1.0"
     )
     dump: list[dict[str, Any]] = []
+    views: dict[tuple[int, str], dict[str, Result]] = {}
     targets: list[str] = []
     # The harness side runs in its own process: one job at a time in the background, while the
     # in-process strategies use the other core.
@@ -234,7 +246,10 @@ def main() -> None:
         for window in args.windows:
             for mode in args.modes:
                 by_strategy: dict[str, dict[str, Result]] = {}
-                ours, mean_summary = run_ours(sessions, window, mode, counter)
+                ours, mean_summary = run_ours(
+                    sessions, window, mode, counter, binds_thinking=not args.no_binding
+                )
+                views[window, mode] = ours
                 summary_tokens = args.summary_tokens or mean_summary or 750
                 if OURS in args.strategies:
                     by_strategy[OURS] = ours
@@ -266,8 +281,18 @@ def main() -> None:
                 for strategy, results in by_strategy.items():
                     for name, r in results.items():
                         row = {"window": window, "mode": mode, "strategy": strategy, "session": name}
-                        dump.append({**row, **asdict(r), "cost": r.cost, "cached_share": r.cached_share})
+                        fields = {k: v for k, v in asdict(r).items() if k != "views"}
+                        dump.append({**row, **fields, "cost": r.cost, "cached_share": r.cached_share})
                 sys.stdout.flush()
+    for window in args.windows:
+        if (window, "persistent") in views and (window, "view") in views:
+            a, b = views[window, "persistent"], views[window, "view"]
+            differ = sum(x != y for name in a for x, y in zip(a[name].views, b[name].views, strict=True))
+            calls = sum(len(r.views) for r in a.values())
+            targets.append(
+                f"window {window:,}: persistent and view-only modes sent different views on {differ} of "
+                f"{calls} calls"
+            )
     print("\ntargets for default_pipeline():")
     for line in targets:
         print(f"  {line}")

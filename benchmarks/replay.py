@@ -7,6 +7,12 @@ assistant message. A strategy turns that input into what the model is sent, in o
   are appended to it (what Pydantic AI capabilities and LangGraph state edits do);
 - `view`: every call processes the raw, ever-growing history (a view-only hook).
 
+For historykit, both modes must send the same view (`historykit.view`); each call's view is
+recorded as a digest so the two modes can be compared call by call. Thinking binding (R13) is
+metered too: the model response at each call is produced under the view sent at that call, so a
+later call that replays its thinking after a different prefix would be rejected by a model that
+binds thinking (`Meter` counts those calls).
+
 Each call's input is priced as a provider prompt cache prices it: the longest run of leading
 messages identical to the previous call's input is read from the cache (0.1 per token), the rest
 is written (1.25 per token); what a summarizer reads costs 1.0 per token. Everything is counted
@@ -27,15 +33,17 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from historykit.digests import MessageDigests
 from historykit.formats import read_chat_jsonl
-from historykit.messages import Message, ToolResultPart
-from historykit.pipeline import HistoryProcessor, ProcessContext
+from historykit.messages import Message, ThinkingPart, ToolResultPart
+from historykit.pipeline import HistoryProcessor, Pipeline
 from historykit.processors.summarizers import SUMMARY_INSTRUCTIONS, ExtractiveSummarizer, render_transcript
 from historykit.tokens import TokenCounter
 from historykit.validity import check_neutral
@@ -57,11 +65,7 @@ __all__ = [
     "total",
 ]
 
-CORPUS = Path(
-    os.environ.get(
-        "HISTORYKIT_CORPUS", Path(__file__).resolve().parent.parent / "corpus"
-    )
-)
+CORPUS = Path(os.environ.get("HISTORYKIT_CORPUS", Path(__file__).resolve().parent.parent / "corpus"))
 """The corpus of real agent sessions (`HISTORYKIT_CORPUS` overrides)."""
 
 CACHE_READ = 0.1
@@ -110,6 +114,15 @@ class Result:
     summaries: int = 0
     """Summarizer calls."""
     peak_tokens: int = 0
+    thinking_calls: int = 0
+    """Calls whose input replays thinking."""
+    binding_rejected: int = 0
+    """Calls a model that binds thinking (R13) would reject: a replayed thinking block follows a
+    history other than the one it was produced under."""
+    thinking_dropped_tokens: int = 0
+    """Thinking tokens the pipeline dropped because an edit made them invalid on a binding model."""
+    views: list[str] = field(default_factory=list, repr=False, compare=False)
+    """A digest of each call's input, in order (not summed into totals)."""
 
     @property
     def cost(self) -> float:
@@ -135,6 +148,9 @@ class Result:
             "cached_tokens",
             "summarizer_tokens",
             "summaries",
+            "thinking_calls",
+            "binding_rejected",
+            "thinking_dropped_tokens",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.peak_tokens = max(self.peak_tokens, other.peak_tokens)
@@ -158,6 +174,9 @@ class Meter:
     """Also run `check_neutral` on every input (the slowest part of metering)."""
     result: Result = field(default_factory=Result)
     _previous: Sequence[Message] = ()
+    _digests: MessageDigests = field(default_factory=MessageDigests)
+    _produced: dict[int, tuple[ThinkingPart, bytes]] = field(default_factory=dict)
+    """id of a thinking part -> (the part, the digest of the history it was produced after)."""
 
     def add(
         self,
@@ -193,7 +212,39 @@ class Meter:
             r.unavoidable += floor_tokens(raw, self.counter) > self.window
         if self.check and check_neutral(sent) and (raw is None or not check_neutral(raw)):
             r.violations += 1
+        chain = self._chain(sent)
+        r.views.append(chain[-1].hex())
+        replays = False
+        rejected = False
+        for index, msg in enumerate(sent):
+            for part in msg.parts:
+                if not isinstance(part, ThinkingPart):
+                    continue
+                replays = True
+                produced = self._produced.get(id(part))
+                if produced is not None and produced[1] != chain[index]:
+                    rejected = True
+        r.thinking_calls += replays
+        r.binding_rejected += rejected
         self._previous = sent
+
+    def responded(self, response: Message) -> None:
+        """The model's answer to the latest call: its thinking is bound to what that call sent."""
+        if not self._previous:
+            return
+        bound_to = self._chain(self._previous)[-1]
+        for part in response.parts:
+            if isinstance(part, ThinkingPart):
+                self._produced[id(part)] = (part, bound_to)
+
+    def _chain(self, messages: Sequence[Message]) -> list[bytes]:
+        """Digest of `messages[:i]` for every i (a hash chain over the message digests)."""
+        h = hashlib.blake2b(digest_size=16)
+        out = [h.digest()]
+        for msg in messages:
+            h.update(self._digests.digest(msg))
+            out.append(h.digest())
+        return out
 
 
 def _kept(sent: Message, newest: Message) -> bool:
@@ -290,9 +341,14 @@ def replay_processor(
     counter: TokenCounter,
     summarizer: CountingSummarizer | None = None,
     check: bool = True,
+    binds_thinking: bool = False,
 ) -> Result:
-    """Replay `session` call by call through a historykit processor (or pipeline) on neutral messages."""
-    ctx = ProcessContext(window, "explicit", counter)
+    """Replay `session` call by call through a historykit processor (or pipeline) on neutral messages.
+
+    `binds_thinking`: process as for a model that binds thinking (R13); the meter counts the calls
+    such a model would reject either way.
+    """
+    pipeline = processor if isinstance(processor, Pipeline) else Pipeline([processor], counter=counter)
     meter = Meter(window, counter, check=check)
     carried: list[Message] = []
     previous = 0
@@ -300,7 +356,8 @@ def replay_processor(
         history = carried + list(session[previous:t]) if mode == "persistent" else list(session[:t])
         tokens_before = summarizer.tokens if summarizer else 0
         calls_before = summarizer.calls if summarizer else 0
-        out, _ = processor.process(history, ctx)
+        result = pipeline.run(history, window, counter=counter, mode=mode, binds_thinking=binds_thinking)
+        out = result.messages
         meter.add(
             out,
             session[t - 1],
@@ -308,5 +365,7 @@ def replay_processor(
             summarizer_tokens=(summarizer.tokens - tokens_before) if summarizer else 0,
             summaries=(summarizer.calls - calls_before) if summarizer else 0,
         )
+        meter.result.thinking_dropped_tokens += result.report.thinking_dropped[1]
+        meter.responded(session[t])
         carried, previous = out, t
     return meter.result

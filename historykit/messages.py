@@ -246,6 +246,9 @@ class Message:
     """A pinned message is kept verbatim by every processor."""
     usage: ReportedUsage | None = None
     """For assistant messages: the usage the provider reported for the request that produced it."""
+    model: str | None = None
+    """For assistant messages: the name of the model that produced it, when the framework records it
+    (it tells whether the provider binds thinking to the history, `historykit.binding`)."""
     native: Any = field(default=None, compare=False, repr=False)
     """The native message this one was made from (`None` when a processor made it)."""
     source: tuple[Role, tuple[Part, ...], bool] | None = field(default=None, compare=False, repr=False)

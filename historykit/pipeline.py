@@ -26,8 +26,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from historykit.binding import drop_unbound_thinking, history_binds_thinking
 from historykit.messages import CompactionMarker, Message
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
+from historykit.view import Mode, ViewReplay
 
 __all__ = [
     "HistoryProcessor",
@@ -41,6 +43,9 @@ __all__ = [
 
 logger = logging.getLogger("historykit")
 
+BINDING_STEP = "ThinkingBinding"
+"""The report's name for the step that drops thinking an edit made invalid (`historykit.binding`)."""
+
 
 @dataclass
 class ProcessContext:
@@ -52,6 +57,9 @@ class ProcessContext:
     """Where `context_window` came from: `explicit`, `model profile`, `genai-prices` or `default`."""
     counter: TokenCounter
     """Counts tokens; shared by every step of a run so its cache is shared too."""
+    binds_thinking: bool = False
+    """True when the model binds replayed thinking to the history (`historykit.binding`, R13): any
+    edit then costs every thinking block after it, which the pipeline drops after its processors."""
 
 
 @dataclass
@@ -102,9 +110,19 @@ class Report:
     def changed(self) -> bool:
         return any(s.changed for s in self.steps)
 
+    replayed_calls: int = 1
+    """Model calls processed to produce this view: 1 normally; in view-only mode, more on the first
+    call over a stored history (each earlier call is replayed once), 0 for a history seen before."""
+
     @property
     def markers(self) -> list[CompactionMarker]:
         return [m for s in self.steps for m in s.notes.markers]
+
+    @property
+    def thinking_dropped(self) -> tuple[int, int]:
+        """(blocks, tokens) of thinking dropped because an edit made it invalid on a binding model."""
+        step = next((s for s in self.steps if s.processor == BINDING_STEP), None)
+        return (0, 0) if step is None else (step.notes.replaced, step.tokens_before - step.tokens_after)
 
     def _rows(self) -> list[tuple[str, ...]]:
         rows: list[tuple[str, ...]] = []
@@ -219,10 +237,12 @@ class HistoryProcessor(ABC):
         counter: TokenCounter | None = None,
         on_report: Callable[[Report], None] | None = None,
         window_source: str | None = None,
+        mode: Mode = "persistent",
+        binds_thinking: bool | None = None,
     ) -> PipelineResult:
         """Process a native or neutral history; see `Pipeline.run`."""
         return Pipeline(list(self._steps()), counter=counter, on_report=on_report).run(
-            messages, context_window, window_source=window_source
+            messages, context_window, window_source=window_source, mode=mode, binds_thinking=binds_thinking
         )
 
     async def arun(
@@ -233,10 +253,14 @@ class HistoryProcessor(ABC):
         counter: TokenCounter | None = None,
         on_report: Callable[[Report], None] | None = None,
         window_source: str | None = None,
+        mode: Mode = "persistent",
+        binds_thinking: bool | None = None,
     ) -> PipelineResult:
         """Process a native or neutral history from async code; see `Pipeline.arun`."""
         pipeline = Pipeline(list(self._steps()), counter=counter, on_report=on_report)
-        return await pipeline.arun(messages, context_window, window_source=window_source)
+        return await pipeline.arun(
+            messages, context_window, window_source=window_source, mode=mode, binds_thinking=binds_thinking
+        )
 
     def __call__(self, messages: Sequence[Any]) -> list[Any]:
         """The processed messages only: the shape a plain history-processor callable has."""
@@ -277,6 +301,8 @@ class Pipeline(HistoryProcessor):
         """Token counter shared by every run of this pipeline, so its cache is reused."""
         self.on_report = on_report
         """Called with every run's report (for logging, metrics or a UI)."""
+        self.views = ViewReplay()
+        """The views this pipeline derived in view-only mode, so each call replays only what is new."""
 
     def __repr__(self) -> str:
         return f"Pipeline([{', '.join(repr(p) for p in self.processors)}])"
@@ -284,12 +310,21 @@ class Pipeline(HistoryProcessor):
     def _steps(self) -> Iterable[HistoryProcessor]:
         return tuple(self.processors)
 
-    def _context(self, context_window: int | None, window_source: str | None = None) -> ProcessContext:
+    def _context(
+        self,
+        context_window: int | None,
+        window_source: str | None = None,
+        binds_thinking: bool | None = None,
+        history: Sequence[Message] = (),
+    ) -> ProcessContext:
+        if binds_thinking is not None and not isinstance(binds_thinking, bool):
+            raise TypeError(f"binds_thinking must be True, False or None, got {binds_thinking!r}")
+        binds = history_binds_thinking(history) if binds_thinking is None else binds_thinking
         if context_window is not None:
             if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0:
                 raise ValueError(f"context_window must be a positive int, got {context_window!r}")
-            return ProcessContext(context_window, window_source or "explicit", self.counter)
-        return ProcessContext(DEFAULT_CONTEXT_WINDOW, "default", self.counter)
+            return ProcessContext(context_window, window_source or "explicit", self.counter, binds)
+        return ProcessContext(DEFAULT_CONTEXT_WINDOW, "default", self.counter, binds)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         out, steps = self._run_steps(messages, ctx)
@@ -302,26 +337,47 @@ class Pipeline(HistoryProcessor):
     def _run_steps(
         self, messages: list[Message], ctx: ProcessContext
     ) -> tuple[list[Message], list[StepReport]]:
+        given = messages
         steps: list[StepReport] = []
         for proc in self.processors:
             before = messages
             messages, notes = proc.process(list(before), ctx)
-            steps.append(self._step_report(proc, before, messages, notes, ctx))
-        return messages, steps
+            steps.append(self._step_report(proc.name, before, messages, notes, ctx))
+        return self._bind(given, messages, steps, ctx), steps
 
     async def _arun_steps(
         self, messages: list[Message], ctx: ProcessContext
     ) -> tuple[list[Message], list[StepReport]]:
+        given = messages
         steps: list[StepReport] = []
         for proc in self.processors:
             before = messages
             messages, notes = await proc.aprocess(list(before), ctx)
-            steps.append(self._step_report(proc, before, messages, notes, ctx))
-        return messages, steps
+            steps.append(self._step_report(proc.name, before, messages, notes, ctx))
+        return self._bind(given, messages, steps, ctx), steps
+
+    def _bind(
+        self, given: list[Message], processed: list[Message], steps: list[StepReport], ctx: ProcessContext
+    ) -> list[Message]:
+        """On a binding model, the thinking after the first edit goes (R13); a report step says so."""
+        if not ctx.binds_thinking:
+            return processed
+        out, drop = drop_unbound_thinking(given, processed)
+        if drop.blocks:
+            notes = StepNotes(replaced=drop.blocks, removed=drop.messages_removed)
+            step = self._step_report(BINDING_STEP, processed, out, notes, ctx)
+            notes.details.append(
+                f"dropped {drop.blocks} thinking block(s), "
+                f"{step.tokens_before - step.tokens_after:,} tokens, "
+                f"after message {drop.edit_at}: the model binds thinking to the history before it, "
+                "which this call edited"
+            )
+            steps.append(step)
+        return out
 
     @staticmethod
     def _step_report(
-        proc: HistoryProcessor,
+        name: str,
         before: list[Message],
         after: list[Message],
         notes: StepNotes,
@@ -329,13 +385,48 @@ class Pipeline(HistoryProcessor):
     ) -> StepReport:
         count = ctx.counter.count_message
         return StepReport(
-            proc.name,
+            name,
             sum(count(m) for m in before),
             sum(count(m) for m in after),
             len(before),
             len(after),
             notes,
         )
+
+    def _with(self, counter: TokenCounter | None, on_report: Callable[[Report], None] | None) -> Pipeline:
+        """This pipeline with another counter or report callback for one call; it shares the views."""
+        once = Pipeline(self.processors, counter=counter or self.counter, on_report=on_report)
+        once.views = self.views
+        return once
+
+    def _derive_view(
+        self, neutral: list[Message], ctx: ProcessContext
+    ) -> tuple[list[Message], list[StepReport], int]:
+        """View-only mode: the view of a raw history, each model call replayed once (`historykit.view`)."""
+        derive = self.views.derive(neutral, _view_setting(ctx))
+        steps: list[StepReport] = []
+        try:
+            call = next(derive)
+            while True:
+                view, steps = self._run_steps(call, ctx)
+                call = derive.send(view)
+        except StopIteration as done:
+            final, replayed = done.value
+        return final, steps, replayed
+
+    async def _aderive_view(
+        self, neutral: list[Message], ctx: ProcessContext
+    ) -> tuple[list[Message], list[StepReport], int]:
+        derive = self.views.derive(neutral, _view_setting(ctx))
+        steps: list[StepReport] = []
+        try:
+            call = next(derive)
+            while True:
+                view, steps = await self._arun_steps(call, ctx)
+                call = derive.send(view)
+        except StopIteration as done:
+            final, replayed = done.value
+        return final, steps, replayed
 
     def run(
         self,
@@ -345,25 +436,44 @@ class Pipeline(HistoryProcessor):
         counter: TokenCounter | None = None,
         on_report: Callable[[Report], None] | None = None,
         window_source: str | None = None,
+        mode: Mode = "persistent",
+        binds_thinking: bool | None = None,
     ) -> PipelineResult:
-        """Process a native (Pydantic AI or LangChain) or neutral history.
+        """Process a native (Pydantic AI or LangChain) or neutral history into the view the model is sent.
 
-        `window_source` says where a given `context_window` came from (the framework glue passes
-        `model profile`); the report shows it. Raises `TypeError` naming the index and type of an
-        item that is not a message of the history's framework. Returns a `PipelineResult` whose
+        - `mode="persistent"` (default): `messages` is the previous view plus what arrived since (the
+          processed history was kept as the conversation's history); it is processed once.
+        - `mode="view"`: `messages` is the raw history, every message as it arrived; the view is
+          derived by replaying its model calls (`historykit.view`), the same view persistent
+          processing would have sent, with the same summarizer calls.
+        - `binds_thinking`: whether the model binds replayed thinking to the history (R13,
+          `historykit.binding`); `None`: read from the model name on the latest assistant message.
+        - `window_source` says where a given `context_window` came from (the framework glue passes
+          `model profile`); the report shows it.
+
+        Raises `TypeError` naming the index and type of an item that is not a message of the
+        history's framework, `ValueError` for an unknown `mode`. Returns a `PipelineResult` whose
         `.messages` are of the input's framework; untouched messages are the very same objects.
         """
         if counter is not None or on_report is not None:
             return Pipeline(self.processors, counter=counter or self.counter, on_report=on_report).run(
-                messages, context_window, window_source=window_source
+                messages,
+                context_window,
+                window_source=window_source,
+                mode=mode,
+                binds_thinking=binds_thinking,
             )
         from historykit.plugins import adapter_for
 
+        _check_mode(mode)
         adapter = adapter_for(messages)
-        ctx = self._context(context_window, window_source)
         neutral = adapter.to_neutral(messages)
-        processed, steps = self._run_steps(neutral, ctx)
-        return self._finish(adapter, messages, neutral, processed, steps, ctx)
+        ctx = self._context(context_window, window_source, binds_thinking, neutral)
+        if mode == "view":
+            processed, steps, replayed = self._derive_view(neutral, ctx)
+        else:
+            (processed, steps), replayed = self._run_steps(neutral, ctx), 1
+        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed)
 
     async def arun(
         self,
@@ -373,18 +483,30 @@ class Pipeline(HistoryProcessor):
         counter: TokenCounter | None = None,
         on_report: Callable[[Report], None] | None = None,
         window_source: str | None = None,
+        mode: Mode = "persistent",
+        binds_thinking: bool | None = None,
     ) -> PipelineResult:
         """`run` for async code: processors that await (a summarizer) run on the caller's loop."""
         if counter is not None or on_report is not None:
             pipeline = Pipeline(self.processors, counter=counter or self.counter, on_report=on_report)
-            return await pipeline.arun(messages, context_window, window_source=window_source)
+            return await pipeline.arun(
+                messages,
+                context_window,
+                window_source=window_source,
+                mode=mode,
+                binds_thinking=binds_thinking,
+            )
         from historykit.plugins import adapter_for
 
+        _check_mode(mode)
         adapter = adapter_for(messages)
-        ctx = self._context(context_window, window_source)
         neutral = adapter.to_neutral(messages)
-        processed, steps = await self._arun_steps(neutral, ctx)
-        return self._finish(adapter, messages, neutral, processed, steps, ctx)
+        ctx = self._context(context_window, window_source, binds_thinking, neutral)
+        if mode == "view":
+            processed, steps, replayed = await self._aderive_view(neutral, ctx)
+        else:
+            (processed, steps), replayed = await self._arun_steps(neutral, ctx), 1
+        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed)
 
     def _finish(
         self,
@@ -394,6 +516,7 @@ class Pipeline(HistoryProcessor):
         processed: list[Message],
         steps: list[StepReport],
         ctx: ProcessContext,
+        replayed: int = 1,
     ) -> PipelineResult:
         # A history nobody changed is handed back as the caller's own objects.
         untouched = len(processed) == len(neutral) and all(a is b for a, b in zip(processed, neutral))
@@ -407,12 +530,23 @@ class Pipeline(HistoryProcessor):
             str(ctx.counter.tokenizer_name),
             before,
             after,
+            replayed,
         )
         if report.changed:
             logger.debug("historykit pipeline:\n%s", report)
         if self.on_report is not None:
             self.on_report(report)
         return PipelineResult(native, report)
+
+
+def _check_mode(mode: object) -> None:
+    if mode not in ("persistent", "view"):
+        raise ValueError(f"mode must be 'persistent' or 'view', got {mode!r}")
+
+
+def _view_setting(ctx: ProcessContext) -> str:
+    """What, besides the raw history, decides a view: views made under another setting are not reused."""
+    return f"{ctx.context_window}/{ctx.binds_thinking}"
 
 
 def _merge_notes(steps: list[StepReport]) -> StepNotes:

@@ -19,9 +19,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from historykit.binding import history_binds_thinking
+from historykit.digests import message_digest
 from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
-__all__ = ["RULES", "Violation", "check", "check_neutral", "current_cycle_start", "final_request_start"]
+__all__ = [
+    "RULES",
+    "Violation",
+    "check",
+    "check_neutral",
+    "current_cycle_start",
+    "final_request_start",
+    "starts_turn",
+]
 
 RULES: dict[str, str] = {
     "R1": "every tool result answers a tool call made in the immediately preceding assistant turn",
@@ -35,6 +45,9 @@ RULES: dict[str, str] = {
     "R9": "an OpenAI Responses reasoning item travels with the item that follows it",
     "R10": "at most 4 cache breakpoints in one request",
     "R11": "the system prompt and the final request are kept",
+    "R12": "tool-call ids are unique across the whole request",
+    "R13": "on a model that binds thinking, a replayed thinking block follows exactly the history it was "
+    "produced under",
 }
 """Rule id -> the rule, as `PROVIDER-RULES.md` states it."""
 
@@ -46,7 +59,7 @@ class Violation:
     """One broken rule at one place of a history."""
 
     rule: str
-    """Rule id (`R1` ... `R11`), see `RULES`."""
+    """Rule id (`R1` ... `R13`), see `RULES`."""
     index: int
     """Index of the offending message in the history as given (native index for native lists)."""
     part: int | None
@@ -59,19 +72,36 @@ class Violation:
         return f"{self.rule} at {where}: {self.detail} [{RULES[self.rule]}]"
 
 
-def check(messages: Sequence[Any], *, strict_alternation: bool = False) -> list[Violation]:
+def check(
+    messages: Sequence[Any],
+    *,
+    strict_alternation: bool = False,
+    sent_before: Sequence[Any] | None = None,
+    binds_thinking: bool | None = None,
+) -> list[Violation]:
     """The provider-rule violations of a native (Pydantic AI, LangChain) or neutral history.
 
-    `strict_alternation` also reports consecutive user messages (for providers and open models
-    that reject them; Pydantic AI and LangChain merge them for Anthropic, so it is off by default).
+    - `strict_alternation` also reports consecutive user messages (for providers and open models
+      that reject them; Pydantic AI and LangChain merge them for Anthropic, so it is off by default).
+    - `sent_before`: the history sent on the previous call (the previous view), of the same
+      framework. With it, R13 is checked: on a model that binds thinking, a thinking block after the
+      first place where `messages` differs from `sent_before` is reported (its prefix changed).
+    - `binds_thinking`: whether the model binds thinking (`historykit.binding`); `None`: from the
+      model name on the latest assistant message.
+
     Raises `TypeError` naming the index and type of an item that is not a message.
     """
     from historykit.plugins import adapter_for
 
     adapter = adapter_for(messages)
     neutral = adapter.to_neutral(messages)
+    before = adapter_for(sent_before).to_neutral(sent_before) if sent_before is not None else None
     return check_neutral(
-        neutral, strict_alternation=strict_alternation, native_index=_native_indices(neutral)
+        neutral,
+        strict_alternation=strict_alternation,
+        native_index=_native_indices(neutral),
+        sent_before=before,
+        binds_thinking=binds_thinking,
     )
 
 
@@ -108,6 +138,22 @@ def final_request_start(messages: Sequence[Message]) -> int:
     return start
 
 
+def starts_turn(messages: Sequence[Message], index: int) -> bool:
+    """True when `messages[index]` starts a turn: a system message, or the user's own message that
+    is not part of a tool-result turn. User text that follows tool results (Pydantic AI sends a new
+    prompt in the request that carries the results) belongs to that tool-use cycle: the provider
+    sees one user turn holding the results, so the cycle's thinking is still the current one."""
+    msg = messages[index]
+    if msg.role == "system":
+        return True
+    if not _is_user_text(msg):
+        return False
+    back = index - 1
+    while back >= 0 and _is_user_text(messages[back]):
+        back -= 1
+    return back < 0 or not (messages[back].role == "tool" or messages[back].tool_results)
+
+
 def current_cycle_start(messages: Sequence[Message]) -> int:
     """Index of the first assistant message of the current tool-use cycle.
 
@@ -116,7 +162,7 @@ def current_cycle_start(messages: Sequence[Message]) -> int:
     there is no assistant message after the latest user message.
     """
     for index in range(len(messages) - 1, -1, -1):
-        if _is_user_text(messages[index]) or messages[index].role == "system":
+        if starts_turn(messages, index):
             for later in range(index + 1, len(messages)):
                 if messages[later].role == "assistant":
                     return later
@@ -132,6 +178,8 @@ def check_neutral(
     *,
     strict_alternation: bool = False,
     native_index: Sequence[int] | None = None,
+    sent_before: Sequence[Message] | None = None,
+    binds_thinking: bool | None = None,
 ) -> list[Violation]:
     """`check` on a neutral history; `native_index` maps neutral to reported indices."""
     where = native_index if native_index is not None else range(len(messages))
@@ -144,6 +192,11 @@ def check_neutral(
     _check_order_and_content(messages, report, strict_alternation)
     _check_thinking(messages, report)
     _check_cache_breakpoints(messages, report)
+    _check_unique_call_ids(messages, report)
+    if sent_before is not None:
+        binds = history_binds_thinking(messages) if binds_thinking is None else binds_thinking
+        if binds:
+            _check_binding(messages, sent_before, report)
     found.sort(key=lambda v: (v.index, v.part if v.part is not None else -1, v.rule))
     return found
 
@@ -249,6 +302,47 @@ def _check_thinking(messages: Sequence[Message], report: Any) -> None:
                 report("R7", i, j, "signed thinking after other content in the current tool-use cycle")
             if part.id and part.id.startswith("rs_") and j == len(parts) - 1:
                 report("R9", i, j, f"reasoning item {part.id!r} is not followed by the item it belongs to")
+
+
+def _check_unique_call_ids(messages: Sequence[Message], report: Any) -> None:
+    seen: dict[str, int] = {}
+    for i, msg in enumerate(messages):
+        if msg.role != "assistant":
+            continue
+        for j, part in enumerate(msg.parts):
+            if not isinstance(part, ToolCallPart):
+                continue
+            if part.id in seen:
+                first = seen[part.id]
+                where = "earlier in this message" if first == i else f"at message {first}"
+                report("R12", i, j, f"tool call id {part.id!r} is used {where} too")
+            else:
+                seen[part.id] = i
+
+
+def _check_binding(messages: Sequence[Message], sent_before: Sequence[Message], report: Any) -> None:
+    """R13, given the previous call's history: everything up to its end was sent before, and the
+    response to it was produced under exactly that. An edit at k leaves no thinking valid after k."""
+    edit = len(sent_before)
+    for k, (old, new) in enumerate(zip(sent_before, messages)):
+        if old is not new and message_digest(old) != message_digest(new):
+            edit = k
+            break
+    if edit == len(sent_before) or edit >= len(messages):
+        return
+    for i in range(edit, len(messages)):
+        msg = messages[i]
+        if msg.role != "assistant":
+            continue
+        for j, part in enumerate(msg.parts):
+            if isinstance(part, ThinkingPart) and (part.signature or part.redacted):
+                report(
+                    "R13",
+                    i,
+                    j,
+                    f"thinking replayed after an edit at message {edit}: it is bound to the history it was "
+                    "produced under, which changed",
+                )
 
 
 def _check_cache_breakpoints(messages: Sequence[Message], report: Any) -> None:

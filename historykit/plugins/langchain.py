@@ -157,6 +157,7 @@ class LangChainAdapter:
                     native,
                     id=native.id,
                     usage=reading.usage,
+                    model=_model_of(native),
                     pinned=reading.pinned,
                 )
                 _CACHE.put(native, None, fingerprint, (message,))
@@ -314,6 +315,16 @@ def _read(native: Any, index: int) -> _Reading:
             if isinstance(i, int) and 0 <= i < len(reading.parts):
                 reading.parts[i] = replace(reading.parts[i], pinned=True)
     return reading
+
+
+def _model_of(native: BaseMessage) -> str | None:
+    """The model that wrote an AI message: `response_metadata` names it (`model_name` for OpenAI and
+    Anthropic chat models, `model` for some others)."""
+    if not isinstance(native, AIMessage):
+        return None
+    metadata = native.response_metadata or {}
+    name = metadata.get("model_name") or metadata.get("model")
+    return name if isinstance(name, str) else None
 
 
 def _usage_of(native: BaseMessage) -> ReportedUsage | None:

@@ -69,15 +69,23 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
+from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
 from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, Report
+from historykit.view import Mode
 
 try:
     from langchain.agents.middleware.types import ExtendedModelResponse as _ExtendedModelResponse
 except ImportError:  # pragma: no cover - langchain 1.x before wrap_model_call could update state
     _ExtendedModelResponse = None  # type: ignore[assignment,misc]
 
-__all__ = ["HistoryKitHook", "HistoryKitMiddleware", "chat_model_context_window", "state_update"]
+__all__ = [
+    "HistoryKitHook",
+    "HistoryKitMiddleware",
+    "chat_model_binds_thinking",
+    "chat_model_context_window",
+    "state_update",
+]
 
 
 def chat_model_context_window(model: Any) -> ContextWindow | None:
@@ -98,6 +106,21 @@ def chat_model_context_window(model: Any) -> ContextWindow | None:
     tokens = profile.get("max_input_tokens")
     if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
         return ContextWindow(tokens, "model profile")
+    return None
+
+
+def chat_model_binds_thinking(model: Any) -> bool | None:
+    """Whether a LangChain chat model (or a binding of one) binds thinking to the history (R13).
+
+    From its model name (`model_name`, or `model` as `ChatAnthropic` calls it); `None` when there is
+    no model or it names none (the messages' `response_metadata` model names then decide).
+    """
+    while model is not None and not hasattr(model, "model_name") and hasattr(model, "bound"):
+        model = model.bound  # a RunnableBinding (tools bound): the chat model is inside
+    for attribute in ("model_name", "model"):
+        name = getattr(model, attribute, None)
+        if isinstance(name, str) and name:
+            return model_binds_thinking(name)
     return None
 
 
@@ -170,6 +193,7 @@ class _Glue:
         context_window: int | None,
         on_report: Callable[[Report], None] | None,
         persist: bool,
+        binds_thinking: bool | None = None,
     ) -> None:
         self.pipeline = _pipeline_of(processor)
         """The pipeline that runs (a single processor is wrapped in one)."""
@@ -181,6 +205,17 @@ class _Glue:
         """Whether the edits are written to the graph state (see the module documentation)."""
         self.last_report: Report | None = None
         """The report of the latest call."""
+        if binds_thinking is not None and not isinstance(binds_thinking, bool):
+            raise TypeError(f"binds_thinking must be True, False or None, got {binds_thinking!r}")
+        self.binds_thinking = binds_thinking
+        """Whether the model binds thinking to the history (R13); `None`: from the chat model's name,
+        else from the model names on the messages."""
+
+    def _binds(self, model: Any) -> bool | None:
+        return self.binds_thinking if self.binds_thinking is not None else chat_model_binds_thinking(model)
+
+    def _mode(self) -> Mode:
+        return "persistent" if self.persist else "view"
 
     def _window(self, model: Any) -> ContextWindow:
         stated = chat_model_context_window(model) if self.context_window is None else None
@@ -188,11 +223,26 @@ class _Glue:
 
     def _run(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
         window = self._window(model)
-        return self._deliver(self.pipeline.run(messages, window.tokens, window_source=window.source))
+        return self._deliver(
+            self.pipeline.run(
+                messages,
+                window.tokens,
+                window_source=window.source,
+                mode=self._mode(),
+                binds_thinking=self._binds(model),
+            )
+        )
 
     async def _arun(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
         window = self._window(model)
-        return self._deliver(await self.pipeline.arun(messages, window.tokens, window_source=window.source))
+        result = await self.pipeline.arun(
+            messages,
+            window.tokens,
+            window_source=window.source,
+            mode=self._mode(),
+            binds_thinking=self._binds(model),
+        )
+        return self._deliver(result)
 
     def _deliver(self, result: PipelineResult) -> list[BaseMessage]:
         self.last_report = result.report
@@ -234,8 +284,9 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
         persist: bool = False,
         on_report: Callable[[Report], None] | None = None,
         messages_key: str = "messages",
+        binds_thinking: bool | None = None,
     ) -> None:
-        super().__init__(processor, context_window, on_report, persist)
+        super().__init__(processor, context_window, on_report, persist, binds_thinking)
         self.model = model
         """The chat model whose profile gives the window when `context_window` is `None`."""
         self.messages_key = messages_key
@@ -296,8 +347,9 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         context_window: int | None = None,
         persist: bool = False,
         on_report: Callable[[Report], None] | None = None,
+        binds_thinking: bool | None = None,
     ) -> None:
-        super().__init__(processor, context_window, on_report, persist)
+        super().__init__(processor, context_window, on_report, persist, binds_thinking)
         if self.persist and _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
             raise ImportError("persistent mode needs a langchain with ExtendedModelResponse (1.2 or later)")
         self.tools = []

@@ -413,6 +413,7 @@ def _response_to_neutral(response: Any) -> Message:
         response,
         id=response.provider_response_id,
         usage=_reported_usage(response.usage),
+        model=response.model_name if isinstance(response.model_name, str) else None,
         pinned=_is_pinned(response.metadata),
     )
 
@@ -708,6 +709,7 @@ class _Builder:
         return _pai.ModelResponse(
             parts=parts,
             usage=_usage_with(None, msg.usage),
+            model_name=msg.model,
             provider_response_id=msg.id,
             metadata={PIN_KEY: True} if msg.pinned or self.pin_message else None,
         )

@@ -59,15 +59,17 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
+from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
 from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, Report
+from historykit.view import Mode
 
 try:
     from pydantic_ai.capabilities import AbstractCapability as _AbstractCapability
 except ImportError:  # pragma: no cover - Pydantic AI 1.x before capabilities: only HistoryKitProcessor
     _AbstractCapability = None  # type: ignore[assignment,misc]
 
-__all__ = ["HistoryKit", "HistoryKitProcessor", "model_context_window"]
+__all__ = ["HistoryKit", "HistoryKitProcessor", "model_binds_thinking_blocks", "model_context_window"]
 
 logger = logging.getLogger("historykit")
 
@@ -101,6 +103,24 @@ def model_context_window(model: Any) -> ContextWindow | None:
         return None
     known = _genai_prices_window(model)
     return ContextWindow(known, "genai-prices") if known is not None else None
+
+
+def model_binds_thinking_blocks(model: Any) -> bool | None:
+    """Whether a Pydantic AI model binds replayed thinking to the history (R13, `historykit.binding`).
+
+    The profile flag `anthropic_binds_thinking_blocks` (Pydantic AI 2.68 and later) when the profile
+    has it; else the model's name; `None` for no model (the messages' model names then decide).
+    """
+    if model is None:
+        return None
+    profile = getattr(model, "profile", None)
+    flag = profile.get("anthropic_binds_thinking_blocks") if isinstance(profile, dict) else None
+    if flag is None and profile is not None and not isinstance(profile, dict):
+        flag = getattr(profile, "anthropic_binds_thinking_blocks", None)
+    if isinstance(flag, bool) and flag:
+        return True
+    name = getattr(model, "model_name", None)
+    return model_binds_thinking(name) if isinstance(name, str) else bool(flag)
 
 
 _KNOWN_WINDOWS: dict[tuple[str, str, str | None], int | None] = {}
@@ -161,6 +181,8 @@ class _Glue:
     context_window: int | None
     on_report: Callable[[Report], None] | None
     last_report: Report | None
+    binds_thinking: bool | None
+    mode: Mode = "persistent"
 
     def window_for(self, model: Any) -> ContextWindow:
         stated = model_context_window(model) if self.context_window is None else None
@@ -172,8 +194,9 @@ class _Glue:
 
     async def process(self, messages: Sequence[ModelMessage], model: Any) -> list[ModelMessage]:
         window = self.window_for(model)
+        binds = self.binds_thinking if self.binds_thinking is not None else model_binds_thinking_blocks(model)
         result: PipelineResult = await self.pipeline.arun(
-            list(messages), window.tokens, window_source=window.source
+            list(messages), window.tokens, window_source=window.source, mode=self.mode, binds_thinking=binds
         )
         self.last_report = result.report
         if self.on_report is not None:
@@ -209,6 +232,9 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     """Called with every call's report."""
     persist: bool = True
     """`True`: the processed history becomes the run's history; `False`: only the request sees it."""
+    binds_thinking: bool | None = None
+    """Whether the model binds thinking to the history (R13); `None`: from the run's model (its
+    profile's `anthropic_binds_thinking_blocks`, else its name)."""
     last_report: Report | None = field(default=None, init=False, repr=False, compare=False)
     """The report of the latest call."""
 
@@ -218,6 +244,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
                 "this Pydantic AI has no capabilities: use HistoryKitProcessor in history_processors=[...]"
             )
         self.pipeline = _pipeline_of(self.processor)
+        self.mode = "persistent" if self.persist else "view"
         check_context_window(self.context_window)
 
     @classmethod
@@ -265,6 +292,7 @@ class HistoryKitProcessor(_Glue):
         *,
         context_window: int | None = None,
         on_report: Callable[[Report], None] | None = None,
+        binds_thinking: bool | None = None,
     ) -> None:
         self.pipeline = _pipeline_of(processor)
         """The pipeline that runs (a single processor is wrapped in one)."""
@@ -274,6 +302,8 @@ class HistoryKitProcessor(_Glue):
         """Called with every call's report."""
         self.last_report = None
         """The report of the latest call."""
+        self.binds_thinking = binds_thinking
+        """Whether the model binds thinking to the history (R13); `None`: from the run's model."""
 
     def __repr__(self) -> str:
         return f"HistoryKitProcessor({self.pipeline!r}, context_window={self.context_window!r})"

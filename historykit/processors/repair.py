@@ -19,6 +19,8 @@ EMPTY_TEXT = "(empty message)"
 class Repair(HistoryProcessor):
     """Fixes provider-rule violations; the last stage of every built-in pipeline.
 
+    - a tool-call id used before in the history (R12) is made unique (`<id>__2`, ...), in the call and
+      in the result that answers it, so the pairing stays as it was;
     - a tool result that answers no call of the preceding assistant message (R1) is removed, or,
       inside the final request, turned into user text so the request keeps its content;
     - a tool call without a result (R2) gets a short synthetic result saying the output is gone
@@ -46,7 +48,8 @@ class Repair(HistoryProcessor):
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         notes = StepNotes()
-        out = _fix_pairing(messages, notes)
+        out = _fix_duplicate_ids(messages, notes)
+        out = _fix_pairing(out, notes)
         out = _fix_result_order(out, notes)
         out = _drop_empty_text(out, notes)
         out = _fix_invalid_thinking(out, notes)
@@ -56,6 +59,50 @@ class Repair(HistoryProcessor):
         notes.details.extend(f"not repaired: {v}" for v in left)
         unchanged = len(out) == len(messages) and all(a is b for a, b in zip(out, messages))
         return (messages if unchanged else out), notes
+
+
+def _fix_duplicate_ids(messages: list[Message], notes: StepNotes) -> list[Message]:
+    """R12: each tool-call id once in the whole request. A repeated id gets a fresh one, and the
+    results after that assistant message follow it: the n-th result for an id answers the n-th call
+    that had it, as the provider pairs them."""
+    seen: set[str] = set()
+    renamed: dict[str, list[str]] = {}  # old id -> new ids of the latest assistant message, in order
+    out: list[Message] | None = None
+    for index, msg in enumerate(messages):
+        new_parts: list[Part] | None = None
+        if msg.role == "assistant":
+            renamed = {}
+            for j, part in enumerate(msg.parts):
+                if not isinstance(part, ToolCallPart):
+                    continue
+                new_id = part.id
+                if part.id in seen:
+                    n = 2
+                    while f"{part.id}__{n}" in seen:
+                        n += 1
+                    new_id = f"{part.id}__{n}"
+                    if new_parts is None:
+                        new_parts = list(msg.parts)
+                    new_parts[j] = replace(part, id=new_id)
+                    notes.details.append(f"tool call id {part.id!r} used before: renamed {new_id!r}")
+                renamed.setdefault(part.id, []).append(new_id)
+                seen.add(new_id)
+        elif msg.tool_results and any(new != old for old, ids in renamed.items() for new in ids):
+            queues = {old: list(ids) for old, ids in renamed.items()}
+            for j, part in enumerate(msg.parts):
+                if isinstance(part, ToolResultPart) and queues.get(part.tool_call_id):
+                    new_id = queues[part.tool_call_id].pop(0)
+                    if new_id != part.tool_call_id:
+                        if new_parts is None:
+                            new_parts = list(msg.parts)
+                        new_parts[j] = replace(part, tool_call_id=new_id)
+            renamed = {old: ids for old, ids in queues.items() if ids}
+        if new_parts is not None:
+            if out is None:
+                out = list(messages)
+            out[index] = replace(msg, parts=tuple(new_parts))
+            notes.replaced += 1
+    return messages if out is None else out
 
 
 def _fix_pairing(messages: list[Message], notes: StepNotes) -> list[Message]:

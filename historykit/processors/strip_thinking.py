@@ -28,6 +28,7 @@ from historykit.messages import Message, TextPart, ThinkingPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.replay import prefix_sums, replay_boundary
 from historykit.processors.trigger import Trigger
+from historykit.validity import starts_turn
 
 __all__ = ["StripThinking"]
 
@@ -107,7 +108,7 @@ class StripThinking(HistoryProcessor):
                     firsts.append(index)
                     owners.append(turn_starts[-1])
                     answered = True
-            elif _starts_turn(msg):
+            elif starts_turn(messages, index):
                 turn_starts.append(index)
                 answered = False
         points.append(len(messages))
@@ -146,7 +147,13 @@ class StripThinking(HistoryProcessor):
             )
         out = list(messages)
         dropped = edited = freed = 0
-        for i in range(boundary):
+        reach = boundary
+        if ctx.binds_thinking:
+            # The model binds thinking to the history before it (R13): stripping one turn invalidates
+            # every later block, the current cycle's included, so they go in the same edit.
+            first = next((i for i in range(boundary) if stripped[i] is not messages[i]), None)
+            reach = boundary if first is None else len(messages)
+        for i in range(reach):
             if stripped[i] is messages[i]:
                 continue
             out[i] = stripped[i]
@@ -158,7 +165,8 @@ class StripThinking(HistoryProcessor):
         notes.replaced = dropped
         notes.details.append(
             f"dropped {dropped} thinking block(s) from {edited} assistant message(s) "
-            f"before message {boundary}: {freed:,} tokens freed"
+            + (f"before message {boundary}" if reach == boundary else "(the model binds thinking: all of it)")
+            + f": {freed:,} tokens freed"
         )
         return out, notes
 
@@ -174,10 +182,6 @@ class StripThinking(HistoryProcessor):
         # token counter's per-object cache hitting on `new`.
         self._cache[id(msg)] = (msg, new)
         return new
-
-
-def _starts_turn(msg: Message) -> bool:
-    return msg.role == "system" or (msg.role == "user" and not msg.tool_results)
 
 
 def _strip(msg: Message) -> Message:

@@ -13,27 +13,21 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 import tenacity
 
+from historykit.digests import MessageDigests
 from historykit.messages import (
     CompactionMarker,
-    MediaPart,
     Message,
-    OtherPart,
     SummaryPart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
 )
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.pairwise_truncate import DEFAULT_FRACTION, Cut, Point, Replay
@@ -143,7 +137,7 @@ class Summarize(HistoryProcessor):
     _cache: OrderedDict[str, _Cached] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
-    _digests: _Digests = field(default_factory=lambda: _Digests(), init=False, repr=False, compare=False)
+    _digests: MessageDigests = field(default_factory=MessageDigests, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_tokens is None and self.max_fraction is None and self.max_messages is None:
@@ -477,56 +471,3 @@ def _is_coroutine_function(fn: object) -> bool:
     # An object whose `__call__` is `async def` (the LLM adapters) counts too.
     call = type(fn).__dict__.get("__call__") if not inspect.isroutine(fn) else None
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
-
-
-class _Digests:
-    """Content digests of messages, remembered per message (or per native message, for adapters
-    that make new neutral objects on every call): a view-only replay hashes each message once."""
-
-    max_cached = 200_000
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple[int, str, tuple[str, ...]], tuple[object, bytes]] = {}
-
-    def key(self, messages: Sequence[Message]) -> str:
-        """Identity of a summarizer input by content."""
-        h = hashlib.blake2b(digest_size=20)
-        for msg in messages:
-            h.update(self.digest(msg))
-        return h.hexdigest()
-
-    def digest(self, msg: Message) -> bytes:
-        anchor: object = msg.native if msg.is_untouched else msg
-        # One native message may give several neutral ones (a request's system prompt and user
-        # prompt): the role and the part kinds tell them apart.
-        key = (id(anchor), msg.role, tuple(p.kind for p in msg.parts))
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] is anchor:
-            return hit[1]
-        digest = _digest(msg)
-        if len(self._cache) >= self.max_cached:
-            for old in list(self._cache)[: self.max_cached // 2]:
-                del self._cache[old]
-        # Holding the object keeps its id from being reused while the entry lives.
-        self._cache[key] = (anchor, digest)
-        return digest
-
-
-def _digest(msg: Message) -> bytes:
-    h = hashlib.blake2b(digest_size=20)
-    h.update(f"\x1e{msg.role}\x1f{int(msg.pinned)}".encode())
-    for part in msg.parts:
-        h.update(f"\x1d{part.kind}\x1f{int(part.pinned)}\x1f".encode())
-        if isinstance(part, (TextPart, SummaryPart)):
-            h.update(part.text.encode())
-        elif isinstance(part, ThinkingPart):
-            h.update(f"{part.text}\x1f{part.signature}\x1f{part.id}\x1f{part.redacted}".encode())
-        elif isinstance(part, ToolCallPart):
-            h.update(f"{part.id}\x1f{part.name}\x1f{part.arguments_text()}".encode())
-        elif isinstance(part, ToolResultPart):
-            h.update(f"{part.tool_call_id}\x1f{part.name}\x1f{part.is_error}\x1f{part.content}".encode())
-        elif isinstance(part, MediaPart):
-            h.update(f"{part.media_type}\x1f{part.source}\x1f{part.size}".encode())
-        elif isinstance(part, OtherPart):
-            h.update(f"{part.type_name}\x1f{part.text}".encode())
-    return h.digest()

@@ -42,6 +42,7 @@ __all__ = [
     "first_edit",
     "history_binds_thinking",
     "model_binds_thinking",
+    "restore_cycle_thinking",
 ]
 
 BINDING_MODELS: tuple[str, ...] = (
@@ -140,3 +141,47 @@ def drop_unbound_thinking(
         else:
             drop.messages_removed += 1
     return (after, drop) if not drop.blocks else (out, drop)
+
+
+def restore_cycle_thinking(before: Sequence[Message], after: list[Message]) -> tuple[list[Message], int]:
+    """On a model that does not bind thinking: give back the current cycle's thinking (R7).
+
+    The last assistant turn of a tool-use cycle must reach the provider with its thinking first and
+    unmodified. Processors never strip the current cycle's thinking, but one edit can make another
+    one's work the current cycle: a truncation that keeps an older pinned exchange right before the
+    final request makes that exchange's assistant message the cycle's, and its thinking may have
+    gone when it was old. Such a message gets its thinking back from `before` (matched by its tool
+    calls, else by its text), in front of whatever else it holds now. Returns the history and how
+    many messages got their thinking back.
+    """
+    from historykit.validity import current_cycle_start
+
+    start = current_cycle_start(after)
+    if start >= len(after):
+        return after, 0
+    originals: dict[tuple[str, ...], Message] = {}
+    for msg in before:
+        if msg.role == "assistant" and any(isinstance(p, ThinkingPart) for p in msg.parts):
+            originals[_identity(msg)] = msg
+    out: list[Message] | None = None
+    restored = 0
+    for index in range(start, len(after)):
+        msg = after[index]
+        if msg.role != "assistant" or any(isinstance(p, ThinkingPart) for p in msg.parts):
+            continue
+        original = originals.get(_identity(msg))
+        if original is None:
+            continue
+        thinking = tuple(p for p in original.parts if isinstance(p, ThinkingPart))
+        if out is None:
+            out = list(after)
+        out[index] = replace(msg, parts=(*thinking, *msg.parts))
+        restored += 1
+    return (after, 0) if out is None else (out, restored)
+
+
+def _identity(msg: Message) -> tuple[str, ...]:
+    """What tells an assistant message from the others once its thinking is gone: its tool-call ids,
+    or, with none, its text."""
+    calls = tuple(p.id for p in msg.parts if p.kind == "tool_call")  # type: ignore[union-attr]
+    return calls or ("text", msg.text)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from historykit.binding import drop_unbound_thinking, history_binds_thinking
+from historykit.binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
 from historykit.messages import CompactionMarker, Message
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
 from historykit.view import Mode, ViewReplay
@@ -45,6 +45,8 @@ logger = logging.getLogger("historykit")
 
 BINDING_STEP = "ThinkingBinding"
 """The report's name for the step that drops thinking an edit made invalid (`historykit.binding`)."""
+CYCLE_STEP = "ThinkingCycle"
+"""The report's name for the step that gives the current tool-use cycle its thinking back (R7)."""
 
 
 @dataclass
@@ -359,9 +361,18 @@ class Pipeline(HistoryProcessor):
     def _bind(
         self, given: list[Message], processed: list[Message], steps: list[StepReport], ctx: ProcessContext
     ) -> list[Message]:
-        """On a binding model, the thinking after the first edit goes (R13); a report step says so."""
+        """On a binding model, the thinking after the first edit goes (R13); on others, the current
+        cycle keeps its thinking (R7). A report step says what either did."""
         if not ctx.binds_thinking:
-            return processed
+            out, restored = restore_cycle_thinking(given, processed)
+            if restored:
+                notes = StepNotes(replaced=restored)
+                notes.details.append(
+                    f"gave {restored} assistant message(s) of the current tool-use cycle their thinking "
+                    "back: the provider needs it there (an edit made an older exchange the cycle's)"
+                )
+                steps.append(self._step_report(CYCLE_STEP, processed, out, notes, ctx))
+            return out
         out, drop = drop_unbound_thinking(given, processed)
         if drop.blocks:
             notes = StepNotes(replaced=drop.blocks, removed=drop.messages_removed)

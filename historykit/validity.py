@@ -30,7 +30,7 @@ __all__ = [
     "check_neutral",
     "current_cycle_start",
     "final_request_start",
-    "starts_turn",
+    "turn_starts",
 ]
 
 RULES: dict[str, str] = {
@@ -138,20 +138,17 @@ def final_request_start(messages: Sequence[Message]) -> int:
     return start
 
 
-def starts_turn(messages: Sequence[Message], index: int) -> bool:
-    """True when `messages[index]` starts a turn: a system message, or the user's own message that
-    is not part of a tool-result turn. User text that follows tool results (Pydantic AI sends a new
-    prompt in the request that carries the results) belongs to that tool-use cycle: the provider
-    sees one user turn holding the results, so the cycle's thinking is still the current one."""
-    msg = messages[index]
-    if msg.role == "system":
-        return True
-    if not _is_user_text(msg):
-        return False
-    back = index - 1
-    while back >= 0 and _is_user_text(messages[back]):
-        back -= 1
-    return back < 0 or not (messages[back].role == "tool" or messages[back].tool_results)
+def turn_starts(messages: Sequence[Message]) -> list[bool]:
+    """For each message, whether it starts a turn: a system message, or the user's own message,
+    except in a final request that also carries tool results (Pydantic AI sends a new prompt in the
+    request holding the results): the provider gets one user turn with the results, so the tool-use
+    cycle they answer is still the current one, and its thinking must stay (R7)."""
+    final = final_request_start(messages)
+    answers_calls = any(m.role == "tool" or m.tool_results for m in messages[final:])
+    return [
+        m.role == "system" or (_is_user_text(m) and not (answers_calls and i >= final))
+        for i, m in enumerate(messages)
+    ]
 
 
 def current_cycle_start(messages: Sequence[Message]) -> int:
@@ -161,8 +158,9 @@ def current_cycle_start(messages: Sequence[Message]) -> int:
     since then. Their thinking must reach the provider unmodified (R7). `len(messages)` when
     there is no assistant message after the latest user message.
     """
+    starts = turn_starts(messages)
     for index in range(len(messages) - 1, -1, -1):
-        if starts_turn(messages, index):
+        if starts[index]:
             for later in range(index + 1, len(messages)):
                 if messages[later].role == "assistant":
                     return later

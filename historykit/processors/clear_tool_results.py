@@ -11,7 +11,7 @@ cleared too, leaving the arguments a valid object with the same keys (providers 
 parse them).
 
 Clearing edits old messages, which makes the provider's prompt cache miss from the first edited
-message on; so it happens rarely and in batches (see `historykit.processors.replay`): only when the
+message on; so it happens rarely and in batches (see `historykit.processors.batching`): only when the
 history crosses the trigger's high-water mark, then down to its low-water mark and by at least
 `min_gain` tokens at once. Between two batches the processed history only grows by appending.
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 from historykit.messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
-from historykit.processors.replay import prefix_sums, replay_boundary
+from historykit.processors.batching import batch_boundary, prefix_sums
 from historykit.processors.trigger import Trigger
 from historykit.tokens import TokenCounter
 
@@ -109,9 +109,9 @@ class ClearToolResults(HistoryProcessor):
     argument values that are not strings, and arguments given as a string that is not a JSON object.
     A tool call and its results are cleared together, as one unit.
 
-    When it clears: replaying the history request by request, each time the processed history
-    crosses the trigger's high-water mark it clears the oldest units until the low-water mark is
-    reached, in one batch of at least `min_gain` tokens, or not at all (`historykit.processors.replay`).
+    When it clears: when the history crosses the trigger's high-water mark, it clears the oldest
+    units until the low-water mark is reached, in one batch of at least `min_gain` tokens, or not
+    at all (`historykit.processors.batching`).
     A message-count trigger counts all messages (clearing never lowers it) and keeps the results of
     the last `low_water * max_messages` messages; `min_gain` is then what sizes its batches.
 
@@ -213,12 +213,11 @@ class ClearToolResults(HistoryProcessor):
         min_gain = self.min_gain
         if min_gain is None:
             min_gain = int(ctx.context_window * DEFAULT_MIN_GAIN_FRACTION)
-        boundary = replay_boundary(
-            points=[*starts, len(messages)],
+        boundary = batch_boundary(
             candidates=starts,
             sizes=sizes,
             edited=edited,
-            cap=cap,
+            limit=cap(len(messages)),
             trigger=self.trigger,
             ctx=ctx,
             min_gain=min_gain,

@@ -26,13 +26,11 @@ Which reads supersede which:
 
 When (the prompt cache): replacing an old result edits the history there, so the provider's cache
 misses from that point on, while a re-read that stays costs little as long as the cache serves it.
-So edits wait until they are needed and come in batches: the processor replays the history's model
-requests from the start and moves its boundary ("reads superseded before request k are replaced")
-only when the history, as processed so far, is over the `trigger`'s high-water mark (by default
-half the context window; `trigger=None` drops this condition) and the tokens the batch frees reach
-`min_gain`. Between two moves the output only grows by appending, and because the replay is a
-function of the history alone, the raw history (view-only mode) and the carried-forward processed
-history (persistent mode) give the same output.
+So edits wait until they are needed and come in batches (`historykit.processors.batching`): the
+superseded reads are replaced only when the history is over the `trigger`'s high-water mark (by
+default half the context window; `trigger=None` drops this condition) and the tokens the batch
+frees reach `min_gain`. Between two batches the view only grows by appending, in both modes
+(`historykit.view`).
 
 Example:
     ```python
@@ -154,7 +152,7 @@ class DedupeFileReads(HistoryProcessor):
         for read in reads:
             if read.state == _NOTICE or (read.state != _PINNED and read.due < _NEVER):
                 read.estimate = self._estimate(read, ctx)
-        boundary = self._replay(messages, reads, ctx)
+        boundary = self._boundary(messages, reads, ctx)
         if boundary == 0:
             return messages, notes
         by_message: dict[int, dict[int, str]] = {}
@@ -276,21 +274,20 @@ class DedupeFileReads(HistoryProcessor):
 
     # --- when -----------------------------------------------------------------------------------
 
-    def _replay(self, messages: list[Message], reads: list[_Read], ctx: ProcessContext) -> int:
-        """The boundary: the latest request point at which reads were replaced.
+    def _boundary(self, messages: list[Message], reads: list[_Read], ctx: ProcessContext) -> int:
+        """The boundary: this call's request point when reads are replaced now, else 0.
 
-        Walks the request points (before each assistant message, and the end) in order. The
-        boundary moves to a point when the reads superseded since the last move would free
-        `min_gain` tokens and the trigger, if any, fires on the size the history has there, as
-        processed so far. Sizes count every notice (new or already in the history) at a fixed
-        estimate of its own, so the raw history and a processed one replay alike.
+        Reads are replaced in a batch (`historykit.processors.batching`): when those superseded
+        and not yet replaced would free `min_gain` tokens and the trigger, if any, fires on the
+        history's size, counting every notice already in it at a fixed estimate of its own.
         """
         due = sorted((r for r in reads if r.due < _NEVER and (r.gain > 0 or r.state == _NOTICE)), key=_due)
         if not due:
             return 0
-        points = [i for i, m in enumerate(messages) if m.role == "assistant"]
-        if messages[-1].role != "assistant":
-            points.append(len(messages))
+        # This call's request point: the end, or the latest assistant message when the history
+        # ends with one (its calls are still waiting for their results).
+        last = len(messages) - 1
+        points = [last if messages[last].role == "assistant" else len(messages)]
         notices = sorted((r for r in reads if r.state == _NOTICE), key=lambda r: r.msg_index)
         min_gain = max(self.min_gain, 1)
         trigger = self.trigger

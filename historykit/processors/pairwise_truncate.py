@@ -1,20 +1,16 @@
 """`PairwiseTruncate`: drop the oldest whole turns until the history fits, leaving a notice.
 
-This module also holds the replay that gives every compacting processor (this one and `Summarize`)
-hysteresis without state: a processor is a deterministic function of the history, used either
-persistently (its output is the next call's input) or view-only (every call sees the raw, growing
-history). Both must give a processed history that only grows by appending between compactions, so
-the provider's prompt cache keeps hitting. The replay walks the model calls the history records
-(the positions just before each assistant message, and the end), tracking the size the processed
-history had at each; whenever it crosses the high-water mark, the compaction boundary moves so the
-size drops to the low-water mark. The final boundary is the output. A processed history carries
-its compactions with it (the notice, the summary and its marker), so replaying it gives the same
-result as replaying the raw history.
+This module also holds `CompactionState`, shared by the two processors that compact (this one and
+`Summarize`): the history at this call, seen as what earlier compactions left (the head, what they
+kept, their notice or summary) and what came after. A compaction happens only when this call's
+history is over the high-water mark, and goes down to the low-water mark; a processed history
+carries its compactions with it (the notice, the summary and its marker), so between compactions
+the view only grows by appending, in both modes (`historykit.view`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, ClassVar, Literal
@@ -89,11 +85,11 @@ class PairwiseTruncate(HistoryProcessor):
         return Trigger(self.max_tokens, self.max_fraction, self.max_messages, self.low_water)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        replay = Replay(messages, ctx, self.trigger())
-        for point in replay.request_points():
-            if replay.fires(point):
-                replay.truncate(point)
-        out, notes = replay.result()
+        state = CompactionState(messages, ctx, self.trigger())
+        point = state.current_call()
+        if state.fires(point):
+            state.truncate(point)
+        out, notes = state.result()
         if self.fit_final_request:
             window = ctx.context_window
             if sum(map(ctx.counter.count_message, out)) > window:
@@ -102,7 +98,7 @@ class PairwiseTruncate(HistoryProcessor):
         return out, notes
 
 
-# --- the replay, shared with `Summarize` ---------------------------------------------------------
+# --- the compaction state of a call, shared with `Summarize` ---------------------------------------
 
 Mode = Literal["truncate", "summarize"]
 
@@ -143,7 +139,7 @@ class Cut:
     """Where a compaction cuts and what it keeps of the region before the cut."""
 
     unit: int
-    """Index (in `Replay.units`) of the first unit of the kept tail."""
+    """Index (in `CompactionState.units`) of the first unit of the kept tail."""
     start: int
     """Message index where the kept tail starts."""
     kept: list[Piece]
@@ -276,12 +272,13 @@ def latest_marker(messages: Sequence[Message]) -> CompactionMarker | None:
     return None
 
 
-class Replay:
-    """The model calls a history records, replayed in order with the compactions they triggered.
+class CompactionState:
+    """A history at this call, seen as what earlier compactions left and what came after them.
 
-    At any point the processed history is `prefix + messages[live:point]`: the prefix holds the head
-    (system messages and the task), what earlier compactions kept, and their notice or summary.
-    A processed history given as input starts with its compactions in the prefix already.
+    The processed history is `prefix + messages[live:]`: the prefix holds the head (system messages
+    and the task), what earlier compactions kept, and their notice or summary; a processed history
+    given as input starts with its compactions in the prefix already. A compaction at this call
+    (`truncate`, or `apply` with a summary) makes a new prefix.
     """
 
     def __init__(self, messages: list[Message], ctx: ProcessContext, trigger: Trigger) -> None:
@@ -298,7 +295,7 @@ class Replay:
         self.low = trigger.target_tokens(ctx)
         """The token low-water mark."""
         self.new_prefix: list[Message] | None = None
-        """The prefix once a compaction happened in this replay; `None` while the input's stands."""
+        """The prefix once a compaction happened at this call; `None` while the input's stands."""
 
         # The latest compaction already in the history ends the prefix.
         self.live_unit = 0
@@ -367,14 +364,9 @@ class Replay:
     def original_index(self, index: int) -> int:
         return index + self.offset
 
-    def request_points(self) -> Iterator[Point]:
-        """The model calls after the prefix, in order: before each assistant message, and the end."""
-        messages = self.messages
-        for index in range(self.live_unit, len(self.units)):
-            start = self.units[index].start
-            if start > self.live and messages[start].role == "assistant":
-                yield self.point(start)
-        yield self.point(len(messages))
+    def current_call(self) -> Point:
+        """The call about to be made: it sees the whole history."""
+        return self.point(len(self.messages))
 
     def point(self, end: int) -> Point:
         """The call that saw `messages[:end]`, in the current state."""
@@ -448,7 +440,7 @@ class Replay:
         """Truncate at `point`; False (and a note) when nothing can be dropped."""
         cut = self.truncation_cut(point)
         if cut is None or cut.dropped == 0:
-            if point.end == len(self.messages):  # earlier calls: the final state says it all
+            if point.end == len(self.messages):
                 self.notes.details.append(
                     f"{why}nothing can be dropped without losing the system prompt, the task, pinned "
                     "content or the final request"

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, replace
 
 from historykit.messages import Message, TextPart, ThinkingPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
-from historykit.processors.replay import prefix_sums, replay_boundary
+from historykit.processors.batching import batch_boundary, prefix_sums
 from historykit.processors.trigger import Trigger
-from historykit.validity import starts_turn
+from historykit.validity import turn_starts as turn_start_flags
 
 __all__ = ["StripThinking"]
 
@@ -53,7 +53,7 @@ class StripThinking(HistoryProcessor):
     `keep_turns` a turn becomes strippable each time a new one starts. Stripping it at once would
     edit the history at every user message; so, like every compacting processor, it waits for the
     trigger's high-water mark, then strips whole turns, oldest first, down to the low-water mark
-    and by at least `min_gain` tokens at once (`historykit.processors.replay`). With
+    and by at least `min_gain` tokens at once (`historykit.processors.batching`). With
     `trigger=None` it strips everything it may at every call: the smallest history, at the price
     of a cache miss on the latest turn whenever a new turn starts. A message-count trigger counts
     all messages (stripping never lowers it); `min_gain` then sizes the batches.
@@ -98,20 +98,18 @@ class StripThinking(HistoryProcessor):
         turn_starts: list[int] = []
         firsts: list[int] = []  # the first assistant message of each assistant turn...
         owners: list[int] = []  # ...and where that turn starts
-        points: list[int] = []  # request points: before each assistant message, and the end
         answered = True  # the latest turn has an assistant message already
+        starts = turn_start_flags(messages)
         for index, msg in enumerate(messages):
             stripped.append(self._stripped(msg))
             if msg.role == "assistant":
-                points.append(index)
                 if not answered:
                     firsts.append(index)
                     owners.append(turn_starts[-1])
                     answered = True
-            elif starts_turn(messages, index):
+            elif starts[index]:
                 turn_starts.append(index)
                 answered = False
-        points.append(len(messages))
         if all(s is m for s, m in zip(stripped, messages)):
             return messages, notes  # no strippable thinking anywhere: nothing to replay
 
@@ -135,12 +133,11 @@ class StripThinking(HistoryProcessor):
                 if self.min_gain is not None
                 else int(ctx.context_window * DEFAULT_MIN_GAIN_FRACTION)
             )
-            boundary = replay_boundary(
-                points=points,
+            boundary = batch_boundary(
                 candidates=turn_starts,
                 sizes=prefix_sums(count(m) for m in messages),
                 edited=prefix_sums(count(s) for s in stripped),
-                cap=cap,
+                limit=cap(len(messages)),
                 trigger=self.trigger,
                 ctx=ctx,
                 min_gain=min_gain,

@@ -30,7 +30,7 @@ from historykit.messages import (
     SummaryPart,
 )
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
-from historykit.processors.pairwise_truncate import DEFAULT_FRACTION, Cut, Point, Replay
+from historykit.processors.pairwise_truncate import DEFAULT_FRACTION, CompactionState, Cut, Point
 from historykit.processors.summarizers import (
     ExtractiveSummarizer,
     Summarizer,
@@ -82,13 +82,12 @@ class Summarize(HistoryProcessor):
     code, even on a thread whose event loop is running: an async summarizer then runs on a
     background event loop of its own.
 
-    Deterministic given a deterministic summarizer. In view-only use (every call gets the raw
-    history) the compactions are replayed each call: summaries are cached in this instance by the
-    content they cover, so each is written once (same text, same marker, same `created_at`) and
-    the output stays append-only between compactions. A fresh instance on a long raw history
-    summarizes once per compaction point it replays; a span whose summary failed is truncated
-    for the lifetime of the instance. In persistent use the summary is carried forward and no
-    replay is needed.
+    Deterministic given a deterministic summarizer. It decides for the call at hand; in view-only
+    use the pipeline derives each call's input the way persistent use has it (`historykit.view`),
+    so both make the same summarizer calls. Summaries are also remembered in this instance by the
+    content they cover, so a span summarized once (a view-only conversation replayed in a new
+    process, a retried call) is not summarized again; a span whose summary failed is truncated for
+    the lifetime of the instance.
 
     Example:
         ```python
@@ -132,8 +131,8 @@ class Summarize(HistoryProcessor):
     automatic: bool = True
     """Recorded in the marker: `False` for a compaction a user asked for."""
     cache_size: int = 1_024
-    """Summaries remembered by covered content, for view-only use, where each call replays every
-    compaction of the conversation: keep it above the number of compactions a conversation has."""
+    """Summaries remembered by covered content (a conversation replayed in a new process reuses
+    them): keep it above the number of compactions a conversation has."""
     _cache: OrderedDict[str, _Cached] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
@@ -177,7 +176,7 @@ class Summarize(HistoryProcessor):
     # -- entry points -----------------------------------------------------------------------------
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        steps = self._replay(messages, ctx)
+        steps = self._compact(messages, ctx)
         reply: _Reply | None = None
         while True:
             try:
@@ -187,7 +186,7 @@ class Summarize(HistoryProcessor):
             reply = self._summarize_sync(request)
 
     async def aprocess(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        steps = self._replay(messages, ctx)
+        steps = self._compact(messages, ctx)
         reply: _Reply | None = None
         while True:
             try:
@@ -196,72 +195,72 @@ class Summarize(HistoryProcessor):
                 return done.value  # type: ignore[no-any-return]
             reply = await self._summarize_async(request)
 
-    # -- the replay -------------------------------------------------------------------------------
+    # -- the compaction -------------------------------------------------------------------------------
 
-    def _replay(
+    def _compact(
         self, messages: list[Message], ctx: ProcessContext
     ) -> Generator[list[Message], _Reply, tuple[list[Message], StepNotes]]:
-        """Replays the history's model calls; yields summarizer inputs, receives their replies."""
-        replay = Replay(messages, ctx, self.trigger())
-        notes = replay.notes
-        for point in replay.request_points():
-            if not replay.fires(point):
-                continue
-            plan = self._plan(replay, point)
-            if plan is None:
-                replay.truncate(point, "nothing to summarize; ")
-                continue
-            cut, expected = plan
-            gain = point.tokens - expected
-            needed = self._needed_gain(replay)
-            if gain < needed:
-                why = f"summarizing would free about {max(gain, 0):,} tokens (< {needed:,}); "
-                replay.truncate(point, why)
-                continue
-            inputs = self._inputs(replay, cut)
-            key = self._digests.key(inputs)
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._cache.move_to_end(key)
-            if cached is None:
-                reply = yield inputs
-                cached = _Cached(reply.text, reply.error)
-                if reply.text is not None:
-                    cached.text = self._finish_text(reply.text, inputs)
-                self._remember(key, cached)
-                fresh = True
-            else:
-                fresh = False
-            if cached.text is None:
-                replay.truncate(point, f"summarizer failed ({cached.error}), truncated instead; ")
-                continue
-            summary = self._summary_message(replay, point, cut, cached, ctx)
-            marker = summary.parts[0].marker  # type: ignore[union-attr]
-            assert marker is not None
-            if marker.tokens_before - marker.tokens_after < self.min_gain:
-                # Longer than expected: a summary that frees so little is not worth the cache miss.
-                why = f"the summary would free only {marker.tokens_before - marker.tokens_after:,} tokens; "
-                replay.truncate(point, why)
-                continue
-            replay.apply(cut, summary)
-            if fresh:
-                notes.markers.append(marker)
-            covered = marker.covered_to - marker.covered_from
-            notes.details.append(
-                f"{'summarized' if fresh else 're-applied the summary of'} messages "
-                f"{marker.covered_from}-{marker.covered_to} ({covered} messages; "
-                f"{sum(len(p.messages) for p in cut.kept)} kept verbatim) "
-                f"before message {point.end}: {marker.tokens_before:,} -> {marker.tokens_after:,} tokens"
-                + (f" ({marker.model})" if marker.model else "")
-            )
-        return replay.result()
+        """Compacts this call's history if it must; yields summarizer inputs, receives their replies."""
+        state = CompactionState(messages, ctx, self.trigger())
+        notes = state.notes
+        point = state.current_call()
+        if not state.fires(point):
+            return state.result()
+        plan = self._plan(state, point)
+        if plan is None:
+            state.truncate(point, "nothing to summarize; ")
+            return state.result()
+        cut, expected = plan
+        gain = point.tokens - expected
+        needed = self._needed_gain(state)
+        if gain < needed:
+            why = f"summarizing would free about {max(gain, 0):,} tokens (< {needed:,}); "
+            state.truncate(point, why)
+            return state.result()
+        inputs = self._inputs(state, cut)
+        key = self._digests.key(inputs)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+        if cached is None:
+            reply = yield inputs
+            cached = _Cached(reply.text, reply.error)
+            if reply.text is not None:
+                cached.text = self._finish_text(reply.text, inputs)
+            self._remember(key, cached)
+            fresh = True
+        else:
+            fresh = False
+        if cached.text is None:
+            state.truncate(point, f"summarizer failed ({cached.error}), truncated instead; ")
+            return state.result()
+        summary = self._summary_message(state, point, cut, cached, ctx)
+        marker = summary.parts[0].marker  # type: ignore[union-attr]
+        assert marker is not None
+        if marker.tokens_before - marker.tokens_after < self.min_gain:
+            # Longer than expected: a summary that frees so little is not worth the cache miss.
+            why = f"the summary would free only {marker.tokens_before - marker.tokens_after:,} tokens; "
+            state.truncate(point, why)
+            return state.result()
+        state.apply(cut, summary)
+        if fresh:
+            notes.markers.append(marker)
+        covered = marker.covered_to - marker.covered_from
+        notes.details.append(
+            f"{'summarized' if fresh else 're-applied the summary of'} messages "
+            f"{marker.covered_from}-{marker.covered_to} ({covered} messages; "
+            f"{sum(len(p.messages) for p in cut.kept)} kept verbatim) "
+            f"before message {point.end}: {marker.tokens_before:,} -> {marker.tokens_after:,} tokens"
+            + (f" ({marker.model})" if marker.model else "")
+        )
+        return state.result()
 
-    def _needed_gain(self, replay: Replay) -> int:
+    def _needed_gain(self, state: CompactionState) -> int:
         """`min_gain`, or after a compaction that gained too little, a full high-to-low swing."""
-        marker = replay.marker
+        marker = state.marker
         if marker is None:
             return self.min_gain
-        high, low = replay.high, replay.low
+        high, low = state.high, state.low
         over = high is not None and marker.tokens_after > high
         small = marker.tokens_before - marker.tokens_after < self.min_gain
         if not (over or small):
@@ -269,37 +268,36 @@ class Summarize(HistoryProcessor):
         swing = high - low if high is not None and low is not None else 0
         return max(self.min_gain, swing)
 
-    def _plan(self, replay: Replay, point: Point) -> tuple[Cut, int] | None:
+    def _plan(self, state: CompactionState, point: Point) -> tuple[Cut, int] | None:
         """Where a summary at `point` cuts, and the size expected after it; `None` when nothing to cover."""
-        last = replay.last_cut_unit(point)
-        if last <= replay.live_unit:
+        last = state.last_cut_unit(point)
+        if last <= state.live_unit:
             return None
-        end_unit = replay.unit_at(point.end)
-        unit = max(replay.live_unit + 1, end_unit - self.keep_last)
+        end_unit = state.unit_at(point.end)
+        unit = max(state.live_unit + 1, end_unit - self.keep_last)
         if self.keep_last_tokens is not None:
             while (
-                unit < last
-                and replay.cum[point.end] - replay.cum[replay.start_of(unit)] > self.keep_last_tokens
+                unit < last and state.cum[point.end] - state.cum[state.start_of(unit)] > self.keep_last_tokens
             ):
                 unit += 1
         unit = min(unit, last)
-        walk = replay.walk("summarize")
-        for index in range(replay.live_unit, unit):
-            replay.advance(walk, index)
+        walk = state.walk("summarize")
+        for index in range(state.live_unit, unit):
+            state.advance(walk, index)
         previous = walk.previous_summary
         expected_summary = self.summary_tokens
         if previous is not None:
-            expected_summary = max(expected_summary, replay.ctx.counter.count_message(previous))
+            expected_summary = max(expected_summary, state.ctx.counter.count_message(previous))
         while True:
-            tokens, count = replay.tokens_after(walk, point, unit, expected_summary)
-            if unit >= last or replay.trigger.satisfied(tokens, count, replay.ctx):
-                return walk.cut(unit, replay.start_of(unit)), tokens
-            replay.advance(walk, unit)
+            tokens, count = state.tokens_after(walk, point, unit, expected_summary)
+            if unit >= last or state.trigger.satisfied(tokens, count, state.ctx):
+                return walk.cut(unit, state.start_of(unit)), tokens
+            state.advance(walk, unit)
             unit += 1
 
-    def _inputs(self, replay: Replay, cut: Cut) -> list[Message]:
+    def _inputs(self, state: CompactionState, cut: Cut) -> list[Message]:
         """What the summarizer gets: the task, the summary to update, the messages to cover."""
-        head = replay.messages[: replay.head]
+        head = state.messages[: state.head]
         task = [m for m in head if is_user_request(m)][-1:]
         previous = [cut.previous_summary] if cut.previous_summary is not None else []
         return [*task, *previous, *cut.covered]
@@ -315,7 +313,7 @@ class Summarize(HistoryProcessor):
         return f"{SUMMARY_HEADER}\n\n{text}"
 
     def _summary_message(
-        self, replay: Replay, point: Point, cut: Cut, cached: _Cached, ctx: ProcessContext
+        self, state: CompactionState, point: Point, cut: Cut, cached: _Cached, ctx: ProcessContext
     ) -> Message:
         assert cached.text is not None
         if cached.tokens is None or cached.tokenizer is not ctx.counter.tokenizer:
@@ -329,14 +327,14 @@ class Summarize(HistoryProcessor):
             else iter(()),
             None,
         )
-        covered_from = previous_marker.covered_from if previous_marker is not None else replay.head
-        covered_to = replay.original_index(cut.start)
+        covered_from = previous_marker.covered_from if previous_marker is not None else state.head
+        covered_to = state.original_index(cut.start)
         after = (
-            replay.cum[replay.head]
+            state.cum[state.head]
             + cut.kept_tokens
             + text_tokens
-            + replay.cum[point.end]
-            - replay.cum[cut.start]
+            + state.cum[point.end]
+            - state.cum[cut.start]
         )
         numbers = (covered_from, covered_to, point.tokens, after)
         message = cached.messages.get(numbers)

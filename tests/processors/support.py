@@ -14,7 +14,7 @@ from itertools import pairwise
 from typing import Any, cast
 
 from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit.pipeline import HistoryProcessor, Pipeline, ProcessContext, StepNotes
 from historykit.processors.pairwise_truncate import PairwiseTruncate
 from historykit.processors.turns import (
     head_end,
@@ -73,11 +73,23 @@ def request_points(messages: list[Message]) -> list[int]:
     return [i for i, m in enumerate(messages) if m.role == "assistant" and i > 0] + [len(messages)]
 
 
+def view_only(processor: HistoryProcessor, ctx: ProcessContext) -> Callable[[list[Message]], list[Message]]:
+    """View-only mode as a framework drives it: a raw history in, the view the model is sent out
+    (derived by the pipeline's replay of the model calls, `historykit.view`)."""
+    pipeline = Pipeline([processor], counter=ctx.counter)
+
+    def view(raw: list[Message]) -> list[Message]:
+        return list(pipeline.run(raw, ctx.context_window, mode="view").messages)
+
+    return view
+
+
 def view_only_outputs(
     processor: HistoryProcessor, history: list[Message], ctx: ProcessContext
 ) -> list[list[Message]]:
-    """View-only mode: the processed history at every request point, each from the raw prefix."""
-    return [processor.process(history[:t], ctx)[0] for t in request_points(history)]
+    """View-only mode: the view at every request point, each from the raw prefix."""
+    view = view_only(processor, ctx)
+    return [view(history[:t]) for t in request_points(history)]
 
 
 def carry_forward(
@@ -119,8 +131,9 @@ def replay_both_modes(
     carried: list[Message] = []
     previous: list[Message] | None = None
     last = 0
+    derive = view_only(view, ctx)
     for t in request_points(history):
-        out, _ = view.process(history[:t], ctx)
+        out = derive(history[:t])
         carried, _ = persistent.process(carried + history[last:t], ctx)
         assert carried == out, f"persistent and view-only modes disagree at request point {t}"
         grown = None
@@ -249,24 +262,30 @@ def compaction_of(messages: list[Message]) -> list[Message]:
 
 
 def assert_replay_properties(
-    history: list[Message], process: Process, fresh: Callable[[], Process], high: int, counter: TokenCounter
+    history: list[Message],
+    processor: HistoryProcessor,
+    fresh: Callable[[], HistoryProcessor],
+    high: int,
+    ctx: ProcessContext,
 ) -> int:
     """Idempotence, persistent == view-only, and append-only between compactions; returns compactions."""
-    out, _ = process(history)
-    again, _ = process(out)
-    assert again == out, "processing an output again changes it (not idempotent, or trickles)"
     points = request_points(history)
+    # View-only mode at every call (the raw history each time), through the pipeline's replay.
+    views = view_only_outputs(processor, history, ctx)
+    out = views[-1]
+    again, _ = fresh().process(out, ctx)
+    assert again == out, "processing an output again changes it (not idempotent, or trickles)"
     # Persistent mode at every call: the processed history is carried forward.
     carried: list[Message] = []
     previous = 0
     run = fresh()
-    for point in points:
-        carried, _ = run(carried + history[previous:point])
+    for point, view in zip(points, views):
+        carried, _ = run.process(carried + history[previous:point], ctx)
         previous = point
-    assert carried == out, "persistent and view-only modes disagree"
-    # View-only mode at every call: append-only unless the high-water mark was crossed.
+        assert carried == view, f"persistent and view-only modes disagree at request point {point}"
+    # Append-only unless the high-water mark was crossed.
+    counter = ctx.counter
     compactions = 0
-    views = [process(history[:p])[0] for p in points]
     for (p0, v0), (p1, v1) in pairwise(zip(points, views)):
         appended = v0 + history[p0:p1]
         if v1 == appended:

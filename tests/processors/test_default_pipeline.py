@@ -33,6 +33,7 @@ from .support import (
     kept_or_shortened,
     request_points,
     tokens,
+    view_only,
 )
 
 WINDOW = 32_000
@@ -231,20 +232,18 @@ def test_corpus_sessions_replayed_call_by_call_stay_in_the_window(
 @given(neutral_histories(max_turns=5, max_steps=5), st.integers(400, 4_000))
 def test_random_histories_keep_every_rule_in_both_modes(history: list[Message], window: int) -> None:
     ctx = context(window, FAST)
-    view = default_pipeline()
+    view = view_only(default_pipeline(), ctx)
     persistent = default_pipeline()
     carried: list[Message] = []
     previous = 0
     for t in [*request_points(history)]:
-        for out in (
-            view.process(history[:t], ctx)[0],
-            persistent.process(carried + history[previous:t], ctx)[0],
-        ):
-            assert check_neutral(out) == [], check_neutral(out)
-            assert all(m.parts for m in out), "an empty message"
-            assert kept_or_shortened(out[-1], history[t - 1]), "the newest message went"
+        seen = view(history[:t])
         carried, previous = persistent.process(carried + history[previous:t], ctx)[0], t
-    out, _ = view.process(history, ctx)
+        assert seen == carried, "the two modes send different views"
+        assert check_neutral(seen) == [], check_neutral(seen)
+        assert all(m.parts for m in seen), "an empty message"
+        assert kept_or_shortened(seen[-1], history[t - 1]), "the newest message went"
+    out = view(history)
     event("compacted" if out is not history else "unchanged")
     # The system prompt, the final request and the current cycle's thinking reach the model as they were.
     assert [m for m in out if m.role == "system"] == [m for m in history if m.role == "system"]

@@ -13,14 +13,12 @@ from hypothesis import strategies as st
 
 from historykit import Pipeline
 from historykit.messages import Message, SummaryPart, ToolResultPart
-from historykit.pipeline import StepNotes
 from historykit.processors.pairwise_truncate import PairwiseTruncate
 from historykit.processors.turns import notice_count, split_turns, truncation_notice
 from historykit.validity import check_neutral
 
 from ..strategies import neutral_histories
 from .support import (
-    COUNTER,
     FAST,
     agent_session,
     assert_compaction_rules,
@@ -30,6 +28,7 @@ from .support import (
     context,
     exchange,
     tokens,
+    view_only,
 )
 
 # --- examples ----------------------------------------------------------------------------------------
@@ -230,11 +229,7 @@ def test_hysteresis_append_only_between_compactions() -> None:
     history = agent_session(60)
     high = tokens(history) // 4
     truncate = PairwiseTruncate(max_tokens=high)
-
-    def process(messages: list[Message]) -> tuple[list[Message], StepNotes]:
-        return truncate.process(messages, context())
-
-    compactions = assert_replay_properties(history, process, lambda: process, high, COUNTER)
+    compactions = assert_replay_properties(history, truncate, lambda: truncate, high, context())
     # Each compaction frees down to the low-water mark (0.6 of the high one), so the next is a
     # whole high-to-low swing of growth away: no trickle.
     swing = high - int(high * 0.6)
@@ -260,7 +255,7 @@ def test_corpus_sessions_replayed_call_by_call_stay_in_the_window(corpus_session
         assert check_neutral(carried) == []
         if tokens(carried) > window * 0.8:
             assert_nothing_more_can_go(carried)
-    view, _ = truncate.process(corpus_session, ctx)
+    view = view_only(truncate, ctx)(corpus_session)
     assert view == carried
     assert_compaction_rules(corpus_session, view)
 
@@ -272,14 +267,10 @@ def test_corpus_sessions_replayed_call_by_call_stay_in_the_window(corpus_session
 @given(neutral_histories(max_turns=6, max_steps=5), st.integers(100, 3_000), st.sampled_from([0.3, 0.6, 1.0]))
 def test_random_histories_keep_every_rule(history: list[Message], budget: int, low: float) -> None:
     truncate = PairwiseTruncate(max_tokens=budget, low_water=low)
-
-    def process(messages: list[Message]) -> tuple[list[Message], StepNotes]:
-        return truncate.process(messages, context(counter=FAST))
-
-    out, _ = process(history)
+    out = view_only(truncate, context(counter=FAST))(history)
     event("truncated" if out is not history else "unchanged")
     assert_compaction_rules(history, out)
-    compactions = assert_replay_properties(history, process, lambda: process, budget, FAST)
+    compactions = assert_replay_properties(history, truncate, lambda: truncate, budget, context(counter=FAST))
     event(f"compactions: {min(compactions, 3)}")
     if tokens(out, FAST) > budget:
         assert_nothing_more_can_go(out, FAST)

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from historykit import check
 from historykit.messages import Message, SummaryPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import StepNotes
 from historykit.processors.summarize import SUMMARY_HEADER, Summarize
 from historykit.processors.summarizers import (
     SECTIONS,
@@ -46,6 +45,7 @@ from .support import (
     context,
     exchange,
     tokens,
+    view_only,
     view_only_outputs,
 )
 
@@ -187,7 +187,7 @@ def test_an_earlier_summary_is_updated_not_summarized() -> None:
     # Sections carried forward: a constraint only the first span had is still there.
     assert LATER_CONSTRAINTS[0] in the_summary(carried).text
     assert "src/f0_0.py (read)" in the_summary(carried).text
-    assert carried == summarize.process(history, ctx)[0]  # view-only gives the same
+    assert carried == view_only(summarize, ctx)(history)  # view-only gives the same
 
 
 def test_pinned_content_stays_verbatim_outside_the_summary() -> None:
@@ -217,11 +217,13 @@ def test_deterministic_and_cached_in_view_only_use() -> None:
     # Each summary is written once, however often the raw history is replayed.
     assert len(recording.calls) == len({the_summary(v).text for v in views if summaries(v)})
     assert compactions + 1 == len({id(the_summary(v)) for v in views if summaries(v)})
-    again = summarize.process(history, context())[0]
-    assert again == views[-1] and the_summary(again) is the_summary(views[-1])
+    # A new process (a new pipeline) replays the conversation: the summaries come from the cache.
+    calls = len(recording.calls)
+    again = view_only(summarize, context())(history)
+    assert again == views[-1] and len(recording.calls) == calls
     # Another instance with the same clock writes the same history.
-    a = Summarize(max_tokens=high, clock=clock).process(history, context())[0]
-    b = Summarize(max_tokens=high, clock=clock).process(history, context())[0]
+    a = view_only(Summarize(max_tokens=high, clock=clock), context())(history)
+    b = view_only(Summarize(max_tokens=high, clock=clock), context())(history)
     assert a == b
 
 
@@ -719,7 +721,7 @@ def test_corpus_sessions_summarized_call_by_call(corpus_session: list[Message]) 
         assert len(summaries(carried)) <= 1
         if tokens(carried) > window * 0.8:
             assert_nothing_more_can_go(carried)
-    view, _ = Summarize(max_fraction=0.8, clock=clock).process(corpus_session, ctx)
+    view = view_only(Summarize(max_fraction=0.8, clock=clock), ctx)(corpus_session)
     assert view == carried
     assert_compaction_rules(corpus_session, view)
 
@@ -741,19 +743,11 @@ def test_random_histories_keep_every_rule(history: list[Message], budget: int, k
         )
 
     summarize = make()
-
-    def process(messages: list[Message]) -> tuple[list[Message], StepNotes]:
-        return summarize.process(messages, context(counter=FAST))
-
-    def fresh() -> Any:
-        other = make()
-        return lambda messages: other.process(messages, context(counter=FAST))
-
-    out, _ = process(history)
+    out = view_only(summarize, context(counter=FAST))(history)
     event("summarized" if summaries(out) else ("truncated" if out is not history else "unchanged"))
     assert_compaction_rules(history, out)
     assert len(summaries(out)) <= 1
-    assert_replay_properties(history, process, fresh, budget, FAST)
+    assert_replay_properties(history, make(), make, budget, context(counter=FAST))
     if summaries(out):
         marker = the_summary(out).marker
         assert marker is not None and marker.covered_from == next(
@@ -785,11 +779,11 @@ def test_native_histories_persistent_and_view_only_agree(
     summarize = Summarize(max_fraction=0.8, clock=clock)
     carried: list[Any] = []
     previous = 0
-    for point in [*points[:: max(1, len(points) // 12)], len(native)]:
+    for point in points:
         carried = summarize.run(carried + native[previous:point], context_window=24_000).messages
         previous = point
         assert check(carried) == []
-    view = Summarize(max_fraction=0.8, clock=clock).run(native, context_window=24_000).messages
+    view = Summarize(max_fraction=0.8, clock=clock).run(native, context_window=24_000, mode="view").messages
     assert adapter.to_neutral(view) == adapter.to_neutral(carried)
     if summaries(adapter.to_neutral(view)):
         assert the_summary(adapter.to_neutral(view)).marker is not None

@@ -1,0 +1,325 @@
+"""The view (`historykit.view`) and thinking binding (`historykit.binding`, R13).
+
+- both modes send the same view on every call, and make the same summarizer calls;
+- on a model that binds thinking, no call replays a thinking block after a history other than the
+  one it was produced under (checked with `check(..., sent_before=previous view)`, R13);
+- on other models the current tool-use cycle's thinking is kept byte for byte (R7);
+- tool-call ids are unique in every output (R12), duplicates in the input are renamed in pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from historykit import Pipeline, check, default_pipeline
+from historykit.binding import (
+    BINDING_MODELS,
+    drop_unbound_thinking,
+    first_edit,
+    history_binds_thinking,
+    model_binds_thinking,
+)
+from historykit.digests import message_digest
+from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit.processors import ClearToolResults, Repair, StripThinking
+from historykit.processors.trigger import Trigger
+from historykit.validity import check_neutral
+from historykit.view import ViewReplay, request_points
+from tests.strategies import neutral_histories
+from tests.test_pipelines_property import processors
+
+EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+# -- which models bind ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "binds"),
+    [
+        ("claude-opus-5-5", True),
+        ("claude-opus-5-5-20261001", True),
+        ("anthropic:claude-sonnet-5-5", True),
+        ("us.anthropic.claude-haiku-5-5-v1:0", True),
+        ("claude-fable-5.2", True),
+        ("claude-mythos-5-2", True),
+        ("claude-mythos-5-1", False),  # Anthropic: Mythos 5.1 does not run the check
+        ("claude-fable-5-0", False),
+        ("claude-sonnet-4-5", False),
+        ("gpt-5.1-codex", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_model_binds_thinking(name: str | None, binds: bool) -> None:
+    assert model_binds_thinking(name) is binds
+
+
+def test_every_listed_model_binds() -> None:
+    assert all(model_binds_thinking(name) for name in BINDING_MODELS)
+
+
+def test_history_binds_from_the_latest_named_model() -> None:
+    history = [
+        Message.user("hi"),
+        Message("assistant", (TextPart("a"),), model="claude-sonnet-4-5"),
+        Message.user("more"),
+        Message("assistant", (TextPart("b"),), model="claude-opus-5-5"),
+        Message("assistant", (TextPart("c"),)),
+    ]
+    assert history_binds_thinking(history)
+    assert not history_binds_thinking(history[:3])
+    assert not history_binds_thinking([Message.user("no model anywhere")])
+
+
+@pytest.mark.pydantic_ai
+def test_pydantic_ai_model_binding_from_profile_and_name() -> None:
+    from pydantic_ai.models.function import FunctionModel
+
+    from historykit.plugins.pydantic_ai_agent import model_binds_thinking_blocks
+
+    def answer(messages: Any, info: Any) -> Any:  # pragma: no cover - never called
+        raise AssertionError
+
+    assert model_binds_thinking_blocks(None) is None
+    assert model_binds_thinking_blocks(FunctionModel(answer, model_name="claude-opus-5-5")) is True
+    assert model_binds_thinking_blocks(FunctionModel(answer, model_name="claude-opus-4-5")) is False
+    flagged = FunctionModel(answer, model_name="my-proxy", profile={"anthropic_binds_thinking_blocks": True})
+    assert model_binds_thinking_blocks(flagged) is True
+
+
+def test_langchain_chat_model_binding_from_its_name() -> None:
+    pytest.importorskip("langchain")
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from historykit.plugins.langgraph import chat_model_binds_thinking
+
+    class Named(FakeListChatModel):
+        model_name: str = "claude-sonnet-5-5"
+
+    assert chat_model_binds_thinking(Named(responses=["x"])) is True
+    assert chat_model_binds_thinking(Named(responses=["x"], model_name="claude-sonnet-4-5")) is False
+    assert chat_model_binds_thinking(None) is None
+
+
+# -- dropping what an edit made invalid -----------------------------------------------------------
+
+
+def _assistant(text: str, thinking: str | None = "why", *calls: ToolCallPart) -> Message:
+    parts: list[Any] = [ThinkingPart(thinking, signature="sig")] if thinking is not None else []
+    if text:
+        parts.append(TextPart(text))
+    return Message("assistant", (*parts, *calls), model="claude-opus-5-5")
+
+
+def test_drop_unbound_thinking_drops_everything_after_the_first_edit() -> None:
+    call = ToolCallPart("c1", "read", {"path": "a.py"})
+    before = [
+        Message.user("task"),
+        _assistant("one", "t1", call),
+        Message("tool", (ToolResultPart("c1", "read", "x" * 100),)),
+        _assistant("two", "t2"),
+        Message.user("next"),
+        _assistant("", "t3"),  # nothing but thinking: goes with it
+    ]
+    after = list(before)
+    after[2] = Message("tool", (ToolResultPart("c1", "read", "[cleared]"),))
+    assert first_edit(before, after) == 2
+    out, drop = drop_unbound_thinking(before, after)
+    assert drop.edit_at == 2 and drop.blocks == 2 and drop.messages_removed == 1
+    assert out[1] is before[1]  # before the edit: untouched, thinking kept
+    assert [m.text for m in out] == ["task", "one", "", "two", "next"]
+    assert not any(isinstance(p, ThinkingPart) for m in out[2:] for p in m.parts)
+    unchanged, nothing = drop_unbound_thinking(before, [*before, Message.user("appended")])
+    assert nothing.blocks == 0 and unchanged[-1].text == "appended"
+
+
+def test_pipeline_drops_thinking_after_an_edit_only_on_binding_models() -> None:
+    history = [Message.user("task " * 50)]
+    for i in range(8):
+        call = ToolCallPart(f"c{i}", "read", {"path": f"f{i}.py"})
+        history += [
+            _assistant("", f"think {i}", call),
+            Message("tool", (ToolResultPart(f"c{i}", "read", "x " * 400),)),
+        ]
+    pipeline = Pipeline(
+        [ClearToolResults(keep=1, trigger=Trigger(max_tokens=1_000, low_water=0.5), min_gain=1), Repair()]
+    )
+    bound = pipeline.run(history, 100_000, binds_thinking=True)
+    kept = [p for m in bound.messages for p in m.parts if isinstance(p, ThinkingPart)]
+    first = first_edit(history, bound.messages)
+    assert first < len(history)
+    assert all(not isinstance(p, ThinkingPart) for m in bound.messages[first:] for p in m.parts)
+    assert len(kept) == sum(1 for m in history[:first] if m.role == "assistant")
+    blocks, tokens = bound.report.thinking_dropped
+    assert blocks > 0 and tokens > 0
+    assert any(s.processor == "ThinkingBinding" for s in bound.report.steps)
+    # Not binding (the messages' model names decide when nothing is said): thinking stays.
+    free = pipeline.run([replace(m, model="claude-sonnet-4-5") for m in history], 100_000)
+    assert free.report.thinking_dropped == (0, 0)
+    assert sum(isinstance(p, ThinkingPart) for m in free.messages for p in m.parts) == 8
+    with pytest.raises(TypeError, match="binds_thinking"):
+        pipeline.run(history, 100_000, binds_thinking="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mode"):
+        pipeline.run(history, 100_000, mode="raw")  # type: ignore[arg-type]
+
+
+def test_strip_thinking_on_a_binding_model_strips_from_its_edit_on() -> None:
+    history: list[Message] = [Message.user("task")]
+    for turn in range(4):
+        history += [_assistant(f"answer {turn}", "reasoning " * 200), Message.user(f"request {turn}")]
+    strip = StripThinking(keep_turns=1, trigger=None)
+    free = strip.run(history, 100_000, binds_thinking=False).messages
+    assert any(isinstance(p, ThinkingPart) for p in free[-2].parts)  # the latest turn keeps it
+    bound = strip.run(history, 100_000, binds_thinking=True).messages
+    assert not any(isinstance(p, ThinkingPart) for m in bound for p in m.parts)
+
+
+def test_strip_thinking_keeps_the_cycle_when_results_and_a_new_prompt_share_the_final_request() -> None:
+    """R7 on a model that does not bind: the final request holds the tool results and a new user
+    prompt (Pydantic AI sends them in one request): the tool-use cycle is still the current one."""
+    call = ToolCallPart("c1", "read", {"path": "a.py"})
+    history = [
+        Message.user("task"),
+        _assistant("", "old reasoning", ToolCallPart("c0", "read", {"path": "b.py"})),
+        Message("tool", (ToolResultPart("c0", "read", "b"),)),
+        _assistant("", "current reasoning", call),
+        Message("tool", (ToolResultPart("c1", "read", "a"),)),
+        Message.user("also look at c.py"),
+    ]
+    history = [replace(m, model=None) for m in history]
+    out = StripThinking(keep_turns=0, trigger=None).run(history, 100_000).messages
+    assert next(p for p in out[3].parts if isinstance(p, ThinkingPart)).text == "current reasoning"
+    assert check_neutral(out) == []
+
+
+# -- one view ------------------------------------------------------------------------------------
+
+
+def _replay(
+    pipeline: Pipeline, raw: list[Message], window: int, mode: str, binds: bool
+) -> list[list[Message]]:
+    """What the model is sent at each call of `raw`, driven as a framework drives each mode."""
+    sent: list[list[Message]] = []
+    carried: list[Message] = []
+    previous = 0
+    for point in request_points(raw):
+        history = carried + raw[previous:point] if mode == "persistent" else raw[:point]
+        view = pipeline.run(history, window, mode=mode, binds_thinking=binds).messages  # type: ignore[arg-type]
+        sent.append(view)
+        carried, previous = view, point
+    return sent
+
+
+def _same(a: list[Message], b: list[Message]) -> bool:
+    """The same messages as the model reads them (a summary's marker records when it was written,
+    which the model never sees)."""
+    return len(a) == len(b) and all(message_digest(x) == message_digest(y) for x, y in zip(a, b))
+
+
+class _CountingSummarizer:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, messages: list[Message]) -> str:
+        self.calls += 1
+        return f"summary {self.calls} of {len(messages)} messages"
+
+
+@pytest.mark.parametrize("binds", [True, False])
+def test_both_modes_send_the_same_view_on_a_corpus_session(binds: bool) -> None:
+    from historykit.formats import read_chat_jsonl
+    from tests.conftest import CORPUS
+
+    raw = read_chat_jsonl(CORPUS / "codex__sessionview-019a93b9.jsonl")
+    assert any(isinstance(p, ThinkingPart) for m in raw for p in m.parts)
+    summaries = {}
+    views = {}
+    for mode in ("persistent", "view"):
+        summarizer = _CountingSummarizer()
+        views[mode] = _replay(default_pipeline(summarizer=summarizer), raw, 6_000, mode, binds)
+        summaries[mode] = summarizer.calls
+    assert summaries["persistent"] == summaries["view"]
+    assert len(views["view"][-1]) < len(raw) - 10  # it did compact
+    assert all(_same(a, b) for a, b in zip(views["persistent"], views["view"], strict=True))
+    previous: list[Message] | None = None
+    for view in views["view"]:
+        assert check(view, sent_before=previous, binds_thinking=binds) == []
+        previous = view
+
+
+def test_view_replay_replays_only_what_is_new() -> None:
+    raw = [Message.user("task")]
+    for i in range(5):
+        raw += [
+            Message("assistant", (ToolCallPart(f"c{i}", "t", {}),)),
+            Message("tool", (ToolResultPart(f"c{i}", "t", "r"),)),
+        ]
+    pipeline = Pipeline([Repair()])
+    cold = pipeline.run(raw, 10_000, mode="view")
+    assert cold.report.replayed_calls == len(request_points(raw))
+    grown = [*raw, Message("assistant", (TextPart("done"),)), Message.user("thanks")]
+    assert pipeline.run(grown, 10_000, mode="view").report.replayed_calls == 1
+    assert pipeline.run(grown, 10_000, mode="view").report.replayed_calls == 0
+    # Another window is another setting: nothing derived under the first one is reused.
+    assert pipeline.run(grown, 20_000, mode="view").report.replayed_calls == len(request_points(grown))
+    replay = ViewReplay(max_views=2)
+    steps = replay.derive(raw)
+    call = next(steps)
+    with pytest.raises(StopIteration):
+        while True:
+            call = steps.send(call)
+    assert len(replay._views) == 2
+
+
+# -- random histories through random pipelines ----------------------------------------------------
+
+MODELS = ("claude-opus-5-5", "claude-fable-5-2", "claude-sonnet-4-5", None)
+
+
+@st.composite
+def histories_with_models(draw: st.DrawFn) -> list[Message]:
+    """Valid histories whose assistant messages name a model (binding or not), some with a tool-call
+    id used twice (R12, which Repair must fix)."""
+    history = draw(neutral_histories(max_turns=4, max_steps=4))
+    model = draw(st.sampled_from(MODELS))
+    history = [replace(m, model=model) if m.role == "assistant" else m for m in history]
+    calls = [(i, p) for i, m in enumerate(history) if m.role == "assistant" for p in m.tool_calls]
+    if len(calls) >= 2 and draw(st.booleans()):
+        (_, first), (at, later) = calls[0], calls[-1]
+        if later.id != first.id:
+            history = [_rename(m, later.id, first.id) if i >= at else m for i, m in enumerate(history)]
+    return history
+
+
+def _rename(msg: Message, old: str, new: str) -> Message:
+    parts = tuple(
+        replace(p, id=new)
+        if isinstance(p, ToolCallPart) and p.id == old
+        else replace(p, tool_call_id=new)
+        if isinstance(p, ToolResultPart) and p.tool_call_id == old
+        else p
+        for p in msg.parts
+    )
+    return replace(msg, parts=parts)
+
+
+@EXAMPLES
+@given(histories_with_models(), processors(), st.integers(300, 4_000))
+def test_random_pipelines_send_one_valid_view(raw: list[Message], steps: list[Any], window: int) -> None:
+    if not isinstance(steps[-1], Repair):
+        steps = [*steps, Repair()]
+    binds = history_binds_thinking(raw)
+    persistent = _replay(Pipeline(steps), raw, window, "persistent", binds)
+    view_only = _replay(Pipeline(steps), raw, window, "view", binds)
+    assert all(_same(a, b) for a, b in zip(persistent, view_only, strict=True))
+    previous: list[Message] | None = None
+    for view in view_only:
+        found = check(view, sent_before=previous, binds_thinking=binds)
+        assert [v for v in found if v.rule in ("R12", "R13")] == [], found
+        previous = view

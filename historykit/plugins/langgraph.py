@@ -12,9 +12,9 @@ Two ways in, each view-only or persistent:
 What each mode keeps:
 
 - **View only**: the model is sent the processed history; the graph state (and so every checkpoint
-  and `get_state()`) keeps every message, unedited. Each call processes the whole raw history again:
-  the processors are deterministic, so the model sees the same processed prefix from call to call
-  (the provider's prompt cache keeps hitting) and only compacts when a high-water mark is crossed.
+  and `get_state()`) keeps every message, unedited. The view is derived from it by replaying the
+  conversation's model calls (`historykit.view`): the model is sent exactly what persistent mode
+  would send, append-only between compactions (the provider's prompt cache keeps hitting).
 - **Persistent**: the edits go into the state through its `add_messages` reducer: a
   `RemoveMessage(id=...)` for each message the processors removed, the edited messages under their
   own ids (which `add_messages` replaces in place), and new messages (a summary, a notice) appended
@@ -38,6 +38,11 @@ Every call's report (`window_source` says which window) goes to `on_report`, the
 `last_report`, and the pipeline logs it at debug level (the `historykit` logger). Sync and async
 graphs are both served: the async paths await the pipeline (`arun`), so a `Summarize` with an async
 summarizer runs on the graph's event loop.
+
+Thinking binding (`historykit.binding`): whether the model binds replayed thinking to the history
+is `binds_thinking=` when given, else read from the chat model's name (the request's model for the
+middleware, the `model=` you pass for the hook), else from the model names in the messages'
+`response_metadata`. On such a model, thinking after an edit is dropped in the same call.
 
 Example:
     ```python

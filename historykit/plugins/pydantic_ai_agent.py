@@ -27,13 +27,15 @@ What each mode keeps:
   history, and it becomes the run's history (`result.all_messages()`): edits, removals and summaries
   are kept, and later calls (and runs given that history) start from them.
 - `persist=False` (view only): the model is sent the processed history; the run's history keeps
-  every message, unedited, and each call processes the whole raw history again.
+  every message, unedited; the view is derived from it (`historykit.view`).
 
 Persistent is what Pydantic AI's own history processors do. View-only works on both majors (2.x
 from `before_model_request`, whose messages are the request's alone there; 1.x from
 `wrap_model_request`, since 1.x writes `before_model_request`'s messages back to the history).
-The processors are deterministic functions of the history, so both modes send the model the same
-messages and keep the provider's prompt cache hitting between compactions.
+Both modes send the model the same view on every call, append-only between compactions, so the
+provider's prompt cache keeps hitting; on a model that binds thinking (its profile's
+`anthropic_binds_thinking_blocks`, its name, or `binds_thinking=`), thinking after an edit is
+dropped (`historykit.binding`).
 
 Example:
     ```python

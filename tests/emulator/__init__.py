@@ -1,6 +1,6 @@
 """A provider emulator for tests: Anthropic Messages, OpenAI Chat Completions and Responses (see README.md)."""
 
-from tests.emulator.emulator import ProviderEmulator, RecordedRequest
+from tests.emulator.emulator import ProviderEmulator, RecordedRequest, extends
 from tests.emulator.errors import Rejection
 from tests.emulator.models import BINDING_MODELS, NON_BINDING_ANTHROPIC_MODEL, is_binding_model
 from tests.emulator.script import EmulatedRequest, Script, ToolCall, Turn, tool_loop
@@ -15,6 +15,7 @@ __all__ = [
     "Script",
     "ToolCall",
     "Turn",
+    "extends",
     "is_binding_model",
     "tool_loop",
 ]

@@ -15,7 +15,7 @@ from tests.emulator.openai_api import handle_chat, handle_responses
 from tests.emulator.script import Api, EmulatedRequest, Script, Turn
 from tests.emulator.signing import Signer, canonical
 
-__all__ = ["ProviderEmulator", "RecordedRequest"]
+__all__ = ["ProviderEmulator", "RecordedRequest", "extends"]
 
 _ROUTES: dict[str, Api] = {
     "/v1/messages": "anthropic",
@@ -213,3 +213,15 @@ def _sdk_httpx(sdk: str) -> Any:
     base = importlib.import_module(f"{sdk}._base_client")
     module = getattr(base, "httpx2", None) or base.httpx
     return module
+
+
+def extends(previous: RecordedRequest, current: RecordedRequest) -> bool:
+    """Whether `current` sends `previous`'s history unchanged plus messages after it (append-only).
+
+    Compared canonically (cache markers and `None` fields dropped; Anthropic string content as a text
+    block), which is also what the prefix check on thinking compares.
+    """
+    before, after = previous.history(), current.history()
+    heads_equal = all(before.get(k) == after.get(k) for k in before if k != "messages")
+    old, new = before["messages"], after["messages"]
+    return heads_equal and new[: len(old)] == old

@@ -18,7 +18,7 @@ BINDING_MODELS: tuple[str, ...] = (
 and 5.2, Mythos 5.2, Opus 5.5, Sonnet 5.5, Haiku 5.5. A dated id (`claude-opus-5-5-20261001`) matches its
 prefix. Claude Mythos 5.1 records the binding but does not check it, so it is not here."""
 
-NON_BINDING_ANTHROPIC_MODEL = "claude-sonnet-5"
+NON_BINDING_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 """A thinking model that checks signatures (R7/R8) but not prefixes, for the non-binding side of tests."""
 
 DEFAULT_CONTEXT_WINDOW = 200_000

@@ -1,4 +1,7 @@
-"""A provider emulator for tests: Anthropic Messages, OpenAI Chat Completions and Responses (see README.md)."""
+"""A provider emulator for tests: Anthropic Messages, OpenAI Chat Completions and Responses.
+
+See README.md in this directory.
+"""
 
 from tests.emulator.emulator import ProviderEmulator, RecordedRequest, extends
 from tests.emulator.errors import Rejection

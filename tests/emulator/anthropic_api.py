@@ -68,13 +68,17 @@ def _content_blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _merged_turns(messages: list[dict[str, Any]]) -> list[_Turn]:
-    """Consecutive same-role messages combined into one turn, as the Messages API itself does."""
+    """Consecutive same-role messages combined into one turn, as the Messages API itself does.
+
+    A mid-conversation `{"role": "system"}` entry (operator instructions, which the Messages API accepts
+    in `messages`) is a turn of its own: part of every later block's prefix, transparent to pairing.
+    """
     turns: list[_Turn] = []
     for i, message in enumerate(messages):
         role = message.get("role")
-        if role not in ("user", "assistant"):
-            raise _reject(f"messages.{i}.role: Input should be 'user' or 'assistant'", "request")
-        if not turns or turns[-1].role != role:
+        if role not in ("user", "assistant", "system"):
+            raise _reject(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system'", "request")
+        if not turns or turns[-1].role != role or role == "system":
             turns.append(_Turn(role, i))
         turns[-1].blocks.extend(
             _Block(b, i, j) for j, b in enumerate(_content_blocks(message.get("content")))
@@ -82,13 +86,30 @@ def _merged_turns(messages: list[dict[str, Any]]) -> list[_Turn]:
     return turns
 
 
+def _conversation(turns: list[_Turn]) -> list[_Turn]:
+    """The user and assistant turns, merged again where only system entries stood between them."""
+    merged: list[_Turn] = []
+    for turn in turns:
+        if turn.role == "system":
+            continue
+        if merged and merged[-1].role == turn.role:
+            merged[-1] = _Turn(turn.role, merged[-1].first_index, [*merged[-1].blocks, *turn.blocks])
+        else:
+            merged.append(turn)
+    return merged
+
+
 def _check_structure(messages: list[dict[str, Any]], turns: list[_Turn]) -> None:
-    if not messages:
+    conversation = [m for m in messages if m.get("role") != "system"]
+    if not conversation:
         raise _reject("messages: at least one message is required", "request")
-    if messages[0].get("role") != "user":  # R4
+    if conversation[0].get("role") != "user":  # R4
         raise _reject('messages: first message must use the "user" role', "R4")
+    turns = _conversation(turns)
     for i, message in enumerate(messages):  # R6
         content = message.get("content")
+        if message.get("role") == "system":
+            continue
         if (content == "" or content == []) and i != len(messages) - 1:
             raise _reject(
                 f"messages.{i}: all messages must have non-empty content except for the optional final "

@@ -82,7 +82,8 @@ class ProviderEmulator:
         ```python
         emulator = ProviderEmulator(lambda request: Turn(text="hello"))
         client = emulator.anthropic_client()
-        client.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "hi"}])
+        messages = [{"role": "user", "content": "hi"}]
+        client.messages.create(model="claude-opus-5-5", max_tokens=100, messages=messages)
         assert emulator.rejected == []
         ```
     """
@@ -175,7 +176,7 @@ class ProviderEmulator:
     # --- the client side ---
 
     def transport(self, httpx_module: Any) -> Any:
-        """A `MockTransport` of `httpx_module` (`httpx`, or the `httpx2` the newer SDKs use), sync and async."""
+        """A `MockTransport` of `httpx_module` (`httpx`, or the newer SDKs' `httpx2`), sync and async."""
 
         def handler(request: Any) -> Any:
             status, headers, body = self.handle(

@@ -22,6 +22,11 @@ def _reject(message: str, rule: str, param: str | None, code: str | None = None)
 
 # --- Chat Completions ---------------------------------------------------------------------------
 
+TOOL_WITHOUT_CALL = (
+    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+    "'tool_calls'."
+)
+
 
 def _check_chat(messages: list[dict[str, Any]]) -> None:
     seen_results: dict[str, int] = {}
@@ -30,12 +35,7 @@ def _check_chat(messages: list[dict[str, Any]]) -> None:
         message = messages[i]
         role = message.get("role")
         if role == "tool":  # a tool message outside the run after an assistant's tool_calls: R1
-            raise _reject(
-                "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
-                "'tool_calls'.",
-                "R1",
-                f"messages.[{i}].role",
-            )
+            raise _reject(TOOL_WITHOUT_CALL, "R1", f"messages.[{i}].role")
         calls = message.get("tool_calls") or [] if role == "assistant" else []
         i += 1
         if not calls:
@@ -53,19 +53,15 @@ def _check_chat(messages: list[dict[str, Any]]) -> None:
                 )
             seen_results[call_id] = i
             if call_id not in expected:
-                raise _reject(
-                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
-                    "with 'tool_calls'.",
-                    "R1",
-                    f"messages.[{i}].role",
-                )
+                raise _reject(TOOL_WITHOUT_CALL, "R1", f"messages.[{i}].role")
             answered.append(call_id)
             i += 1
         missing = [c for c in expected if c not in answered]
         if missing:  # R2
             raise _reject(
                 "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(missing)}",
+                "'tool_call_id'. The following tool_call_ids did not have response messages: "
+                + ", ".join(missing),
                 "R2",
                 "messages",
             )
@@ -152,7 +148,8 @@ def _check_responses(emulator: ProviderEmulator, items: list[dict[str, Any]]) ->
         if isinstance(item_id, str) and kind != "message":
             if item_id in seen_ids:  # R12
                 raise _reject(
-                    f"Duplicate item found with id {item_id}. Remove duplicate items from your input and try again.",
+                    f"Duplicate item found with id {item_id}. "
+                    "Remove duplicate items from your input and try again.",
                     "R12",
                     "input",
                 )

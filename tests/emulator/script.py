@@ -30,7 +30,8 @@ class Turn:
 
     Example:
         ```python
-        Turn(thinking="Two files to read.", tool_calls=[ToolCall("read", {"path": "a"}), ToolCall("read", {"path": "b"})])
+        reads = [ToolCall("read", {"path": "a"}), ToolCall("read", {"path": "b"})]
+        Turn(thinking="Two files to read.", tool_calls=reads)
         Turn(thinking=["first thought", "second thought"], text="Done.")
         ```
     """

@@ -14,6 +14,10 @@ from tests.emulator.anthropic_api import BINDING_BETA
 BINDING = "claude-opus-5-5"
 TOOLS = [{"name": "read", "description": "Read a file", "input_schema": {"type": "object"}}]
 SYSTEM = "You are a careful engineer."
+R2_TEXT = (
+    "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: {call_id}. "
+    "Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+)
 
 
 def _loop_script(request: Any) -> Turn:
@@ -142,7 +146,8 @@ def test_binding_model_rejects_an_edited_prefix_and_drop_block_drops(model: str)
     assert _error(error)["type"] == "invalid_request_error"
     assert _error(error)["message"] == (
         "messages.1.content.0: Invalid signature in thinking block. The block is bound to a different "
-        'conversation. Remove the block, or set thinking.block_binding.prefix_mismatch_behavior to "drop_block".'
+        "conversation. Remove the block, or set thinking.block_binding.prefix_mismatch_behavior to "
+        '"drop_block".'
     )
     dropped = client.beta.messages.create(
         model=model,
@@ -259,8 +264,8 @@ def test_r7_the_last_cycle_must_start_with_thinking_when_thinking_is_enabled(
         client, system=SYSTEM, tools=TOOLS, messages=stripped, thinking=thinking, max_tokens=2048
     )
     assert _error(error)["message"].startswith(
-        "messages.3.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`. When `thinking` "
-        "is enabled, a final `assistant` message must start with a thinking block"
+        "messages.3.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`. "
+        "When `thinking` is enabled, a final `assistant` message must start with a thinking block"
     )
     # Older turns may lose their thinking; so may the last one once thinking is off or the cycle is closed.
     older = copy.deepcopy(messages)
@@ -332,8 +337,7 @@ def test_structural_rules_are_rejected_with_the_api_text(emulator: ProviderEmula
         ),
         (  # R2
             [{"role": "user", "content": "go"}, assistant, {"role": "user", "content": "never mind"}],
-            f"messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: {call_id}. "
-            "Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+            R2_TEXT.format(call_id=call_id),
         ),
         (  # R3
             [
@@ -341,8 +345,7 @@ def test_structural_rules_are_rejected_with_the_api_text(emulator: ProviderEmula
                 assistant,
                 {"role": "user", "content": [{"type": "text", "text": "here:"}, result]},
             ],
-            f"messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: {call_id}. "
-            "Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+            R2_TEXT.format(call_id=call_id),
         ),
         (  # R4
             [assistant, {"role": "user", "content": [result]}],
@@ -390,3 +393,21 @@ def test_context_window() -> None:
         model="claude-haiku-5-5", messages=[{"role": "user", "content": long}]
     )
     assert counted.input_tokens == tokens
+
+
+def test_mid_conversation_system_entries_are_accepted_and_bound(emulator: ProviderEmulator) -> None:
+    """`{"role": "system"}` entries in `messages` are operator instructions the API serves; they sit
+    between turns without breaking tool pairing, and count as prefix like any message."""
+    client = emulator.anthropic_client()
+    messages = _conversation(client, BINDING)[:-1]
+    note = {"role": "system", "content": [{"type": "text", "text": "Mind the tests."}]}
+    appended = [*messages[:-1], note, messages[-1]]
+    assert client.messages.create(
+        model=BINDING, max_tokens=100, system=SYSTEM, tools=TOOLS, messages=appended
+    )
+    inserted = [messages[0], note, *messages[1:]]
+    assert client.messages.create(
+        model=NON_BINDING_ANTHROPIC_MODEL, max_tokens=100, system=SYSTEM, tools=TOOLS, messages=inserted
+    )
+    error = _rejection(client, model=BINDING, system=SYSTEM, tools=TOOLS, messages=inserted)
+    assert _error(error)["message"].startswith("messages.2.content.0: Invalid signature in thinking block.")

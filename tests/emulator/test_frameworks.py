@@ -8,6 +8,7 @@ the history, on a binding and a non-binding model name.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import warnings
 from typing import Any
 
@@ -37,7 +38,7 @@ def _assert_clean_run(emulator: ProviderEmulator) -> None:
     assert emulator.rejected == []
     assert len(emulator.received) == TOOL_TURNS + 1
     accepted = emulator.accepted
-    assert all(extends(a, b) for a, b in zip(accepted, accepted[1:]))
+    assert all(extends(a, b) for a, b in itertools.pairwise(accepted))
 
 
 def _anthropic_thinking(model: str) -> dict[str, Any]:

@@ -85,14 +85,15 @@ async def test_chat_rejections(emulator: ProviderEmulator) -> None:
                 {"role": "tool", "tool_call_id": a, "content": "x"},
                 {"role": "tool", "tool_call_id": a, "content": "x"},
             ],
-            f"Invalid parameter: Duplicate value for 'tool_call_id' of '{a}', in messages[2] and messages[3].",
+            f"Invalid parameter: Duplicate value for 'tool_call_id' of '{a}', "
+            "in messages[2] and messages[3].",
             "messages.[3].tool_call_id",
             None,
         ),
         (
             [{"role": "user", "content": "word " * 600}],
-            r"This model's maximum context length is 500 tokens\. However, your messages resulted in (6\d\d) tokens\. "
-            r"Please reduce the length of the messages\.",
+            r"This model's maximum context length is 500 tokens\. "
+            r"However, your messages resulted in (6\d\d) tokens\. Please reduce the length of the messages\.",
             "messages",
             "context_length_exceeded",
         ),
@@ -171,7 +172,8 @@ def test_responses_rejections(emulator: ProviderEmulator) -> None:
         ),
         (
             [user, reasoning, call_a, call_b, *outputs, call_a],
-            f"Duplicate item found with id {call_a['id']}. Remove duplicate items from your input and try again.",
+            f"Duplicate item found with id {call_a['id']}. "
+            "Remove duplicate items from your input and try again.",
             "R12",
         ),
     ]

@@ -156,10 +156,9 @@ def run_langchain(model_name: str, persist: bool) -> Run:
     from langchain_core.tools import tool
 
     from historykit.plugins.langgraph import HistoryKitMiddleware
-    from tests.emulator.test_frameworks import chat_anthropic
 
     run = Run(_emulator(model_name))
-    llm = chat_anthropic(run.emulator, model_name, thinking=_thinking(model_name), max_tokens=2048)
+    llm = run.emulator.chat_anthropic(model_name, thinking=_thinking(model_name), max_tokens=2048)
     middleware = HistoryKitMiddleware(
         default_pipeline(), context_window=WINDOW, persist=persist, on_report=run.reports.append
     )

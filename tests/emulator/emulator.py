@@ -206,6 +206,29 @@ class ProviderEmulator:
         kwargs.setdefault("max_retries", 0)
         return cls(api_key="emulated", http_client=self.http_client("openai", async_=async_), **kwargs)
 
+    def chat_anthropic(self, model: str, **kwargs: Any) -> Any:
+        """A LangChain `ChatAnthropic` whose SDK clients talk to this emulator."""
+        from langchain_anthropic import ChatAnthropic
+
+        llm = ChatAnthropic(model=model, api_key="emulated", max_retries=0, **kwargs)  # type: ignore[call-arg]
+        # It takes no http client: its SDK clients are cached properties, filled in here before first use.
+        llm.__dict__["_client"] = self.anthropic_client()
+        llm.__dict__["_async_client"] = self.anthropic_client(async_=True)
+        return llm
+
+    def chat_openai(self, model: str, **kwargs: Any) -> Any:
+        """A LangChain `ChatOpenAI` on this emulator (Responses API with `use_responses_api=True`)."""
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(
+            model=model,
+            api_key="emulated",  # type: ignore[arg-type]
+            max_retries=0,
+            http_client=self.http_client("openai"),
+            http_async_client=self.http_client("openai", async_=True),
+            **kwargs,
+        )
+
 
 def _sdk_httpx(sdk: str) -> Any:
     """`httpx2` when the SDK's base client is built on it (anthropic>=1, openai>=3), else `httpx`."""

@@ -181,34 +181,10 @@ def _langchain_agent(llm: Any) -> Any:
     return create_agent(llm, tools=[tool(read)], system_prompt="Be careful.")
 
 
-def chat_anthropic(emulator: ProviderEmulator, model: str, **kwargs: Any) -> Any:
-    """A `ChatAnthropic` whose SDK clients talk to `emulator` (it takes no http client of its own)."""
-    from langchain_anthropic import ChatAnthropic
-
-    llm = ChatAnthropic(model=model, api_key="emulated", max_retries=0, **kwargs)  # type: ignore[call-arg]
-    # Its clients are cached properties: setting them first is the one way in without a network.
-    llm.__dict__["_client"] = emulator.anthropic_client()
-    llm.__dict__["_async_client"] = emulator.anthropic_client(async_=True)
-    return llm
-
-
-def chat_openai(emulator: ProviderEmulator, model: str, **kwargs: Any) -> Any:
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(
-        model=model,
-        api_key="emulated",  # type: ignore[arg-type]
-        max_retries=0,
-        http_client=emulator.http_client("openai"),
-        http_async_client=emulator.http_client("openai", async_=True),
-        **kwargs,
-    )
-
-
 @pytest.mark.parametrize("model_name", ANTHROPIC_MODELS)
 def test_langchain_chat_anthropic(model_name: str) -> None:
     emulator = _emulator()
-    llm = chat_anthropic(emulator, model_name, thinking=_anthropic_thinking(model_name), max_tokens=4096)
+    llm = emulator.chat_anthropic(model_name, thinking=_anthropic_thinking(model_name), max_tokens=4096)
     state = _langchain_agent(llm).invoke({"messages": [{"role": "user", "content": "Read the files."}]})
     assert state["messages"][-1].text == "All done."
     _assert_clean_run(emulator)
@@ -220,7 +196,7 @@ async def test_langchain_chat_openai(responses: bool) -> None:
     kwargs: dict[str, Any] = {"use_responses_api": responses}
     if responses:
         kwargs["reasoning"] = {"effort": "low", "summary": "auto"}
-    llm = chat_openai(emulator, OPENAI_MODEL, **kwargs)
+    llm = emulator.chat_openai(OPENAI_MODEL, **kwargs)
     state = await _langchain_agent(llm).ainvoke(
         {"messages": [{"role": "user", "content": "Read the files."}]}
     )

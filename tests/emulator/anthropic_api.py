@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tests.emulator.errors import Rejection
 from tests.emulator.models import is_binding_model
 from tests.emulator.script import Turn
-from tests.emulator.signing import canonical
+from tests.emulator.signing import PrefixChain, canonical
 from tests.emulator.tokens import count_messages, count_text, count_tools, count_value
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ def handle_messages(
     behavior = (binding_config or {}).get("prefix_mismatch_behavior") or "error"
     binding = is_binding_model(model) and (emulator.enforce_prefix_check or binding_config is not None)
 
-    head = _system_and_tools(body)
+    chain = PrefixChain(_system_and_tools(body))
     effective: list[_Turn] = []
     transformations: list[dict[str, Any]] = []
     for turn in turns:
@@ -209,7 +209,7 @@ def handle_messages(
             signature = b.block.get("signature") if kind == "thinking" else b.block.get("data")
             path = f"messages.{b.index}.content.{b.position}"
             if binding:
-                prefix = [*head, [t.canonical() for t in effective[:-1]], kept.canonical()["content"]]
+                prefix = chain.digest_with(kept.role, kept.canonical()["content"])
                 if not emulator.signer.verify_prefix(signature, text, prefix):
                     if behavior == "drop_block":
                         transformations.append(
@@ -220,15 +220,14 @@ def handle_messages(
             elif not emulator.signer.verify_content(signature, text):  # R8
                 raise _reject(f"{path}: Invalid `signature` in `thinking` block", "R8")
             kept.blocks.append(b)
+        chain.add_message(kept.canonical())
 
+    conversation = _conversation(effective)
     if thinking.get("type") == "enabled" and not is_binding_model(model):  # R7, last cycle's thinking
-        last = effective[-1]
-        if (
-            last.role == "user"
-            and any(b.block.get("type") == "tool_result" for b in last.blocks)
-            and len(effective) > 1
-        ):
-            assistant = effective[-2]
+        last = conversation[-1]
+        tool_results = any(b.block.get("type") == "tool_result" for b in last.blocks)
+        if last.role == "user" and tool_results and len(conversation) > 1:
+            assistant = conversation[-2]
             first = assistant.blocks[0].block.get("type") if assistant.blocks else "none"
             if first not in THINKING_TYPES:
                 raise _reject(R7_MESSAGE.format(i=assistant.first_index, found=first), "R7")
@@ -239,10 +238,9 @@ def handle_messages(
         raise _reject(f"prompt is too long: {input_tokens} tokens > {window} maximum", "window")
 
     turn: Turn = turn_for()
-    context = [t.canonical() for t in effective]
     content: list[dict[str, Any]] = []
     for text in turn.thinking_parts():
-        prefix = [*head, context, canonical(content)]
+        prefix = chain.digest_with("assistant", canonical(content))
         if turn.redacted:
             content.append(
                 {"type": "redacted_thinking", "data": emulator.signer.sign(text, prefix, carry_text=True)}

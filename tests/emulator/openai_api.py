@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests.emulator.errors import Rejection
 from tests.emulator.script import Turn
-from tests.emulator.signing import canonical
+from tests.emulator.signing import prefix_digest
 from tests.emulator.tokens import count_messages, count_text, count_tools, count_value
 
 if TYPE_CHECKING:
@@ -217,7 +217,7 @@ def handle_responses(emulator: ProviderEmulator, body: dict[str, Any], turn_for:
     if parts:
         reasoning_id = f"rs_{secrets.token_hex(12)}"
         text = "\n\n".join(parts)
-        prefix = [canonical(instructions), canonical(body.get("tools") or []), canonical(items)]
+        prefix = prefix_digest([instructions, body.get("tools") or []], items)
         output.append(
             {
                 "type": "reasoning",

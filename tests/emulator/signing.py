@@ -5,9 +5,10 @@ A signature (Anthropic `thinking.signature`, the `data` of `redacted_thinking`, 
 
 - `c`: HMAC-SHA256(secret, thinking text): the block is genuine and unmodified (R7/R8), checked on
   every model;
-- `p`: HMAC-SHA256(secret, canonical JSON of [system, tools, every message before the block with the
-  blocks before it in its own message, thinking text]): the prefix binding (R13), checked on binding
-  models only;
+- `p`: HMAC-SHA256(secret, prefix digest + thinking text): the prefix binding (R13), checked on binding
+  models only. The prefix digest is a SHA-256 chain over the canonical JSON of `[system, tools]`, of
+  every message before the block, and of the blocks before it in its own message (`PrefixChain`): a
+  chain rather than one JSON document so that checking every block of a long request stays linear;
 - `t`: the thinking text, for `redacted_thinking` and reasoning items only (their text is not sent
   back in clear, so the signature carries it; the real APIs encrypt it).
 
@@ -26,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Signer", "canonical", "canonical_json"]
+__all__ = ["PrefixChain", "Signer", "canonical", "canonical_json", "prefix_digest"]
 
 
 def canonical(value: Any) -> Any:
@@ -40,6 +41,31 @@ def canonical(value: Any) -> Any:
 
 def canonical_json(value: Any) -> bytes:
     return json.dumps(canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class PrefixChain:
+    """The running digest of a request's prefix: the head (`[system, tools]`), then message by message."""
+
+    def __init__(self, head: Any) -> None:
+        self._hash = hashlib.sha256(b"head\0" + canonical_json(head))
+
+    def add_message(self, message: Any) -> None:
+        """Extend the chain by one whole message (`{"role": ..., "content": [...]}`)."""
+        self._hash.update(b"\x1emessage\0" + canonical_json(message))
+
+    def digest_with(self, role: str, blocks: Any) -> bytes:
+        """The digest of the chain so far plus the opening `blocks` of a message of `role`."""
+        partial = self._hash.copy()
+        partial.update(b"\x1dpartial\0" + canonical_json({"role": role, "content": blocks}))
+        return partial.digest()
+
+
+def prefix_digest(head: Any, messages: list[Any], role: str = "assistant", blocks: Any = ()) -> bytes:
+    """The prefix digest of a block opening after `messages`, behind `blocks` of its own message."""
+    chain = PrefixChain(head)
+    for message in messages:
+        chain.add_message(message)
+    return chain.digest_with(role, list(blocks))
 
 
 @dataclass(frozen=True)
@@ -56,7 +82,7 @@ class Signer:
     Example:
         ```python
         signer = Signer(b"k")
-        sig = signer.sign("I should call the tool", prefix=[system, tools, messages])
+        sig = signer.sign("I should call the tool", prefix_digest([system, tools], messages))
         assert signer.verify_content(sig, "I should call the tool")
         ```
     """
@@ -67,10 +93,11 @@ class Signer:
     def _mac(self, kind: bytes, payload: bytes) -> str:
         return hmac.new(self.secret, kind + b"\0" + payload, hashlib.sha256).hexdigest()
 
-    def sign(self, text: str, prefix: Any, *, carry_text: bool = False) -> str:
+    def sign(self, text: str, prefix: bytes, *, carry_text: bool = False) -> str:
+        """A signature of `text` produced under the prefix digest `prefix`."""
         body: dict[str, str] = {
             "c": self._mac(b"content", text.encode()),
-            "p": self._mac(b"prefix", canonical_json([prefix, text])),
+            "p": self._mac(b"prefix", prefix + b"\0" + text.encode()),
         }
         if carry_text:
             body["t"] = text
@@ -104,7 +131,7 @@ class Signer:
             return False
         return hmac.compare_digest(decoded.content_mac, self._mac(b"content", text.encode()))
 
-    def verify_prefix(self, signature: object, text: str | None, prefix: Any) -> bool:
+    def verify_prefix(self, signature: object, text: str | None, prefix: bytes) -> bool:
         """Whether the block was produced under exactly `prefix` (and its text is unmodified)."""
         decoded = self.decode(signature)
         if decoded is None or not self.verify_content(signature, text):
@@ -112,7 +139,7 @@ class Signer:
         if text is None:
             text = decoded.text
         assert text is not None
-        return hmac.compare_digest(decoded.prefix_mac, self._mac(b"prefix", canonical_json([prefix, text])))
+        return hmac.compare_digest(decoded.prefix_mac, self._mac(b"prefix", prefix + b"\0" + text.encode()))
 
     def carried_text(self, signature: object) -> str | None:
         decoded = self.decode(signature)

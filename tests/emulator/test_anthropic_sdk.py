@@ -10,6 +10,7 @@ import pytest
 
 from tests.emulator import BINDING_MODELS, NON_BINDING_ANTHROPIC_MODEL, ProviderEmulator, ToolCall, Turn
 from tests.emulator.anthropic_api import BINDING_BETA
+from tests.emulator.signing import prefix_digest
 
 BINDING = "claude-opus-5-5"
 TOOLS = [{"name": "read", "description": "Read a file", "input_schema": {"type": "object"}}]
@@ -128,10 +129,22 @@ def test_signatures_verify_and_commit_to_text_and_prefix(emulator: ProviderEmula
         first_block["signature"], first_block["thinking"]
     )
     head = [[{"type": "text", "text": SYSTEM}], TOOLS]
-    prefix = [*head, [{"role": "user", "content": [{"type": "text", "text": "Read a, b and c."}]}], []]
+    opening = {"role": "user", "content": [{"type": "text", "text": "Read a, b and c."}]}  # canonical form
+    prefix = prefix_digest(head, [opening])
     assert signer.verify_prefix(first_block["signature"], first_block["thinking"], prefix)
-    other = [*head, [{"role": "user", "content": [{"type": "text", "text": "Read a and b."}]}], []]
+    other = prefix_digest(head, [{"role": "user", "content": [{"type": "text", "text": "Read a and b."}]}])
     assert not signer.verify_prefix(first_block["signature"], first_block["thinking"], other)
+    # The second turn's first block commits to the first turn's thinking and its signature too.
+    second = messages[3]["content"][0]
+    assert signer.verify_prefix(
+        second["signature"], second["thinking"], prefix_digest(head, [opening, *messages[1:3]])
+    )
+    forged_first = {
+        **messages[1],
+        "content": [{**first_block, "signature": "x"}, *messages[1]["content"][1:]],
+    }
+    forged = prefix_digest(head, [opening, forged_first, messages[2]])
+    assert not signer.verify_prefix(second["signature"], second["thinking"], forged)
 
 
 @pytest.mark.parametrize("model", BINDING_MODELS)

@@ -202,7 +202,9 @@ def assert_view_contract(run: Run) -> None:
     # Between compactions the view only grows; a compaction is a batch that makes the request smaller.
     grown = [i for i in breaks if usage[i] >= usage[i - 1]]
     assert not grown, f"requests {grown} edited the view without compacting it"
-    assert len(breaks) <= len(accepted) // 3, f"{len(breaks)} compactions in {len(accepted)} calls"
+    # One batch: the call after a compaction extends it (two edits in a row are one compaction split up).
+    twice = [i for i in breaks if i - 1 in breaks]
+    assert not twice, f"requests {twice} edited the view again right after a compaction"
     # Every tool turn's thinking reached the emulator and came back signed (none forged, none lost).
     last = accepted[-1].body["messages"]
     assert any(b.get("type") == "thinking" for m in last if m["role"] == "assistant" for b in m["content"])

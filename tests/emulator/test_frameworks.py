@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from tests.emulator import NON_BINDING_ANTHROPIC_MODEL, ProviderEmulator, extends, tool_loop
+from tests.emulator import (
+    BINDING_MODELS,
+    NON_BINDING_ANTHROPIC_MODEL,
+    ProviderEmulator,
+    extends,
+    is_binding_model,
+    tool_loop,
+)
 
 BINDING = "claude-fable-5-2"
 ANTHROPIC_MODELS = [BINDING, NON_BINDING_ANTHROPIC_MODEL]
@@ -202,3 +209,32 @@ async def test_langchain_chat_openai(responses: bool) -> None:
     )
     assert state["messages"][-1].text == "All done."
     _assert_clean_run(emulator)
+
+
+@pytest.mark.pydantic_ai
+@pytest.mark.parametrize(
+    "model_name",
+    [
+        *BINDING_MODELS,
+        "claude-opus-5-5-20261001",
+        "claude-mythos-5-1",
+        "claude-fable-5",
+        "claude-opus-5",
+        "claude-sonnet-5",
+        NON_BINDING_ANTHROPIC_MODEL,
+        "claude-haiku-4-5",
+    ],
+)
+def test_binding_models_agree_with_pydantic_ai_profiles(model_name: str) -> None:
+    """The emulator's one list of binding models says what Pydantic AI's profiles say (2.68+)."""
+    from pydantic_ai.profiles.anthropic import anthropic_model_profile
+
+    profile = anthropic_model_profile(model_name)
+    # A mapping in 2.x, a dataclass in 1.x (which has no such flag).
+    if isinstance(profile, dict):
+        flag = profile.get("anthropic_binds_thinking_blocks")
+    else:
+        flag = getattr(profile, "anthropic_binds_thinking_blocks", None)
+    if flag is None:
+        pytest.skip("this Pydantic AI does not mark binding models")
+    assert flag == is_binding_model(model_name)

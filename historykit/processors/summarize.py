@@ -40,8 +40,7 @@ from historykit.processors.pairwise_truncate import DEFAULT_FRACTION, Cut, Point
 from historykit.processors.summarizers import (
     ExtractiveSummarizer,
     Summarizer,
-    ensure_constraints,
-    extract_constraints,
+    complete_summary,
     summarizer_for,
 )
 from historykit.processors.trigger import Trigger
@@ -311,11 +310,7 @@ class Summarize(HistoryProcessor):
         return [*task, *previous, *cut.covered]
 
     def _finish_text(self, text: str, inputs: list[Message]) -> str:
-        room = getattr(self._summarizer, "max_constraint_chars", None)
-        constraints = (
-            extract_constraints(inputs, room) if isinstance(room, int) else extract_constraints(inputs)
-        )
-        text = ensure_constraints(text.strip(), constraints)
+        text = complete_summary(text.strip(), inputs, self._summarizer)
         if text.startswith(SUMMARY_HEADER):
             return text
         return f"{SUMMARY_HEADER}\n\n{text}"

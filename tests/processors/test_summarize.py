@@ -132,11 +132,14 @@ def test_one_structured_summary_with_the_constraints_verbatim_and_a_marker() -> 
     text = summary.text
     assert text.startswith(SUMMARY_HEADER)
     assert [h for h in parse_sections(text)] == list(SECTIONS)
-    constraints = parse_sections(text)["User constraints (verbatim)"]
-    for sentence in LATER_CONSTRAINTS:
-        assert sentence in constraints
-    assert "You must never modify files under tests/." in constraints
     sections = parse_sections(text)
+    # The user's messages are kept whole, so their constraints are not written a second time.
+    assert sections["User constraints (verbatim)"] == []
+    said = sections["User messages (verbatim)"]
+    assert said[0] == f"Good. {LATER_CONSTRAINTS[0]} {LATER_CONSTRAINTS[1]}"
+    for sentence in LATER_CONSTRAINTS[:2]:
+        assert any(sentence in m for m in said)
+    assert sections["Task"] == [CONSTRAINED_TASK]
     assert "I'll switch to the streaming parser instead." in sections["Decisions"]
     assert "Fixed the off-by-one in parse()." in sections["Done"]
     assert any(item.startswith("src/f0_0.py (read)") for item in sections["Files touched"])
@@ -656,7 +659,8 @@ def test_extractive_update_merges_the_previous_sections() -> None:
     ]
     sections = parse_sections(ExtractiveSummarizer()(history))
     assert sections["Task"] == ["the original task"]
-    assert sections["User constraints (verbatim)"] == ["Never push.", "Only use the standard library."]
+    assert sections["User constraints (verbatim)"] == ["Never push."]
+    assert sections["User messages (verbatim)"] == ["Only use the standard library."]
     assert sections["Decisions"] == ["Use sqlite."]
     assert sections["Files touched"] == ["src/a.py (read, edited)"]
     assert sections["Done"] == ["Wrote the schema."]

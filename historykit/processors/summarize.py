@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -47,6 +48,8 @@ from historykit.processors.trigger import Trigger
 from historykit.processors.turns import is_user_request
 
 __all__ = ["SUMMARY_HEADER", "Summarize"]
+
+_log = logging.getLogger(__name__)
 
 SUMMARY_HEADER = (
     "[historykit] Summary of the earlier conversation, which it replaces "
@@ -143,6 +146,8 @@ class Summarize(HistoryProcessor):
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
     _digests: _Digests = field(default_factory=lambda: _Digests(), init=False, repr=False, compare=False)
+    _warned: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+    """Causes of summarizer failures already logged: each is logged once, not once per compaction."""
 
     def __post_init__(self) -> None:
         if self.max_tokens is None and self.max_fraction is None and self.max_messages is None:
@@ -377,7 +382,7 @@ class Summarize(HistoryProcessor):
                 with attempt:
                     return _Reply(_checked(_call_blocking(self._summarizer, inputs)), None)
         except Exception as exc:
-            return _Reply(None, _describe(exc, self.attempts))
+            return self._failed(exc)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _summarize_async(self, inputs: list[Message]) -> _Reply:
@@ -392,8 +397,25 @@ class Summarize(HistoryProcessor):
                 with attempt:
                     return _Reply(_checked(await _call_async(self._summarizer, inputs)), None)
         except Exception as exc:
-            return _Reply(None, _describe(exc, self.attempts))
+            return self._failed(exc)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failed(self, exc: Exception) -> _Reply:
+        """The reply of a summarizer that failed every attempt; the cause is logged the first time.
+
+        A summarizer that cannot work (a misspelt model name, a missing provider package) would
+        otherwise only ever show in the notes, as compactions that truncate instead."""
+        cause = f"{type(exc).__qualname__}: {exc}"
+        if cause not in self._warned:
+            self._warned.add(cause)
+            _log.warning(
+                "the summarizer %s failed after %d attempt%s; truncating instead (logged once per cause)",
+                self.model_name or type(self._summarizer).__qualname__,
+                self.attempts,
+                "s" if self.attempts != 1 else "",
+                exc_info=exc,
+            )
+        return _Reply(None, _describe(exc, self.attempts))
 
 
 @dataclass

@@ -273,6 +273,8 @@ USER_MESSAGE_CHARS = 8_000
 SHORTENED_CHARS = 240
 """Default length an older user message is shortened to when they do not all fit."""
 _MIN_SHORTENED = 60
+_MARKER_CHARS = 40
+"""About the length of the note a shortened message carries."""
 _SHORTENED = re.compile(r" \[\.\.\. (\d+) characters shortened \.\.\.\] ")
 
 
@@ -305,8 +307,8 @@ def user_messages(
 
     An earlier summary's are kept (a historykit summary's list, or the "All user messages" a
     Claude Code compaction recorded). When they do not all fit, the most recent ones stay whole and
-    the older ones are shortened (their head and tail, saying how much is left out), never dropped;
-    the first request is the `task`, whole.
+    the older ones are shortened (their head and tail, saying how much is left out), never dropped
+    (so with very many messages the room is exceeded); the first request is the `task`, whole.
     """
     task: str | None = None
     found: list[str] = []
@@ -320,8 +322,8 @@ def user_messages(
             continue
         found.extend(_recorded_user_messages(msg))
         words = user_words(msg)
-        if words is None:
-            continue
+        if words is None or (task is not None and _is_pinned(msg)):
+            continue  # a pinned message stays verbatim in the history: no need to copy it
         if task is None:
             task = words
         else:
@@ -331,19 +333,29 @@ def user_messages(
     return UserMessages(task, fitted, sum(1 for m in fitted if _SHORTENED.search(m)), max_chars)
 
 
+def _is_pinned(msg: Message) -> bool:
+    return msg.pinned or any(isinstance(p, TextPart) and p.pinned for p in msg.parts)
+
+
 def _fit(items: list[str], max_chars: int, shortened_chars: int) -> list[str]:
-    """The newest items whole, as many as leave room for the older ones shortened."""
+    """The newest items whole, as many as leave room for the older ones shortened.
+
+    The older ones get at most half the room (shortened further when there are many, down to
+    `_MIN_SHORTENED` characters); the newest item is whole unless it alone is over the room. Past
+    that, the room is exceeded rather than a message dropped.
+    """
     if sum(len(item) for item in items) <= max_chars:
         return items
-    short = max(_MIN_SHORTENED, min(shortened_chars, max_chars // max(len(items), 1)))
-    # room[i]: what items[:i] take once shortened
-    room = [0]
+    count = len(items)
+    short = max(_MIN_SHORTENED, min(shortened_chars, max_chars // (2 * count) - _MARKER_CHARS))
+    room = [0]  # room[i]: what items[:i] take once shortened
     for item in items:
-        room.append(room[-1] + min(len(item), short + 40))
+        room.append(room[-1] + min(len(item), short + _MARKER_CHARS))
     used = 0
-    whole_from = len(items)
-    for index in range(len(items) - 1, -1, -1):
-        if used + len(items[index]) + room[index] > max_chars:
+    whole_from = count
+    for index in range(count - 1, -1, -1):
+        newest_fits = index == count - 1 and len(items[index]) <= max_chars
+        if not newest_fits and used + len(items[index]) + room[index] > max_chars:
             break
         used += len(items[index])
         whole_from = index
@@ -367,7 +379,7 @@ def _user_constraints(msg: Message) -> list[str]:
     if words is None:
         return []
     # Pinned text is a constraint as a whole; other text only where it states a requirement.
-    pinned = msg.pinned or any(isinstance(p, TextPart) and p.pinned for p in msg.parts)
+    pinned = _is_pinned(msg)
     return [s for s in _sentences(words) if len(s) <= _MAX_SENTENCE and (pinned or _CONSTRAINT_CUE.search(s))]
 
 
@@ -762,7 +774,7 @@ class ExtractiveSummarizer:
     """Room for the user's messages after the first; past it, the older ones are shortened."""
     shortened_chars: int = SHORTENED_CHARS
     """Length an older user message is shortened to when they do not all fit."""
-    task_chars: int = 2_000
+    task_chars: int = 1_000
     """Longer first requests are shortened in the task section (the message itself stays verbatim
     at the start of the history)."""
     model_name: str | None = field(default=None, init=False)
@@ -837,9 +849,6 @@ def complete_summary(text: str, inputs: Sequence[Message], summarizer: object = 
     messages verbatim (within the room `summarizer` states by its `max_constraint_chars` and
     `max_user_chars`, else the defaults), and every file written or edited.
     """
-    room = getattr(summarizer, "max_constraint_chars", None)
-    constraints = extract_constraints(inputs, room) if isinstance(room, int) else extract_constraints(inputs)
-    text = ensure_constraints(text, constraints)
     chars = getattr(summarizer, "max_user_chars", None)
     short = getattr(summarizer, "shortened_chars", None)
     said = user_messages(
@@ -850,6 +859,10 @@ def complete_summary(text: str, inputs: Sequence[Message], summarizer: object = 
     flat = _flat(text)
     wanted = [*([said.task] if said.task else []), *said.messages]
     text = _ensure_items(text, said.heading(), [m for m in wanted if _flat(m) not in flat])
+    # After the messages: a constraint a message already shows verbatim is not written twice.
+    room = getattr(summarizer, "max_constraint_chars", None)
+    constraints = extract_constraints(inputs, room) if isinstance(room, int) else extract_constraints(inputs)
+    text = ensure_constraints(text, constraints)
     previous = [p for m in inputs for p in m.parts if isinstance(p, SummaryPart)]
     earlier_files = section(parse_sections(previous[-1].text), FILES) if previous else []
     calls = [p for m in inputs for p in m.parts if isinstance(p, ToolCallPart)]

@@ -441,8 +441,10 @@ def test_pydantic_ai_function_model_as_the_summarizer() -> None:
     summary = the_summary(out)
     assert summary.marker is not None and summary.marker.model == "summary-fn"
     assert "- fix the parser" in summary.text
-    constraints = parse_sections(summary.text)["User constraints (verbatim)"]
-    assert all(sentence in constraints for sentence in LATER_CONSTRAINTS)  # added: the model left them out
+    said = parse_sections(summary.text)["User messages (verbatim)"]
+    # Added: the model left out the user's messages, and with them their constraints.
+    assert f"Good. {LATER_CONSTRAINTS[0]} {LATER_CONSTRAINTS[1]}" in said
+    assert all(sentence in summary.text for sentence in LATER_CONSTRAINTS)
     [request] = [m for m in seen[0] if isinstance(m, ModelRequest)]
     assert "User constraints (verbatim)" in (request.instructions or "")
     prompt = str(request.parts[0].content)  # type: ignore[union-attr]

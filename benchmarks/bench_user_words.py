@@ -16,6 +16,8 @@ Sessions: the corpus sessions with more than one user message, and generated one
 file reads, edits and writes in every common shape, tests, and an earlier compaction summary
 midway. Targets: 100% of the files, at least 95% of the user's messages seen whole (sessions whose
 messages fit the summary's budget; the over-budget rows show that shortened messages are not lost).
+Each replay is also priced as `bench_replay.py` prices it (`replay.Meter`; summaries as if an LLM
+had read their input): `cost`, the share of input `cached`, and the summaries written.
 
 Run: `python benchmarks/bench_user_words.py` (or `make bench-user-words`); `--help` for the options.
 """
@@ -27,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from replay import load_sessions
+from replay import CountingSummarizer, Meter, Result, load_sessions, total
 
 import historykit
 from historykit.processors.summarizers import user_words
@@ -43,12 +45,15 @@ from tests.processors.user_words_sessions import (
 )
 
 
-def _row(name: str, v: Visibility, seconds: float) -> str:
+def _row(name: str, v: Visibility, cost: Result, seconds: float) -> str:
     return (
         f"{name:<46} {v.user_messages:>5} {v.seen_whole:>6} {v.seen_shortened:>6} "
         f"{v.user_messages - v.seen_whole - v.seen_shortened:>5} {v.files_changed:>6} {v.files_seen:>6}"
-        f" {seconds:>6.1f}"
+        f" {cost.cost:>11,.0f} {cost.cached_share:>7.1%} {cost.summaries:>5} {seconds:>6.1f}"
     )
+
+
+Session = list[historykit.Message]
 
 
 def _share(part: int, whole: int) -> str:
@@ -68,10 +73,11 @@ def main() -> int:
     counter = TokenCounter()
     replay = f"window {args.window:,}; persistent replay of default_pipeline()"
     print(f"tokenizer {counter.tokenizer_name}; {replay}\n")
-    columns = ("users", "whole", "short", "lost", "files", "seen", "s")
-    header = f"{'session':<46} " + " ".join(f"{c:>{5 if c in ('users', 'lost') else 6}}" for c in columns)
+    widths = {"users": 5, "whole": 6, "short": 6, "lost": 5, "files": 6, "seen": 6, "cost": 11}
+    widths |= {"cached": 7, "summ.": 5, "s": 6}
+    header = f"{'session':<46} " + " ".join(f"{c:>{w}}" for c, w in widths.items())
 
-    groups: dict[str, list[tuple[str, list[historykit.Message]]]] = {"corpus (several user messages)": []}
+    groups: dict[str, list[tuple[str, Session]]] = {"corpus (several user messages)": []}
     for name, session in load_sessions():
         if sum(1 for m in session if user_words(m) is not None) > 1:
             groups["corpus (several user messages)"].append((name, session))
@@ -89,24 +95,44 @@ def main() -> int:
 
     for group, sessions in groups.items():
         print(f"== {group}\n{header}")
-        total = Visibility()
+        seen = Visibility()
+        costs: list[Result] = []
         for name, session in sessions:
             started = time.perf_counter()
-            sent = last_view(session, historykit.default_pipeline(), args.window, counter)
+            meter = Meter(args.window, counter, check=False)
+            summarizer = CountingSummarizer(counter)  # summaries priced as if an LLM read their input
+            read = [0, 0]  # summarizer tokens and calls so far
+
+            def price(
+                sent: list[historykit.Message],
+                t: int,
+                meter: Meter = meter,
+                session: Session = session,
+                summarizer: CountingSummarizer = summarizer,
+                read: list[int] = read,
+            ) -> None:
+                tokens, calls = summarizer.tokens - read[0], summarizer.calls - read[1]
+                read[:] = [summarizer.tokens, summarizer.calls]
+                meter.add(sent, session[t - 1], raw=session[:t], summarizer_tokens=tokens, summaries=calls)
+
+            pipeline = historykit.default_pipeline(summarizer=summarizer)
+            sent = last_view(session, pipeline, args.window, counter, price)
             v = visibility(session, sent)
-            print(_row(name, v, time.perf_counter() - started))
+            seconds = time.perf_counter() - started
+            print(_row(name, v, meter.result, seconds))
             if args.show_missing:
                 for words in v.missing_messages:
                     print(f"    missing message: {words[:100]!r}")
                 for path in v.missing_files:
                     print(f"    missing file: {path}")
-            total += v
-        print(_row("total", total, 0.0))
+            seen += v
+            costs.append(meter.result)
+        print(_row("total", seen, total(costs), 0.0))
         print(
-            f"user messages seen whole {_share(total.seen_whole, total.user_messages)}, "
+            f"user messages seen whole {_share(seen.seen_whole, seen.user_messages)}, "
             "seen at least shortened "
-            f"{_share(total.seen_whole + total.seen_shortened, total.user_messages)}; "
-            f"files written or edited seen {_share(total.files_seen, total.files_changed)}\n"
+            f"{_share(seen.seen_whole + seen.seen_shortened, seen.user_messages)}; "
+            f"files written or edited seen {_share(seen.files_seen, seen.files_changed)}\n"
         )
     return 0
 

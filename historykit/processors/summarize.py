@@ -73,9 +73,9 @@ class Summarize(HistoryProcessor):
     shortened further, never splitting a unit, when that is needed to reach the low-water mark.
     Always kept verbatim: system messages, the first user message (the task), pinned content (a
     pinned part keeps its whole unit), the request of the turn the cut falls in, and the final
-    request. The summary has sections for the task, the user's constraints (verbatim: whatever the
-    summarizer writes, missing constraint sentences are added), decisions, files touched, done and
-    pending work, and open errors.
+    request. The summary has sections for the task, the user's messages and constraints (verbatim:
+    whatever the summarizer writes, missing ones are added, see `complete_summary`), decisions,
+    files touched (every file written or edited is added), done and pending work, and open errors.
 
     An earlier summary is updated, not summarized: the summarizer gets it with the new messages,
     and the new marker extends its covered range. A failing summarizer is retried with exponential

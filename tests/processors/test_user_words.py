@@ -18,6 +18,8 @@ from packaging.requirements import Requirement
 import historykit
 from historykit.formats import read_chat_jsonl
 from historykit.messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
+from historykit.processors.clear_tool_results import ClearToolResults
+from historykit.processors.file_reads import file_accesses
 from historykit.processors.summarize import SUMMARY_HEADER, Summarize
 from historykit.processors.summarizers import (
     ExtractiveSummarizer,
@@ -27,6 +29,7 @@ from historykit.processors.summarizers import (
     user_messages,
     user_words,
 )
+from historykit.processors.trigger import Trigger
 from historykit.tokens import _offline_encoding_names
 
 from ..conftest import CORPUS
@@ -209,6 +212,48 @@ def test_an_incremental_update_keeps_what_the_earlier_summary_kept() -> None:
         "now the CLI",
     ]
     assert sections["Files touched"] == ["p.py (written)", "cli.py (edited)"]
+
+
+def test_a_cleared_script_or_patch_still_says_which_files_it_wrote() -> None:
+    body = "\n".join(f"line {k} of the new module, long enough to be cleared" for k in range(200))
+    patch = "*** Begin Patch\n*** Update File: src/patched.py\n@@\n" + "".join(
+        f"+{ln}\n" for ln in body.split("\n")
+    )
+    calls = [
+        (
+            "1",
+            "Bash",
+            {"command": f"cat > src/heredoc.py <<'EOF'\n{body}\nEOF", "description": "src/heredoc.py"},
+        ),
+        ("2", "shell", {"command": ["bash", "-lc", f"cd /repo && cat > out/a.txt <<'EOF'\n{body}\nEOF"]}),
+        ("3", "shell", {"command": ["apply_patch", patch + "*** End Patch\n"]}),
+        ("4", "Write", {"file_path": "src/write.py", "content": body}),
+    ]
+    history = [Message.user("task")]
+    for cid, name, arguments in calls:
+        history += tool_exchange(cid, name, arguments)
+    history += [
+        Message.user("go on"),
+        *tool_exchange("5", "Read", {"file_path": "x.py"}),
+        Message.assistant("ok"),
+    ]
+    clear = ClearToolResults(keep=1, trigger=Trigger(max_tokens=100, low_water=0.1), min_gain=0)
+    out, notes = clear.process(history, context())
+    assert notes.replaced, notes.details
+    sent_calls = [p for m in out for p in m.parts if isinstance(p, ToolCallPart)]
+    texts = {c.id: c.arguments_text() for c in sent_calls}
+    assert "tokens of a call that wrote src/heredoc.py;" in texts["1"]
+    assert "tokens of a call that wrote /repo/out/a.txt;" in texts["2"]
+    assert "tokens of a call that wrote src/patched.py;" in texts["3"]
+    assert "a call that wrote" not in texts["4"]  # its path is still an argument of its own
+    assert body not in "".join(texts.values())
+    # The recogniser (dedupe, summaries) still sees every write, and so does the summary.
+    original = file_accesses([p for m in history for p in m.parts if isinstance(p, ToolCallPart)])
+    assert file_accesses(sent_calls) == original
+    files = parse_sections(ExtractiveSummarizer()(out))["Files touched"]
+    assert {"src/heredoc.py", "/repo/out/a.txt", "src/patched.py", "src/write.py"} <= {
+        f.rsplit(" (", 1)[0] for f in files
+    }
 
 
 # --- LLM summaries are checked after the fact -------------------------------------------------------

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -57,6 +57,8 @@ class SessionShape:
     """Tool exchanges after each request (inclusive range)."""
     file_lines: tuple[int, int] = (30, 140)
     """Lines of a file read (inclusive range)."""
+    write_lines: tuple[int, int] = (5, 60)
+    """Lines a write or an edit puts in a file (inclusive range): tool arguments are not cleared."""
     reminder_share: float = 0.3
     """Share of requests that carry a `<system-reminder>` block."""
     earlier_summary: bool = True
@@ -75,6 +77,16 @@ _ASKS = (
     "That's wrong: `{name}` must not raise on empty input. Fix it.",
     "Use pathlib in {path}, not os.path.",
     "Add a regression test for `{name}`.",
+)
+
+
+_WHY = (
+    "The old code swallowed the error, so the caller never saw it.",
+    "This keeps the public signature unchanged.",
+    "I am moving the parsing into its own function so the test can call it directly.",
+    "The loop was quadratic on long inputs; a dict lookup fixes that.",
+    "Renaming it everywhere it is imported, including the tests.",
+    "The fixture was shared between tests and leaked state.",
 )
 
 
@@ -152,27 +164,32 @@ class _Agent:
 
     def change(self, path: str) -> None:
         """One write or edit of `path`, in one of the shapes agents use."""
-        snippet = f"def helper_{self.calls}():\n    return {self.calls}\n"
+        snippet = _file_text(self.rng, path, self.rng.randint(*self.shape.write_lines)) + "\n"
+        edit = {"old_string": snippet[: len(snippet) // 3], "new_string": snippet}
         shapes = ["edit", "write", "multiedit", "editor_create", "editor_replace", "patch", "redirect", "sed"]
         how = self.rng.choice(shapes)
-        said = f"Updating {path}."
+        said = f"Updating {path}: " + " ".join(self.rng.choices(_WHY, k=self.rng.randint(1, 4)))
         if how == "edit":
-            self.call(
-                said, "Edit", {"file_path": f"/repo/{path}", "old_string": "x", "new_string": "y"}, "ok"
-            )
+            self.call(said, "Edit", {"file_path": f"/repo/{path}", **edit}, "ok")
         elif how == "write":
             self.call(said, "Write", {"file_path": f"/repo/{path}", "content": snippet}, "File created")
         elif how == "multiedit":
-            edits = [{"old_string": "a", "new_string": "b"}, {"old_string": "c", "new_string": "d"}]
+            edits = [edit, {"old_string": "c", "new_string": "d"}]
             self.call(said, "MultiEdit", {"file_path": f"/repo/{path}", "edits": edits}, "Applied 2 edits")
         elif how == "editor_create":
             arguments = {"command": "create", "path": f"/repo/{path}", "file_text": snippet}
             self.call(said, "str_replace_editor", arguments, f"File created successfully at: /repo/{path}")
         elif how == "editor_replace":
-            arguments = {"command": "str_replace", "path": f"/repo/{path}", "old_str": "x", "new_str": "y"}
+            arguments = {
+                "command": "str_replace",
+                "path": f"/repo/{path}",
+                "old_str": edit["old_string"],
+                "new_str": edit["new_string"],
+            }
             self.call(said, "str_replace_editor", arguments, f"The file /repo/{path} has been edited.")
         elif how == "patch":
-            patch = f"*** Begin Patch\n*** Update File: {path}\n@@\n-x = 1\n+x = 2\n*** End Patch\n"
+            added = "".join(f"+{line}\n" for line in snippet.splitlines())
+            patch = f"*** Begin Patch\n*** Update File: {path}\n@@\n-x = 1\n{added}*** End Patch\n"
             if self.shape.style == "codex":
                 self.call(said, "apply_patch", patch, "Success. Updated the following files:\nM " + path)
             else:
@@ -256,15 +273,24 @@ def build_session(seed: int, shape: SessionShape = SessionShape()) -> list[Messa
 
 
 def last_view(
-    session: Sequence[Message], pipeline: HistoryProcessor, window: int, counter: TokenCounter
+    session: Sequence[Message],
+    pipeline: HistoryProcessor,
+    window: int,
+    counter: TokenCounter,
+    on_call: Callable[[list[Message], int], None] | None = None,
 ) -> list[Message]:
-    """What the last model call of `session` sends, replayed call by call in persistent mode."""
+    """What the last model call of `session` sends, replayed call by call in persistent mode.
+
+    `on_call(sent, t)` sees every call's input (`t`: the index of the assistant message it produced).
+    """
     ctx = ProcessContext(window, "explicit", counter)
     points = [i for i, m in enumerate(session) if m.role == "assistant" and i > 0]
     carried: list[Message] = []
     previous = 0
     for t in points:
         carried, _ = pipeline.process([*carried, *session[previous:t]], ctx)
+        if on_call is not None:
+            on_call(carried, t)
         previous = t
     return carried
 

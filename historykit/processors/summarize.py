@@ -146,8 +146,6 @@ class Summarize(HistoryProcessor):
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
     _digests: _Digests = field(default_factory=lambda: _Digests(), init=False, repr=False, compare=False)
-    _warned: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
-    """Causes of summarizer failures already logged: each is logged once, not once per compaction."""
 
     def __post_init__(self) -> None:
         if self.max_tokens is None and self.max_fraction is None and self.max_messages is None:
@@ -173,6 +171,8 @@ class Summarize(HistoryProcessor):
             raise ValueError(f"keep_last_tokens must be >= 0, got {self.keep_last_tokens!r}")
         if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
             raise ValueError(f"attempts must be an int >= 1, got {self.attempts!r}")
+        # Causes of summarizer failures already logged: each once, not once per compaction.
+        self._warned: set[str] = set()
 
     def trigger(self) -> Trigger:
         """The high- and low-water marks these fields describe."""

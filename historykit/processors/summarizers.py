@@ -21,7 +21,15 @@ Built in:
   or an `Agent`;
 - `LangChainSummarizer` runs a LangChain chat model (`BaseChatModel.ainvoke`).
 
-A summarizer may carry a `model_name` attribute: `Summarize` records it in the compaction marker.
+Whatever a summarizer writes, `Summarize` completes it (`complete_summary`): every summary keeps
+the user's own messages verbatim (`user_words`: not tool output, instruction files, reminders or
+earlier summaries; past the room of `max_user_chars`, 8,000 characters by default, the most recent
+stay whole and the older are shortened, never dropped, and the heading says how many), the user's
+constraint sentences, and every file written or edited. An update keeps what the summary it
+updates kept.
+
+A summarizer may carry a `model_name` attribute: `Summarize` records it in the compaction marker,
+and `max_user_chars` / `max_constraint_chars` attributes: the room `complete_summary` gives.
 Model reasoning (thinking) is never copied into a summary, nor shown to a summarizing model: it must
 not turn into text.
 
@@ -284,6 +292,9 @@ class UserMessages:
 
     task: str | None
     """The user's first request (what they wrote, without injected instructions or context)."""
+    task_in_head: bool
+    """The task is the first user message given, which `Summarize` keeps verbatim at the start of
+    the history: a summary need not repeat all of it."""
     messages: list[str]
     """The later messages, oldest first: whole, or shortened when they did not all fit."""
     shortened: int
@@ -311,6 +322,8 @@ def user_messages(
     (so with very many messages the room is exceeded); the first request is the `task`, whole.
     """
     task: str | None = None
+    task_in_head = False
+    first_user = next((m for m in messages if m.role == "user"), None)
     found: list[str] = []
     for msg in messages:
         summary = next((p for p in msg.parts if isinstance(p, SummaryPart)), None)
@@ -325,12 +338,13 @@ def user_messages(
         if words is None or (task is not None and _is_pinned(msg)):
             continue  # a pinned message stays verbatim in the history: no need to copy it
         if task is None:
-            task = words
+            task, task_in_head = words, msg is first_user
         else:
             found.append(words)
     later = [m for m in _dedupe(found) if m != task]
     fitted = _fit(later, max_chars, shortened_chars)
-    return UserMessages(task, fitted, sum(1 for m in fitted if _SHORTENED.search(m)), max_chars)
+    shortened = sum(1 for m in fitted if _SHORTENED.search(m))
+    return UserMessages(task, task_in_head, fitted, shortened, max_chars)
 
 
 def _is_pinned(msg: Message) -> bool:
@@ -775,8 +789,8 @@ class ExtractiveSummarizer:
     shortened_chars: int = SHORTENED_CHARS
     """Length an older user message is shortened to when they do not all fit."""
     task_chars: int = 1_000
-    """Longer first requests are shortened in the task section (the message itself stays verbatim
-    at the start of the history)."""
+    """Longer first requests are shortened in the task section when the message itself stays
+    verbatim at the start of the history (else they get the room of `max_user_chars`)."""
     model_name: str | None = field(default=None, init=False)
     """No model: the compaction marker records `None`."""
 
@@ -787,7 +801,9 @@ class ExtractiveSummarizer:
                 if isinstance(part, SummaryPart):
                     previous = parse_sections(part.text)
         said = user_messages(messages, self.max_user_chars, self.shortened_chars)
-        task = section(previous, TASK) or ([_shorten(said.task, self.task_chars)] if said.task else [])
+        # The first request whole, unless it stays verbatim at the start of the history anyway.
+        room = self.task_chars if said.task_in_head else max(self.task_chars, self.max_user_chars)
+        task = section(previous, TASK) or ([_shorten(said.task, room)] if said.task else [])
         whole = [m for m in [*task, *said.messages] if not _SHORTENED.search(m)]
         sections: dict[str, list[str]] = {
             TASK: task,
@@ -857,7 +873,8 @@ def complete_summary(text: str, inputs: Sequence[Message], summarizer: object = 
         short if isinstance(short, int) else SHORTENED_CHARS,
     )
     flat = _flat(text)
-    wanted = [*([said.task] if said.task else []), *said.messages]
+    # A task kept verbatim at the start of the history need not be repeated word for word.
+    wanted = [*([said.task] if said.task and not said.task_in_head else []), *said.messages]
     text = _ensure_items(text, said.heading(), [m for m in wanted if _flat(m) not in flat])
     # After the messages: a constraint a message already shows verbatim is not written twice.
     room = getattr(summarizer, "max_constraint_chars", None)

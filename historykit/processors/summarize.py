@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator
@@ -34,14 +35,15 @@ from historykit.processors.pairwise_truncate import DEFAULT_FRACTION, Compaction
 from historykit.processors.summarizers import (
     ExtractiveSummarizer,
     Summarizer,
-    ensure_constraints,
-    extract_constraints,
+    complete_summary,
     summarizer_for,
 )
 from historykit.processors.trigger import Trigger
 from historykit.processors.turns import is_user_request
 
 __all__ = ["SUMMARY_HEADER", "Summarize"]
+
+_log = logging.getLogger(__name__)
 
 SUMMARY_HEADER = (
     "[historykit] Summary of the earlier conversation, which it replaces "
@@ -65,9 +67,9 @@ class Summarize(HistoryProcessor):
     shortened further, never splitting a unit, when that is needed to reach the low-water mark.
     Always kept verbatim: system messages, the first user message (the task), pinned content (a
     pinned part keeps its whole unit), the request of the turn the cut falls in, and the final
-    request. The summary has sections for the task, the user's constraints (verbatim: whatever the
-    summarizer writes, missing constraint sentences are added), decisions, files touched, done and
-    pending work, and open errors.
+    request. The summary has sections for the task, the user's messages and constraints (verbatim:
+    whatever the summarizer writes, missing ones are added, see `complete_summary`), decisions,
+    files touched (every file written or edited is added), done and pending work, and open errors.
 
     An earlier summary is updated, not summarized: the summarizer gets it with the new messages,
     and the new marker extends its covered range. A failing summarizer is retried with exponential
@@ -162,6 +164,8 @@ class Summarize(HistoryProcessor):
             raise ValueError(f"keep_last_tokens must be >= 0, got {self.keep_last_tokens!r}")
         if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
             raise ValueError(f"attempts must be an int >= 1, got {self.attempts!r}")
+        # Causes of summarizer failures already logged: each once, not once per compaction.
+        self._warned: set[str] = set()
 
     def trigger(self) -> Trigger:
         """The high- and low-water marks these fields describe."""
@@ -303,11 +307,7 @@ class Summarize(HistoryProcessor):
         return [*task, *previous, *cut.covered]
 
     def _finish_text(self, text: str, inputs: list[Message]) -> str:
-        room = getattr(self._summarizer, "max_constraint_chars", None)
-        constraints = (
-            extract_constraints(inputs, room) if isinstance(room, int) else extract_constraints(inputs)
-        )
-        text = ensure_constraints(text.strip(), constraints)
+        text = complete_summary(text.strip(), inputs, self._summarizer)
         if text.startswith(SUMMARY_HEADER):
             return text
         return f"{SUMMARY_HEADER}\n\n{text}"
@@ -374,7 +374,7 @@ class Summarize(HistoryProcessor):
                 with attempt:
                     return _Reply(_checked(_call_blocking(self._summarizer, inputs)), None)
         except Exception as exc:
-            return _Reply(None, _describe(exc, self.attempts))
+            return self._failed(exc)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _summarize_async(self, inputs: list[Message]) -> _Reply:
@@ -389,8 +389,25 @@ class Summarize(HistoryProcessor):
                 with attempt:
                     return _Reply(_checked(await _call_async(self._summarizer, inputs)), None)
         except Exception as exc:
-            return _Reply(None, _describe(exc, self.attempts))
+            return self._failed(exc)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failed(self, exc: Exception) -> _Reply:
+        """The reply of a summarizer that failed every attempt; the cause is logged the first time.
+
+        A summarizer that cannot work (a misspelt model name, a missing provider package) would
+        otherwise only ever show in the notes, as compactions that truncate instead."""
+        cause = f"{type(exc).__qualname__}: {exc}"
+        if cause not in self._warned:
+            self._warned.add(cause)
+            _log.warning(
+                "the summarizer %s failed after %d attempt%s; truncating instead (logged once per cause)",
+                self.model_name or type(self._summarizer).__qualname__,
+                self.attempts,
+                "s" if self.attempts != 1 else "",
+                exc_info=exc,
+            )
+        return _Reply(None, _describe(exc, self.attempts))
 
 
 @dataclass

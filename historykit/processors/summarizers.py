@@ -6,6 +6,7 @@ user message), the previous summary when there is one (a message with a `Summary
 do not summarize it), and the messages to cover. The summary is structured, under these headings:
 
     ## Task
+    ## User messages (verbatim)
     ## User constraints (verbatim)
     ## Decisions
     ## Files touched
@@ -20,7 +21,15 @@ Built in:
   or an `Agent`;
 - `LangChainSummarizer` runs a LangChain chat model (`BaseChatModel.ainvoke`).
 
-A summarizer may carry a `model_name` attribute: `Summarize` records it in the compaction marker.
+Whatever a summarizer writes, `Summarize` completes it (`complete_summary`): every summary keeps
+the user's own messages verbatim (`user_words`: not tool output, instruction files, reminders or
+earlier summaries; past the room of `max_user_chars`, 8,000 characters by default, the most recent
+stay whole and the older are shortened, never dropped, and the heading says how many), the user's
+constraint sentences, and every file written or edited. An update keeps what the summary it
+updates kept.
+
+A summarizer may carry a `model_name` attribute: `Summarize` records it in the compaction marker,
+and `max_user_chars` / `max_constraint_chars` attributes: the room `complete_summary` gives.
 Model reasoning (thinking) is never copied into a summary, nor shown to a summarizing model: it must
 not turn into text.
 
@@ -51,27 +60,35 @@ from historykit.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from historykit.processors.file_reads import shell_tokens
+from historykit.processors.file_reads import FileRead, FileWrite, file_accesses, normalize_path, shell_tokens
 
 __all__ = [
     "SECTIONS",
+    "SHORTENED_CHARS",
     "SUMMARY_INSTRUCTIONS",
+    "USER_MESSAGE_CHARS",
     "ExtractiveSummarizer",
     "LangChainSummarizer",
     "PydanticAISummarizer",
     "Summarizer",
+    "UserMessages",
+    "complete_summary",
     "ensure_constraints",
     "extract_constraints",
     "parse_sections",
     "render_transcript",
+    "section",
     "summarizer_for",
+    "user_messages",
+    "user_words",
 ]
 
 Summarizer = Callable[[Sequence[Message]], str | Awaitable[str]]
 """Neutral messages in, summary text out; sync or async."""
 
-TASK, CONSTRAINTS, DECISIONS, FILES, DONE, PENDING, ERRORS = (
+TASK, USER_MESSAGES, CONSTRAINTS, DECISIONS, FILES, DONE, PENDING, ERRORS = (
     "Task",
+    "User messages (verbatim)",
     "User constraints (verbatim)",
     "Decisions",
     "Files touched",
@@ -79,7 +96,7 @@ TASK, CONSTRAINTS, DECISIONS, FILES, DONE, PENDING, ERRORS = (
     "Pending",
     "Open errors",
 )
-SECTIONS = (TASK, CONSTRAINTS, DECISIONS, FILES, DONE, PENDING, ERRORS)
+SECTIONS = (TASK, USER_MESSAGES, CONSTRAINTS, DECISIONS, FILES, DONE, PENDING, ERRORS)
 """The headings of a summary, in order."""
 
 SUMMARY_INSTRUCTIONS = """\
@@ -88,6 +105,7 @@ context. Write a structured summary in Markdown with exactly these sections, in 
 a list of "- " bullets (write "- (none)" for an empty one):
 
 ## Task
+## User messages (verbatim)
 ## User constraints (verbatim)
 ## Decisions
 ## Files touched
@@ -96,14 +114,22 @@ a list of "- " bullets (write "- (none)" for an empty one):
 ## Open errors
 
 Rules:
+- Under "Task", copy the user's first request as the user wrote it (not instruction files, \
+environment context or reminders that came with it).
+- Under "User messages (verbatim)", copy every later message the user wrote, exactly as written, \
+one per bullet, oldest first (indent a message's further lines by two spaces). Tool output, \
+instruction files (AGENTS.md, CLAUDE.md), <system-reminder> blocks and earlier summaries are not \
+the user's messages. Keep the messages a PREVIOUS SUMMARY lists.
 - Under "User constraints (verbatim)", copy every sentence in which the user states a requirement \
 (must, never, don't, only, always, ...) exactly as the user wrote it, one per bullet. Never \
 paraphrase them.
+- Under "Files touched", list every file that was written or edited (and the files read), with \
+what was done to it: "path (read, edited)".
 - If a PREVIOUS SUMMARY is given, update it: keep what is still true, merge the new messages into \
 its sections, move finished work from Pending to Done, drop errors that were fixed. Do not \
 summarize the summary itself, and do not wrap it in another summary.
 - Be specific: file paths, function and test names, commands, error messages.
-- Keep it under about {budget} tokens.
+- Keep it under about {budget} tokens (the user's messages do not count).
 """
 """The instructions the LLM adapters send; `{budget}` is the summary's token budget."""
 
@@ -114,25 +140,53 @@ _PLACEHOLDER = "(none)"
 
 
 def parse_sections(text: str) -> dict[str, list[str]]:
-    """The bullets of each `## ` section of a summary (headings as written, known or not)."""
+    """The bullets of each `## ` section of a summary (headings as written, known or not).
+
+    A bullet's further lines are indented by two spaces (a user message of several lines): they
+    belong to it.
+    """
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
+    open_item = False
     for line in text.splitlines():
         if line.startswith("## "):
             current = sections.setdefault(line[3:].strip(), [])
-        elif current is not None and line.startswith("- "):
+            open_item = False
+        elif current is None:
+            continue
+        elif line.startswith("- "):
             item = line[2:].strip()
-            if item and item != _PLACEHOLDER:
+            open_item = bool(item) and item != _PLACEHOLDER
+            if open_item:
                 current.append(item)
-    return sections
+        elif open_item and (line.startswith("  ") or not line.strip()):
+            current[-1] += "\n" + line[2:]
+        else:
+            open_item = False
+    return {heading: [item.rstrip() for item in items] for heading, items in sections.items()}
 
 
-def _render(sections: dict[str, list[str]]) -> str:
+def section(sections: dict[str, list[str]], heading: str) -> list[str]:
+    """The bullets of the section whose heading starts with `heading` (a heading may carry a note
+    in parentheses, as `User messages (verbatim; 3 of 40 shortened ...)` does)."""
+    if heading in sections:
+        return sections[heading]
+    stem = heading.split(" (", 1)[0]
+    return next((items for name, items in sections.items() if name.startswith(stem)), [])
+
+
+def _render(sections: dict[str, list[str]], headings: dict[str, str] | None = None) -> str:
     blocks = []
     for heading in SECTIONS:
         items = sections.get(heading) or [_PLACEHOLDER]
-        blocks.append(f"## {heading}\n" + "\n".join(f"- {item}" for item in items))
+        title = (headings or {}).get(heading, heading)
+        blocks.append(f"## {title}\n" + "\n".join(_bullet(item) for item in items))
     return "\n\n".join(blocks)
+
+
+def _bullet(item: str) -> str:
+    first, *rest = item.split("\n")
+    return "\n".join([f"- {first}", *(f"  {line}" for line in rest)])
 
 
 # --- constraints: the user's own requirement sentences, verbatim ----------------------------------
@@ -156,27 +210,191 @@ def _sentences(text: str) -> Iterator[str]:
                 yield sentence
 
 
-def _is_user_text(msg: Message) -> bool:
-    return (
-        msg.role == "user"
-        and not any(isinstance(p, (ToolResultPart, SummaryPart)) for p in msg.parts)
-        and not msg.text.startswith("[historykit] ")
-    )
+# --- the user's own words -------------------------------------------------------------------------
+
+_INJECTED = re.compile(
+    # Blocks a harness adds to the user's turn: reminders, environment context, instruction files
+    # (Codex's `<INSTRUCTIONS>` after "# AGENTS.md instructions for ...", older `<user_instructions>`),
+    # background-task notices, slash-command echoes.
+    r"(?:^#[^\n]*\b(?:AGENTS|CLAUDE|GEMINI)\.md\b[^\n]*\n\s*)?"
+    r"<(system-reminder|environment_context|user_instructions|INSTRUCTIONS|task-notification|"
+    r"command-name|command-message|command-args|local-command-stdout|local-command-stderr|"
+    r"ide_selection|ide_opened_file|user-prompt-submit-hook)\b[^>]*>.*?</\1>"
+    r"(?:\s*Read the output file to retrieve the result: \S+)?",
+    re.DOTALL | re.MULTILINE,
+)
+_NOT_THE_USER = (
+    "This session is being continued from a previous conversation",  # Claude Code's compaction summary
+    "[Request interrupted by user",  # a harness notice of an interruption
+    "Caveat: The messages below were generated by the user while running local commands",
+    "Here is a demonstration of how to correctly accomplish this task",  # SWE-agent's demonstration
+    "[historykit] ",  # a truncation notice
+)
+_CONTINUED = "This session is being continued from a previous conversation"
 
 
-def _user_constraints(msg: Message) -> list[str]:
-    found: list[str] = []
+def user_words(msg: Message) -> str | None:
+    """What the user wrote in `msg`, verbatim; `None` when it holds none of the user's words.
+
+    Not the user's words: tool results, summaries (a `SummaryPart`, Claude Code's "This session is
+    being continued ..." message, historykit's notices), and what a harness injects into the user's
+    turn: `<system-reminder>` blocks (Claude Code's CLAUDE.md context among them), instruction files
+    (Codex's "# AGENTS.md instructions for ..." with its `<INSTRUCTIONS>` block), environment
+    context, background-task notices and slash-command echoes. Whatever is left of the text parts
+    is the user's.
+    """
+    if msg.role != "user" or any(isinstance(p, (ToolResultPart, SummaryPart)) for p in msg.parts):
+        return None
+    texts = []
     for part in msg.parts:
         if not isinstance(part, TextPart):
             continue
-        # Pinned text is a constraint as a whole; other text only where it states a requirement.
-        pinned = part.pinned or msg.pinned
-        found.extend(
-            s
-            for s in _sentences(part.text)
-            if len(s) <= _MAX_SENTENCE and (pinned or _CONSTRAINT_CUE.search(s))
+        text = _INJECTED.sub("", part.text).strip() if "<" in part.text else part.text.strip()
+        if text and not text.startswith(_NOT_THE_USER):
+            texts.append(text)
+    return "\n".join(texts) or None
+
+
+_EARLIER_USER_MESSAGES = re.compile(
+    r"^\s*\d+\.\s*All user messages:?\s*\n((?:[ \t]*-.*\n?|[ \t]+\S.*\n?)+)", re.MULTILINE
+)
+
+
+def _recorded_user_messages(msg: Message) -> list[str]:
+    """The user's messages an agent's own earlier compaction recorded (Claude Code's summary lists
+    them under "All user messages:"): the history before it is gone, so these are all that is left."""
+    if msg.role != "user" or not msg.text.startswith(_CONTINUED):
+        return []
+    match = _EARLIER_USER_MESSAGES.search(msg.text)
+    if match is None:
+        return []
+    items = [ln.strip()[1:].strip() for ln in match.group(1).splitlines() if ln.strip().startswith("-")]
+    return [item for item in items if item]
+
+
+def _is_user_text(msg: Message) -> bool:
+    return user_words(msg) is not None
+
+
+USER_MESSAGE_CHARS = 8_000
+"""Default room for the user's messages in a summary (about 2,000 tokens)."""
+SHORTENED_CHARS = 240
+"""Default length an older user message is shortened to when they do not all fit."""
+_MIN_SHORTENED = 60
+_MARKER_CHARS = 40
+"""About the length of the note a shortened message carries."""
+_SHORTENED = re.compile(r" \[\.\.\. (\d+) characters shortened \.\.\.\] ")
+
+
+@dataclass(frozen=True)
+class UserMessages:
+    """The user's words a summary keeps: the first request, and every later message in order."""
+
+    task: str | None
+    """The user's first request (what they wrote, without injected instructions or context)."""
+    task_in_head: bool
+    """The task is the first user message given, which `Summarize` keeps verbatim at the start of
+    the history: a summary need not repeat all of it."""
+    messages: list[str]
+    """The later messages, oldest first: whole, or shortened when they did not all fit."""
+    shortened: int
+    """How many of `messages` are shortened (here or by an earlier summary)."""
+    max_chars: int
+    """The room they had."""
+
+    def heading(self) -> str:
+        if not self.shortened:
+            return USER_MESSAGES
+        return (
+            f"User messages (verbatim; {self.shortened} of {len(self.messages)} older ones shortened "
+            f"to fit {self.max_chars:,} characters)"
         )
-    return found
+
+
+def user_messages(
+    messages: Sequence[Message], max_chars: int = USER_MESSAGE_CHARS, shortened_chars: int = SHORTENED_CHARS
+) -> UserMessages:
+    """The user's own messages among `messages` (see `user_words`), fitted into `max_chars`.
+
+    An earlier summary's are kept (a historykit summary's list, or the "All user messages" a
+    Claude Code compaction recorded). When they do not all fit, the most recent ones stay whole and
+    the older ones are shortened (their head and tail, saying how much is left out), never dropped
+    (so with very many messages the room is exceeded); the first request is the `task`, whole.
+    """
+    task: str | None = None
+    task_in_head = False
+    first_user = next((m for m in messages if m.role == "user"), None)
+    found: list[str] = []
+    for msg in messages:
+        summary = next((p for p in msg.parts if isinstance(p, SummaryPart)), None)
+        if summary is not None:
+            earlier = parse_sections(summary.text)
+            if task is None:
+                task = next(iter(section(earlier, TASK)), None)
+            found.extend(section(earlier, USER_MESSAGES))
+            continue
+        found.extend(_recorded_user_messages(msg))
+        words = user_words(msg)
+        if words is None or (task is not None and _is_pinned(msg)):
+            continue  # a pinned message stays verbatim in the history: no need to copy it
+        if task is None:
+            task, task_in_head = words, msg is first_user
+        else:
+            found.append(words)
+    later = [m for m in _dedupe(found) if m != task]
+    fitted = _fit(later, max_chars, shortened_chars)
+    shortened = sum(1 for m in fitted if _SHORTENED.search(m))
+    return UserMessages(task, task_in_head, fitted, shortened, max_chars)
+
+
+def _is_pinned(msg: Message) -> bool:
+    return msg.pinned or any(isinstance(p, TextPart) and p.pinned for p in msg.parts)
+
+
+def _fit(items: list[str], max_chars: int, shortened_chars: int) -> list[str]:
+    """The newest items whole, as many as leave room for the older ones shortened.
+
+    The older ones get at most half the room (shortened further when there are many, down to
+    `_MIN_SHORTENED` characters); the newest item is whole unless it alone is over the room. Past
+    that, the room is exceeded rather than a message dropped.
+    """
+    if sum(len(item) for item in items) <= max_chars:
+        return items
+    count = len(items)
+    short = max(_MIN_SHORTENED, min(shortened_chars, max_chars // (2 * count) - _MARKER_CHARS))
+    room = [0]  # room[i]: what items[:i] take once shortened
+    for item in items:
+        room.append(room[-1] + min(len(item), short + _MARKER_CHARS))
+    used = 0
+    whole_from = count
+    for index in range(count - 1, -1, -1):
+        newest_fits = index == count - 1 and len(items[index]) <= max_chars
+        if not newest_fits and used + len(items[index]) + room[index] > max_chars:
+            break
+        used += len(items[index])
+        whole_from = index
+    return [_shorten(item, short) for item in items[:whole_from]] + items[whole_from:]
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit or _SHORTENED.search(text):
+        return text
+    head, tail = (limit * 2) // 3, limit // 3
+    left_out = len(text) - head - tail
+    return f"{text[:head]} [... {left_out} characters shortened ...] {text[len(text) - tail :]}"
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _user_constraints(msg: Message) -> list[str]:
+    words = user_words(msg)
+    if words is None:
+        return []
+    # Pinned text is a constraint as a whole; other text only where it states a requirement.
+    pinned = _is_pinned(msg)
+    return [s for s in _sentences(words) if len(s) <= _MAX_SENTENCE and (pinned or _CONSTRAINT_CUE.search(s))]
 
 
 def extract_constraints(messages: Sequence[Message], max_chars: int = 2_000) -> list[str]:
@@ -223,13 +441,18 @@ def extract_constraints(messages: Sequence[Message], max_chars: int = 2_000) -> 
 
 def ensure_constraints(text: str, constraints: Sequence[str]) -> str:
     """`text` with every constraint present verbatim: missing ones are added to its section."""
-    missing = [c for c in constraints if c not in text]
+    return _ensure_items(text, CONSTRAINTS, [c for c in constraints if c not in text])
+
+
+def _ensure_items(text: str, heading: str, missing: Sequence[str]) -> str:
+    """`text` with `missing` added as bullets at the end of the section `heading` (made if absent)."""
     if not missing:
         return text
-    bullets = "\n".join(f"- {c}" for c in missing)
+    bullets = "\n".join(_bullet(item) for item in missing)
+    stem = heading.split(" (", 1)[0].lower()
     lines = text.splitlines()
     for index, line in enumerate(lines):
-        if line.startswith("## ") and line[3:].strip().lower().startswith("user constraints"):
+        if line.startswith("## ") and line[3:].strip().lower().startswith(stem):
             end = index + 1
             while end < len(lines) and not lines[end].startswith("## "):
                 end += 1
@@ -237,7 +460,7 @@ def ensure_constraints(text: str, constraints: Sequence[str]) -> str:
                 end -= 1
             body = [ln for ln in lines[index + 1 : end] if ln.strip() != f"- {_PLACEHOLDER}"]
             return "\n".join([*lines[: index + 1], *body, bullets, *lines[end:]])
-    return f"{text.rstrip()}\n\n## {CONSTRAINTS}\n{bullets}"
+    return f"{text.rstrip()}\n\n## {heading}\n{bullets}"
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:
@@ -329,23 +552,58 @@ _ACTION_ORDER = ("read", "written", "edited")
 _FILE_ITEM = re.compile(r"^(.*) \(([a-z, ]+)\)$")
 
 
-def _merge_files(items: list[str], calls: Iterable[ToolCallPart], max_files: int) -> list[str]:
+def _merge_files(items: list[str], calls: Sequence[ToolCallPart], max_files: int) -> list[str]:
+    """The previous summary's files merged with what `calls` did, most recently touched last.
+
+    Every file written or edited is listed, whatever `max_files` says; files only read fill the
+    room left, the most recently read first. What changed a file is `file_reads`' verdict (the
+    recogniser the other processors use); this module only adds the files a looser reading of
+    shell commands shows were read, and whether a change wrote a new file or edited one.
+    """
     files: dict[str, set[str]] = {}
     for item in items:
         match = _FILE_ITEM.match(item)
         path, actions = (match.group(1), match.group(2).split(", ")) if match else (item, [])
         files.setdefault(path, set()).update(a for a in actions if a in _ACTION_ORDER)
-    for call in calls:
-        for path, action in _files_of(call):
-            # Most recently touched last.
-            actions = files.pop(path, set())
-            actions.add(action)
-            files[path] = actions
-    rendered = [
+
+    def touch(path: str, action: str) -> None:
+        actions = files.pop(path, set())  # most recently touched last
+        actions.add(action)
+        files[path] = actions
+
+    for call, access in zip(calls, file_accesses(calls)):
+        loose = [(normalize_path(path) or path, action) for path, action in _files_of(call)]
+        for path, action in loose:
+            if action == "read":
+                touch(path, action)
+        if isinstance(access, FileRead):
+            touch(access.path, "read")
+        elif isinstance(access, FileWrite):
+            how = {path: action for path, action in loose if action != "read"}
+            for path in access.paths:
+                touch(path, how.get(path, "edited"))
+    changed = {path for path, actions in files.items() if actions - {"read"}}
+    room = max(0, max_files - len(changed))
+    read_only = [path for path in files if path not in changed]
+    shown = changed | set(read_only[max(0, len(read_only) - room) :])
+    return [
         f"{path} ({', '.join(a for a in _ACTION_ORDER if a in actions)})" if actions else path
         for path, actions in files.items()
+        if path in shown
     ]
-    return rendered[-max_files:]
+
+
+def _changed_files(items: list[str], calls: Sequence[ToolCallPart]) -> list[str]:
+    """The files written or edited: those the previous summary lists as such, and `calls`' writes."""
+    found: list[str] = []
+    for item in items:
+        match = _FILE_ITEM.match(item)
+        if match and set(match.group(2).split(", ")) - {"read"}:
+            found.append(match.group(1))
+    for access in file_accesses(calls):
+        if isinstance(access, FileWrite):
+            found.extend(access.paths)
+    return _dedupe(found)
 
 
 # --- errors -----------------------------------------------------------------------------------------
@@ -491,12 +749,18 @@ def _plan_items(call: ToolCallPart) -> list[tuple[str, str]] | None:
 class ExtractiveSummarizer:
     """The default summarizer: builds the structured sections from the messages, with no LLM.
 
-    - task: the first user message (an excerpt; `Summarize` keeps the message itself verbatim);
-    - user constraints: the user's requirement sentences, verbatim (see `extract_constraints`);
+    - task: the user's first request, as they wrote it (see `user_words`: not the instruction
+      files, reminders or context a harness put in the same message);
+    - user messages: every later message the user wrote, verbatim, within `max_user_chars` (past
+      it the most recent stay whole and the older ones are shortened, never dropped; the heading
+      says how many); see `user_messages`;
+    - user constraints: the user's requirement sentences, verbatim (see `extract_constraints`),
+      those the user messages do not already show;
     - decisions, done, pending: sentences of the assistant's text (never its thinking) with the
       matching cues, and the latest to-do list or plan a tool call wrote;
-    - files touched: paths from tool calls (path arguments, editor commands, shell reads, writes
-      and patches) and what was done to them;
+    - files touched: every file written or edited (as `file_reads` recognises changes: editor
+      and write tools, patches, shell redirections, `sed -i`, ...), and the files read most
+      recently;
     - open errors: error results and tracebacks not settled by a later run of the same call.
 
     A previous summary among the messages is updated: its sections are merged with the new ones.
@@ -515,13 +779,18 @@ class ExtractiveSummarizer:
     max_item_chars: int = 200
     """Longer sentences are clipped (constraints are never clipped: longer ones are skipped)."""
     max_files: int = 25
-    """Files listed (the most recently touched win)."""
+    """Files listed: every file written or edited, and the most recently read ones up to this many."""
     max_errors: int = 5
     """Open errors listed (the latest win)."""
     max_constraint_chars: int = 2_000
     """Room for verbatim constraints; past it, the latest constraints win."""
-    task_chars: int = 500
-    """Length of the task excerpt."""
+    max_user_chars: int = USER_MESSAGE_CHARS
+    """Room for the user's messages after the first; past it, the older ones are shortened."""
+    shortened_chars: int = SHORTENED_CHARS
+    """Length an older user message is shortened to when they do not all fit."""
+    task_chars: int = 1_000
+    """Longer first requests are shortened in the task section when the message itself stays
+    verbatim at the start of the history (else they get the room of `max_user_chars`)."""
     model_name: str | None = field(default=None, init=False)
     """No model: the compaction marker records `None`."""
 
@@ -531,28 +800,33 @@ class ExtractiveSummarizer:
             for part in msg.parts:
                 if isinstance(part, SummaryPart):
                     previous = parse_sections(part.text)
+        said = user_messages(messages, self.max_user_chars, self.shortened_chars)
+        # The first request whole, unless it stays verbatim at the start of the history anyway.
+        room = self.task_chars if said.task_in_head else max(self.task_chars, self.max_user_chars)
+        task = section(previous, TASK) or ([_shorten(said.task, room)] if said.task else [])
+        whole = [m for m in [*task, *said.messages] if not _SHORTENED.search(m)]
         sections: dict[str, list[str]] = {
-            TASK: previous.get(TASK) or self._task(messages),
-            CONSTRAINTS: extract_constraints(messages, self.max_constraint_chars),
+            TASK: task,
+            USER_MESSAGES: said.messages,
+            # A constraint the user's messages already show verbatim is not written twice.
+            CONSTRAINTS: [
+                c
+                for c in extract_constraints(messages, self.max_constraint_chars)
+                if not any(c in m for m in whole)
+            ],
             FILES: _merge_files(
-                previous.get(FILES, []),
-                (p for m in messages for p in m.parts if isinstance(p, ToolCallPart)),
+                section(previous, FILES),
+                [p for m in messages for p in m.parts if isinstance(p, ToolCallPart)],
                 self.max_files,
             ),
-            ERRORS: _open_errors(previous.get(ERRORS, []), messages, self.max_errors),
+            ERRORS: _open_errors(section(previous, ERRORS), messages, self.max_errors),
         }
         decisions, done, pending = self._progress(messages)
         limit = self.max_items
-        sections[DECISIONS] = _dedupe([*previous.get(DECISIONS, []), *decisions])[-limit:]
-        sections[DONE] = _dedupe([*previous.get(DONE, []), *done])[-limit:]
-        sections[PENDING] = (pending or previous.get(PENDING, []))[-limit:]
-        return _render(sections)
-
-    def _task(self, messages: Sequence[Message]) -> list[str]:
-        first = next((m for m in messages if _is_user_text(m)), None)
-        if first is None:
-            return []
-        return [_clip(first.text, self.task_chars)] if first.text.strip() else []
+        sections[DECISIONS] = _dedupe([*section(previous, DECISIONS), *decisions])[-limit:]
+        sections[DONE] = _dedupe([*section(previous, DONE), *done])[-limit:]
+        sections[PENDING] = (pending or section(previous, PENDING))[-limit:]
+        return _render(sections, {USER_MESSAGES: said.heading()})
 
     def _progress(self, messages: Sequence[Message]) -> tuple[list[str], list[str], list[str]]:
         decisions: list[str] = []
@@ -582,6 +856,35 @@ class ExtractiveSummarizer:
             done.extend(_clip(text, clip) for text, status in plan if status == "completed")
             pending = [_clip(text, clip) for text, status in plan if status != "completed"] or pending
         return _dedupe(decisions), _dedupe(done), _dedupe(pending)
+
+
+def complete_summary(text: str, inputs: Sequence[Message], summarizer: object = None) -> str:
+    """`text` (any summarizer's) with what every summary must keep added where it is missing.
+
+    Checked after the fact, as an LLM may leave things out: the user's constraint sentences and
+    messages verbatim (within the room `summarizer` states by its `max_constraint_chars` and
+    `max_user_chars`, else the defaults), and every file written or edited.
+    """
+    chars = getattr(summarizer, "max_user_chars", None)
+    short = getattr(summarizer, "shortened_chars", None)
+    said = user_messages(
+        inputs,
+        chars if isinstance(chars, int) else USER_MESSAGE_CHARS,
+        short if isinstance(short, int) else SHORTENED_CHARS,
+    )
+    flat = _flat(text)
+    # A task kept verbatim at the start of the history need not be repeated word for word.
+    wanted = [*([said.task] if said.task and not said.task_in_head else []), *said.messages]
+    text = _ensure_items(text, said.heading(), [m for m in wanted if _flat(m) not in flat])
+    # After the messages: a constraint a message already shows verbatim is not written twice.
+    room = getattr(summarizer, "max_constraint_chars", None)
+    constraints = extract_constraints(inputs, room) if isinstance(room, int) else extract_constraints(inputs)
+    text = ensure_constraints(text, constraints)
+    previous = [p for m in inputs for p in m.parts if isinstance(p, SummaryPart)]
+    earlier_files = section(parse_sections(previous[-1].text), FILES) if previous else []
+    calls = [p for m in inputs for p in m.parts if isinstance(p, ToolCallPart)]
+    missing = [f"{path} (edited)" for path in _changed_files(earlier_files, calls) if path not in text]
+    return _ensure_items(text, FILES, missing)
 
 
 # --- rendering messages for an LLM ----------------------------------------------------------------

@@ -132,11 +132,14 @@ def test_one_structured_summary_with_the_constraints_verbatim_and_a_marker() -> 
     text = summary.text
     assert text.startswith(SUMMARY_HEADER)
     assert [h for h in parse_sections(text)] == list(SECTIONS)
-    constraints = parse_sections(text)["User constraints (verbatim)"]
-    for sentence in LATER_CONSTRAINTS:
-        assert sentence in constraints
-    assert "You must never modify files under tests/." in constraints
     sections = parse_sections(text)
+    # The user's messages are kept whole, so their constraints are not written a second time.
+    assert sections["User constraints (verbatim)"] == []
+    said = sections["User messages (verbatim)"]
+    assert said[0] == f"Good. {LATER_CONSTRAINTS[0]} {LATER_CONSTRAINTS[1]}"
+    for sentence in LATER_CONSTRAINTS[:2]:
+        assert any(sentence in m for m in said)
+    assert sections["Task"] == [CONSTRAINED_TASK]
     assert "I'll switch to the streaming parser instead." in sections["Decisions"]
     assert "Fixed the off-by-one in parse()." in sections["Done"]
     assert any(item.startswith("src/f0_0.py (read)") for item in sections["Files touched"])
@@ -440,8 +443,10 @@ def test_pydantic_ai_function_model_as_the_summarizer() -> None:
     summary = the_summary(out)
     assert summary.marker is not None and summary.marker.model == "summary-fn"
     assert "- fix the parser" in summary.text
-    constraints = parse_sections(summary.text)["User constraints (verbatim)"]
-    assert all(sentence in constraints for sentence in LATER_CONSTRAINTS)  # added: the model left them out
+    said = parse_sections(summary.text)["User messages (verbatim)"]
+    # Added: the model left out the user's messages, and with them their constraints.
+    assert f"Good. {LATER_CONSTRAINTS[0]} {LATER_CONSTRAINTS[1]}" in said
+    assert all(sentence in summary.text for sentence in LATER_CONSTRAINTS)
     [request] = [m for m in seen[0] if isinstance(m, ModelRequest)]
     assert "User constraints (verbatim)" in (request.instructions or "")
     prompt = str(request.parts[0].content)  # type: ignore[union-attr]
@@ -658,7 +663,8 @@ def test_extractive_update_merges_the_previous_sections() -> None:
     ]
     sections = parse_sections(ExtractiveSummarizer()(history))
     assert sections["Task"] == ["the original task"]
-    assert sections["User constraints (verbatim)"] == ["Never push.", "Only use the standard library."]
+    assert sections["User constraints (verbatim)"] == ["Never push."]
+    assert sections["User messages (verbatim)"] == ["Only use the standard library."]
     assert sections["Decisions"] == ["Use sqlite."]
     assert sections["Files touched"] == ["src/a.py (read, edited)"]
     assert sections["Done"] == ["Wrote the schema."]

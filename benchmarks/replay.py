@@ -57,11 +57,7 @@ __all__ = [
     "total",
 ]
 
-CORPUS = Path(
-    os.environ.get(
-        "HISTORYKIT_CORPUS", Path(__file__).resolve().parent.parent / "corpus"
-    )
-)
+CORPUS = Path(os.environ.get("HISTORYKIT_CORPUS", Path(__file__).resolve().parent.parent / "corpus"))
 """The corpus of real agent sessions (`HISTORYKIT_CORPUS` overrides)."""
 
 CACHE_READ = 0.1

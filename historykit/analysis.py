@@ -439,7 +439,7 @@ class Analysis:
                 raise ImportError(
                     f"plotting needs matplotlib ({exc}): pip install 'historykit[notebooks]'"
                 ) from exc
-            _, ax = plt.subplots(figsize=(9, 4))
+            _, ax = plt.subplots(figsize=(10, 4), layout="constrained")  # room for the legend
         r = self.replay
         calls = [c.call for c in r.calls]
         ax.plot(calls, [c.before for c in r.calls], label="raw history", color="#b0b0b0")
@@ -457,10 +457,17 @@ class Analysis:
         ax.set_ylabel("input tokens")
         ax.set_title(f"{self.name}\npipeline: {r.pipeline}", fontsize=9, loc="left")
         ax.yaxis.set_major_formatter(_thousands())
+        ax.xaxis.set_major_locator(_whole_numbers())  # calls are counted, never 2.5
         ax.margins(x=0.01)
         # Outside the axes, so it never covers the curves (the processed one hugs the window).
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False, fontsize=8)
         return ax
+
+
+def _whole_numbers() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
 
 
 def _thousands() -> Any:

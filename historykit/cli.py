@@ -253,7 +253,7 @@ class _Progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),  # a file name is not markup
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
@@ -283,7 +283,7 @@ def _working(description: str) -> Iterator[None]:
         return
     import threading
 
-    status = _err.status(description)
+    status = _err.status(_safe(description))
     timer = threading.Timer(1.0, status.start)
     timer.daemon = True
     timer.start()

@@ -218,7 +218,7 @@ def test_every_python_block_runs_as_written(tmp_path: Path, monkeypatch: pytest.
     pydantic_ai_1 = importlib.metadata.version("pydantic-ai-slim").startswith("1.")
     for n, block in enumerate(blocks):
         if "history_processors=" in block and not pydantic_ai_1:
-            continue  # the Pydantic AI 1.x recipe: 2.x has capabilities instead (checked under 1.x)
+            continue  # the Pydantic AI 1.x recipe: 2.x has capabilities instead (see the test below)
         code = _substituted(block, f"sqlite:///{tmp_path / 'pg-stand-in.db'}")
         compiled = compile(code, f"README block {n}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         try:
@@ -229,3 +229,18 @@ def test_every_python_block_runs_as_written(tmp_path: Path, monkeypatch: pytest.
             raise AssertionError(
                 f"README block {n} fails as written:\n{block}\n{type(exc).__name__}: {exc}"
             ) from exc
+
+
+@pytest.mark.pydantic_ai
+def test_the_pydantic_ai_1x_recipe_runs_on_1x() -> None:
+    """`make test-pai1` runs this against Pydantic AI 1.x, where `history_processors=` is the API."""
+    import importlib.metadata
+
+    from pydantic_ai.models.test import TestModel
+
+    if not importlib.metadata.version("pydantic-ai-slim").startswith("1."):
+        pytest.skip("the 1.x recipe: Pydantic AI 2.x has capabilities instead")
+    (block,) = [b for b in _python_blocks() if "history_processors=" in b]
+    namespace: dict[str, Any] = {"TEST_MODEL": TestModel(call_tools=[])}
+    exec(compile(_substituted(block, ""), "README 1.x recipe", "exec"), namespace)
+    assert namespace["agent"].run_sync("Fix the failing test").output

@@ -15,6 +15,14 @@
   input from its start (what a provider's prompt cache reuses), and per processor how often it
   acted and how many tokens it freed when it did.
 
+What the transcript itself records is used beside the replay: the usage the provider reported
+for each call (Claude Code's `message.usage`, Codex's token-count events; `Message.usage`) is shown
+next to the replayed sizes, and the agent's own compactions (`boundaries`: Claude Code's compact
+summary, Codex's `compacted` row; `historykit.formats.compaction_boundaries`) start a new context in
+the replay, as they did in the real run. A transcript does not hold the system prompt or the tool
+definitions the agent sent with every call: the replay cannot count them, and says so; the
+recorded usage includes them.
+
 The command `historykit analyze` prints this; in Jupyter an `Analysis` renders as HTML tables, and
 `Analysis.plot()` draws the context size per call before and after.
 
@@ -25,6 +33,7 @@ Example:
 
     transcript = read_transcript("session.jsonl")
     analysis = analyze(transcript.messages, window=32_000, name=transcript.path.name)
+    analysis.repeated_reads                                      # files read more than once
     analysis.replay.sent_after / analysis.replay.sent_before    # share of input tokens still sent
     analysis.to_dict()                                           # JSON-ready
     ```
@@ -121,6 +130,8 @@ class CallSize:
     """Tokens after the pipeline (the history carried forward from the call before)."""
     reused: int
     """Tokens at the start of the input identical to the previous call's input (a cache hit)."""
+    recorded: int | None = None
+    """Input tokens the provider reported for this call in the transcript (`None`: not recorded)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,32 @@ class Replay:
     processors: tuple[ProcessorSavings, ...]
     violations: tuple[str, ...]
     """Provider-rule violations of the final processed history (`historykit.check`)."""
+    boundaries: tuple[int, ...] = ()
+    """Indices of the messages where the agent's own compaction started a new context."""
+
+    @property
+    def recorded_calls(self) -> tuple[CallSize, ...]:
+        """The calls whose input the transcript records."""
+        return tuple(c for c in self.calls if c.recorded is not None)
+
+    @property
+    def sent_recorded(self) -> int:
+        return sum(c.recorded or 0 for c in self.calls)
+
+    @property
+    def peak_recorded(self) -> int:
+        return max((c.recorded or 0 for c in self.calls), default=0)
+
+    @property
+    def over_window_recorded(self) -> int:
+        return sum(1 for c in self.calls if c.recorded is not None and c.recorded > self.window)
+
+    @property
+    def unseen_estimate(self) -> int | None:
+        """Recorded minus replayed input at the first recorded call: about the size of what the
+        transcript does not hold (system prompt, tool definitions), give or take the tokenizer."""
+        first = next(iter(self.recorded_calls), None)
+        return None if first is None or first.recorded is None else first.recorded - first.before
 
     @property
     def sent_before(self) -> int:
@@ -205,7 +242,17 @@ class Analysis:
                 "over_window_after": r.over_window_after,
                 "reused_share": round(r.reused_share, 4),
                 "compactions": r.compactions,
+                "agent_compactions": len(r.boundaries),
+                "not_in_transcript": ["system prompt", "tool definitions"],
             }
+            if r.recorded_calls:
+                out["replay"]["summary"]["recorded"] = {
+                    "calls": len(r.recorded_calls),
+                    "sent": r.sent_recorded,
+                    "peak": r.peak_recorded,
+                    "over_window": r.over_window_recorded,
+                    "unseen_estimate": r.unseen_estimate,
+                }
         return out
 
     # -- rendering ------------------------------------------------------------------------------
@@ -270,21 +317,30 @@ class Analysis:
             r = self.replay
             before, after = r.sent_before, r.sent_after
             saved = f"{1 - after / before:.1%}" if before else "-"
+            recorded = bool(r.recorded_calls)
+            headers = ("", "raw history", "processed") + (("recorded",) if recorded else ())
+
+            def row(label: str, raw: str, processed: str, real: str = "") -> tuple[str, ...]:
+                return (label, raw, processed) + ((real,) if recorded else ())
+
+            rows = [
+                row("input tokens sent, all calls", f"{before:,}", f"{after:,}", f"{r.sent_recorded:,}"),
+                row("saved", "", saved),
+                row("largest call", f"{r.peak_before:,}", f"{r.peak_after:,}", f"{r.peak_recorded:,}"),
+                row(
+                    "calls over the window",
+                    str(r.over_window_before),
+                    str(r.over_window_after),
+                    str(r.over_window_recorded),
+                ),
+                row("repeats the previous call's input (cached)", "", f"{r.reused_share:.1%}"),
+                row("compactions", str(len(r.boundaries)) if r.boundaries else "", str(r.compactions)),
+                row("provider-rule violations at the end", "", str(len(r.violations))),
+            ]
             tables.append(
-                (
-                    f"replayed call by call, window {r.window:,}: pipeline {r.pipeline}",
-                    ("", "raw history", "processed"),
-                    [
-                        ("input tokens sent, all calls", f"{before:,}", f"{after:,}"),
-                        ("saved", "", saved),
-                        ("largest call", f"{r.peak_before:,}", f"{r.peak_after:,}"),
-                        ("calls over the window", str(r.over_window_before), str(r.over_window_after)),
-                        ("repeats the previous call's input (cached)", "", f"{r.reused_share:.1%}"),
-                        ("compactions", "", str(r.compactions)),
-                        ("provider-rule violations at the end", "", str(len(r.violations))),
-                    ],
-                )
+                (f"replayed call by call, window {r.window:,}: pipeline {r.pipeline}", headers, rows)
             )
+            tables.append((self._replay_notes(r), (), []))
             tables.append(
                 (
                     "what each processor did (calls: model calls where it changed the history; "
@@ -306,6 +362,27 @@ class Analysis:
             )
         return tables
 
+    @staticmethod
+    def _replay_notes(r: Replay) -> str:
+        notes = [
+            "The replay counts the messages only: the system prompt and the tool definitions sent with "
+            "every call are not in the transcript."
+        ]
+        if r.recorded_calls:
+            unseen = r.unseen_estimate
+            notes.append(
+                f"recorded: the input the provider reported for {len(r.recorded_calls)} of "
+                f"{len(r.calls)} calls (it includes them"
+                + (f"; about {unseen:,} tokens at the first call" if unseen and unseen > 0 else "")
+                + ")."
+            )
+        if r.boundaries:
+            notes.append(
+                f"The agent compacted its own history {len(r.boundaries)} time(s): the raw history "
+                "starts again at each of its summaries, as the calls after it saw."
+            )
+        return " ".join(notes)
+
     def __rich__(self) -> Any:
         from rich import box
         from rich.console import Group
@@ -315,7 +392,7 @@ class Analysis:
         rendered: list[Any] = []
         for title, headers, rows in self._tables():
             if not headers:
-                rendered.append(Text(title, style="bold"))
+                rendered.append(Text(title, style="bold" if not rows and title.startswith("nothing") else ""))
                 continue
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
             first = max((len(row[0]) for row in rows), default=0)
@@ -328,7 +405,8 @@ class Analysis:
                 else:
                     table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
             for row in rows:
-                table.add_row(*row)
+                # Tool names, paths and call arguments come from the transcript: plain text, never markup.
+                table.add_row(*(Text(cell) for cell in row))
             rendered += [Text(title, style="bold"), table]
         return Group(*rendered)
 
@@ -361,17 +439,41 @@ class Analysis:
                 raise ImportError(
                     f"plotting needs matplotlib ({exc}): pip install 'historykit[notebooks]'"
                 ) from exc
-            _, ax = plt.subplots(figsize=(9, 4))
+            _, ax = plt.subplots(figsize=(10, 4), layout="constrained")  # room for the legend
         r = self.replay
         calls = [c.call for c in r.calls]
         ax.plot(calls, [c.before for c in r.calls], label="raw history", color="#b0b0b0")
-        ax.plot(calls, [c.after for c in r.calls], label=f"processed ({r.pipeline})", color="#1f6feb")
+        ax.plot(calls, [c.after for c in r.calls], label="processed", color="#1f6feb")
+        if r.recorded_calls:
+            ax.plot(
+                [c.call for c in r.recorded_calls],
+                [c.recorded for c in r.recorded_calls],
+                label="recorded usage",
+                color="#2da44e",
+                linewidth=1,
+            )
         ax.axhline(r.window, color="#d73a49", linestyle="--", linewidth=1, label=f"window {r.window:,}")
         ax.set_xlabel("model call")
         ax.set_ylabel("input tokens")
-        ax.set_title(self.name)
-        ax.legend(loc="upper left")
+        ax.set_title(f"{self.name}\npipeline: {r.pipeline}", fontsize=9, loc="left")
+        ax.yaxis.set_major_formatter(_thousands())
+        ax.xaxis.set_major_locator(_whole_numbers())  # calls are counted, never 2.5
+        ax.margins(x=0.01)
+        # Outside the axes, so it never covers the curves (the processed one hugs the window).
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False, fontsize=8)
         return ax
+
+
+def _whole_numbers() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def _thousands() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _pos: f"{value / 1000:,.0f}k" if value >= 1000 else f"{value:,.0f}")
 
 
 def analyze(
@@ -384,10 +486,13 @@ def analyze(
     format: str = "neutral",
     top: int = 10,
     on_call: Callable[[int, int], None] | None = None,
+    boundaries: Sequence[int] = (),
 ) -> Analysis:
     """Analyse a neutral history; with a `pipeline`, replay it call by call under `window`.
 
     `on_call(done, total)` is called after each replayed model call (for progress bars).
+    `boundaries`: indices of the messages where the agent's own compaction started a new context
+    (`historykit.formats.compaction_boundaries`); the replay starts afresh at each.
     """
     for index, msg in enumerate(messages):
         if not isinstance(msg, Message):
@@ -430,7 +535,9 @@ def analyze(
     return Analysis(
         **{
             **analysis.__dict__,
-            "replay": replay(messages, pipeline, window=window, counter=counter, on_call=on_call),
+            "replay": replay(
+                messages, pipeline, window=window, counter=counter, on_call=on_call, boundaries=boundaries
+            ),
         }
     )
 
@@ -542,8 +649,13 @@ def replay(
     window: int,
     counter: TokenCounter | None = None,
     on_call: Callable[[int, int], None] | None = None,
+    boundaries: Sequence[int] = (),
 ) -> Replay:
-    """Replay `messages` model call by model call through `pipeline` in persistent mode."""
+    """Replay `messages` model call by model call through `pipeline` in persistent mode.
+
+    At each index of `boundaries` (the agent's own compactions) the context starts afresh: the calls
+    after it see that message and what follows, raw and processed alike.
+    """
     from historykit.validity import check_neutral
 
     if not isinstance(pipeline, Pipeline):
@@ -559,7 +671,11 @@ def replay(
     previous: list[Message] = []
     consumed = 0
     raw_total = 0
+    starts = sorted(set(b for b in boundaries if 0 <= b < len(messages)))
     for n, point in enumerate(call_points, start=1):
+        restart = [b for b in starts if consumed <= b < point]
+        if restart:
+            consumed, raw_total, carried = restart[-1], 0, []
         raw_total += sum(raw_sizes[consumed:point])
         history = carried + list(messages[consumed:point])
         consumed = point
@@ -583,7 +699,12 @@ def replay(
                 break
             reused += count(new)
         previous = carried
-        sizes.append(CallSize(n, raw_total, sum(count(m) for m in carried), reused))
+        usage = messages[point].usage
+        sizes.append(
+            CallSize(
+                n, raw_total, sum(count(m) for m in carried), reused, usage.input_tokens if usage else None
+            )
+        )
         if on_call is not None:
             on_call(n, len(call_points))
     violations = tuple(str(v) for v in check_neutral(carried)) if carried else ()
@@ -591,7 +712,7 @@ def replay(
         ProcessorSavings(name, t.calls, t.tokens_freed, t.replaced, t.removed, t.added, t.markers)
         for name, t in sorted(tallies.items(), key=lambda kv: kv[1].order)
     )
-    return Replay(window, _pipeline_name(pipeline), tuple(sizes), processors, violations)
+    return Replay(window, _pipeline_name(pipeline), tuple(sizes), processors, violations, tuple(starts))
 
 
 def _pipeline_name(pipeline: Pipeline) -> str:

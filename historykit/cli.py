@@ -1,21 +1,25 @@
 """The `historykit` command: look at a transcript's tokens, try processors on it, browse stored threads.
 
 ```
-historykit analyze FILE... [--window N] [--pipeline SPEC] [--json] [--plot out.png] [--format F]
-historykit compact FILE --window N [--pipeline SPEC] -o OUT [--format F] [--json]
+historykit analyze FILE... [--window N] [--pipeline SPEC] [--json] [--plot out.png] [--from F]
+historykit compact FILE --window N [--pipeline SPEC] -o OUT [--from F] [--to F] [--json]
 historykit threads DB_URL [--json]
 historykit show DB_URL THREAD [--json]
-historykit export DB_URL THREAD -o FILE [--format F]
+historykit export DB_URL THREAD -o FILE [--to F]
 historykit doctor DB_URL [--repair] [--json]
 ```
 
 Transcripts are read in any of the formats of `historykit.formats` (the corpus chat JSONL, Pydantic
 AI JSON, LangChain JSON, Claude Code session logs, Codex CLI rollouts), detected from the content
-unless `--format` names one. `DB_URL` is a SQLAlchemy URL (`sqlite:///agent.db`,
+unless `--from` names one; `--to` names the format written (`compact` writes the input's format
+unless told). `--format`/`-f`, the earlier name of both, still works for one release, with a warning.
+Output that is not a terminal (a pipe, a file) is never cut to 80 columns. `DB_URL` is a SQLAlchemy URL (`sqlite:///agent.db`,
 `postgresql+psycopg://user@host/db`) or the path of a SQLite file.
 
 Pipeline SPEC: `default` (what `historykit.default_pipeline()` builds) or processor names separated
-by commas, each with optional `:option=value` settings, run in the order given; `Repair` is always
+by commas, each with optional `:option=value` settings, run in the order given (a `:` starts a new
+setting only when `option=` follows it, so values may hold colons:
+`summarize:model=openai:gpt-4o-mini`); `Repair` is always
 the last step (added when the spec does not end with `repair`). Names: `dedupe`
 (DedupeFileReads), `clear` (ClearToolResults), `strip` (StripThinking), `truncate`
 (PairwiseTruncate), `summarize` (Summarize), `repair` (Repair). Values are numbers, `true` /
@@ -36,6 +40,7 @@ import importlib
 import inspect
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -49,6 +54,7 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from historykit.formats import (
     FORMATS,
@@ -84,14 +90,16 @@ EXIT_PROBLEMS = 4
 """`doctor` found provider-rule violations and did not repair them (all of them)."""
 
 _EPILOG = """\b
-Transcript formats (detected, or --format): chat (the corpus JSONL), pydantic-ai,
-langchain, claude-code, codex.
+Transcript formats (detected, or --from; written as --to): chat (the corpus
+JSONL), pydantic-ai, langchain, claude-code, codex.
 \b
 Pipeline SPEC: `default`, or names joined by commas, run in order, each with
 optional :option=value settings (lists joined with +); Repair always runs last.
+Values may hold colons (a colon starts a setting only before option=).
 Names: dedupe, clear, strip, truncate, summarize, repair. Examples:
   dedupe,clear,strip,truncate
   clear:keep=5:min_gain=2000,truncate:max_fraction=0.7
+  summarize:model=openai:gpt-4o-mini
 \b
 DB_URL: sqlite:///path.db, postgresql+psycopg://user@host/db, or a SQLite file path.
 \b
@@ -109,8 +117,24 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-_out = Console(highlight=False)
-_err = Console(stderr=True, highlight=False)
+
+def _console(stderr: bool = False) -> Console:
+    """A console that is not cut to 80 columns when its output is a pipe or a file.
+
+    On a terminal Rich uses the terminal's width; elsewhere it would assume 80 and fold tables.
+    `COLUMNS` still wins when set.
+    """
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, highlight=False, width=_PIPE_WIDTH)
+    return console
+
+
+_PIPE_WIDTH = 1000
+"""Columns when writing to a pipe: wide enough that no table folds (tables take only what they need)."""
+
+_out = _console()
+_err = _console(stderr=True)
 _state = {"debug": os.environ.get("HISTORYKIT_DEBUG", "") not in ("", "0")}
 
 
@@ -129,7 +153,13 @@ class CliError(Exception):
 
 def _say(text: str, *, err: bool = False, style: str | None = None) -> None:
     """A status line: never re-wrapped (paths stay whole for copy and paste), no markup."""
-    (_err if err else _out).print(text, markup=False, highlight=False, soft_wrap=True, style=style)
+    (_err if err else _out).print(_safe(text), highlight=False, soft_wrap=True, style=style)
+
+
+def _safe(text: object) -> Text:
+    """User data (thread ids, paths, messages) as plain text: never Rich markup, control characters
+    shown escaped (`\\x1b`) so they cannot restyle or hide what the terminal shows."""
+    return Text("".join(c if c.isprintable() or c in "\t\n" else repr(c)[1:-1] for c in str(text)))
 
 
 def _one_line(text: str) -> str:
@@ -139,7 +169,7 @@ def _one_line(text: str) -> str:
 
 def _fail(message: str, code: int) -> NoReturn:
     sys.stdout.flush()
-    sys.stderr.write(f"historykit: error: {_one_line(message)}\n")
+    sys.stderr.write(f"historykit: error: {_safe(_one_line(message)).plain}\n")
     sys.stderr.flush()
     raise typer.Exit(code)
 
@@ -223,7 +253,7 @@ class _Progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),  # a file name is not markup
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
@@ -253,7 +283,7 @@ def _working(description: str) -> Iterator[None]:
         return
     import threading
 
-    status = _err.status(description)
+    status = _err.status(_safe(description))
     timer = threading.Timer(1.0, status.start)
     timer.daemon = True
     timer.start()
@@ -350,8 +380,15 @@ def _processor_class(name: str) -> Any:
     return cls
 
 
+_SETTING_START = re.compile(r":(?=\s*[A-Za-z_][\w-]*\s*=)")
+"""A `:` that starts a setting (`:option=`); any other colon belongs to a value (`openai:gpt-4o`)."""
+
+
 def _build_step(item: str, spec: str) -> HistoryProcessor:
-    raw_name, *settings = item.split(":")
+    raw_name, _, rest = item.partition(":")
+    if rest and not _SETTING_START.match(":" + rest):
+        raise CliError(f"pipeline spec {spec!r}: {raw_name.strip()} setting {rest!r} is not option=value")
+    settings = _SETTING_START.split(":" + rest)[1:] if rest else []
     key = raw_name.strip().lower().replace("-", "_")
     name = _NAME_ALIASES.get(key, key)
     if name == "default":
@@ -436,9 +473,26 @@ def _format_option(format: str | None) -> str | None:
     return resolve_format(format)
 
 
-_FORMAT_HELP = f"Transcript format ({', '.join(FORMATS)}); detected from the content when not given."
+def _format_flags(new: str | None, old: str | None, flag: str) -> str | None:
+    """The format `flag` (`--from`/`--to`) names, or the deprecated `--format`'s, with a warning."""
+    if old is not None:
+        if new is not None and _format_option(new) != _format_option(old):
+            raise CliError(f"{flag} {new} and --format {old} disagree: give {flag} only")
+        _say(
+            f"historykit: warning: --format/-f is deprecated here and goes in the next release; use {flag}",
+            err=True,
+        )
+        new = new if new is not None else old
+    return _format_option(new)
+
+
+_FROM_HELP = f"Input format ({', '.join(FORMATS)}); detected from the content when not given."
+_LEGACY_FORMAT = typer.Option(
+    "--format", "-f", hidden=True, help="Deprecated: --from (input) or --to (output)."
+)
 _PIPELINE_HELP = (
-    "Processors to run: `default` or e.g. dedupe,clear:keep=5,strip,truncate (see `historykit --help`)."
+    "Processors to run: `default` or e.g. dedupe,clear:keep=5,strip,truncate, "
+    "summarize:model=openai:gpt-4o-mini (see `historykit --help`)."
 )
 
 
@@ -452,53 +506,74 @@ def analyze(
     ] = DEFAULT_CONTEXT_WINDOW,
     pipeline: Annotated[str, typer.Option("--pipeline", "-p", help=_PIPELINE_HELP)] = "default",
     json_out: Annotated[
-        bool, typer.Option("--json", help="Print a JSON array, one object per file.")
+        bool, typer.Option("--json", help="Print a JSON array, one object per file read.")
     ] = False,
     plot: Annotated[
         Path | None,
         typer.Option("--plot", help="Write a PNG of the context size per call, before and after."),
     ] = None,
-    format: Annotated[str | None, typer.Option("--format", "-f", help=_FORMAT_HELP)] = None,
+    from_format: Annotated[str | None, typer.Option("--from", help=_FROM_HELP)] = None,
     top: Annotated[
         int, typer.Option("--top", min=1, help="How many of the largest tool outputs to list.")
     ] = 10,
+    legacy_format: Annotated[str | None, _LEGACY_FORMAT] = None,
 ) -> None:
-    """Where a transcript's tokens go, and what each processor would save, replayed call by call."""
+    """Where a transcript's tokens go, and what each processor would save, replayed call by call.
+
+    Each file that cannot be read is reported on its own line (stderr) and the others are still
+    analysed; the exit code is then that of the failure (2 for an unreadable transcript).
+    """
     from historykit.analysis import Analysis
     from historykit.analysis import analyze as run_analysis
+    from historykit.formats import compaction_boundaries
 
     with _errors():
-        fmt = _format_option(format)
-        for path in files:
-            if not path.exists():
-                raise CliError(f"{path}: no such file", EXIT_NOT_FOUND)
+        fmt = _format_flags(from_format, legacy_format, "--from")
         built = build_pipeline(pipeline)
         if plot is not None:
             _check_writable(plot)
         analyses: list[Analysis] = []
+        failed: list[int] = []
         for path in files:
             started = time.perf_counter()
-            with _working(f"reading {path.name}"):
-                transcript = _read(path, fmt)
-            with _Progress(f"replaying {path.name}", _model_calls(transcript.messages)) as progress:
-                analysis = run_analysis(
-                    transcript.messages,
-                    window=window,
-                    pipeline=Pipeline(built.processors, counter=TokenCounter()),
-                    name=str(path),
-                    format=transcript.format,
-                    top=top,
-                    on_call=progress.update,
-                )
+            try:
+                with _working(f"reading {path.name}"):
+                    transcript = _read(path, fmt)
+                with _Progress(f"replaying {path.name}", _model_calls(transcript.messages)) as progress:
+                    analysis = run_analysis(
+                        transcript.messages,
+                        window=window,
+                        pipeline=Pipeline(built.processors, counter=TokenCounter()),
+                        name=str(path),
+                        format=transcript.format,
+                        top=top,
+                        on_call=progress.update,
+                        boundaries=compaction_boundaries(transcript.messages),
+                    )
+            except Exception as exc:
+                if _state["debug"] or len(files) == 1:
+                    raise
+                message, code = _classify(exc)
+                failed.append(code)
+                sys.stdout.flush()
+                sys.stderr.write(f"historykit: error: {_safe(_one_line(message)).plain}\n")
+                continue
             analyses.append(analysis)
             if not json_out:
                 _out.print(analysis)
                 _say(f"(analysed in {time.perf_counter() - started:.2f} s)\n")
         if json_out:
             sys.stdout.write(json.dumps([a.to_dict() for a in analyses], indent=2, ensure_ascii=False) + "\n")
-        if plot is not None:
+        if plot is not None and analyses:
             _plot(analyses, plot)
             _say(f"wrote the plot to {plot}", err=json_out)
+        if failed:
+            if not json_out:
+                _say(
+                    f"{len(failed)} of {len(files)} file(s) could not be analysed (see the errors above)",
+                    err=True,
+                )
+            raise typer.Exit(max(failed))
 
 
 def _model_calls(messages: Sequence[Message]) -> int:
@@ -519,7 +594,7 @@ def _plot(analyses: Sequence[Any], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ImportError(f"--plot needs matplotlib ({exc}): pip install 'historykit[notebooks]'") from exc
-    fig, axes = plt.subplots(len(analyses), 1, figsize=(9, 3.6 * len(analyses)), squeeze=False)
+    fig, axes = plt.subplots(len(analyses), 1, figsize=(11, 3.8 * len(analyses)), squeeze=False)
     for analysis, ax in zip(analyses, axes[:, 0]):
         analysis.plot(ax)
     fig.tight_layout()
@@ -539,14 +614,22 @@ def compact(
         Path, typer.Option("--output", "-o", help="Where to write the processed history.", show_default=False)
     ],
     pipeline: Annotated[str, typer.Option("--pipeline", "-p", help=_PIPELINE_HELP)] = "default",
-    format: Annotated[str | None, typer.Option("--format", "-f", help=_FORMAT_HELP)] = None,
+    from_format: Annotated[str | None, typer.Option("--from", help=_FROM_HELP)] = None,
+    to_format: Annotated[
+        str | None,
+        typer.Option(
+            "--to", help=f"Output format ({', '.join(FORMATS)}); the input's format when not given."
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    legacy_format: Annotated[str | None, _LEGACY_FORMAT] = None,
 ) -> None:
-    """Write the history the model would be sent next, processed, in the input's format."""
+    """Write the history the model would be sent next, processed, in the input's format or --to's."""
     from historykit.validity import check
 
     with _errors():
-        fmt = _format_option(format)
+        fmt = _format_flags(from_format, legacy_format, "--from")
+        out_fmt = _format_option(to_format)
         if not file.exists():
             raise CliError(f"{file}: no such file", EXIT_NOT_FOUND)
         built = build_pipeline(pipeline)
@@ -555,23 +638,25 @@ def compact(
             raise CliError(f"{output}: refusing to overwrite the input; write the result to another file")
         with _working(f"compacting {file.name}"):
             transcript = _read(file, fmt)
+            out_fmt = out_fmt or transcript.format
             started = time.perf_counter()
             try:
                 result = built.run(transcript.history, window)
             except Exception as exc:
                 raise RuntimeError(f"the pipeline failed on {file}: {exc}") from exc
-            write_transcript(result.messages, output, transcript.format)
+            write_transcript(result.messages, output, out_fmt)
             report = result.report
             violations = check(result.messages)
             elapsed = time.perf_counter() - started
         if json_out:
             sys.stdout.write(
-                json.dumps(_report_dict(report, transcript, output, violations), indent=2) + "\n"
+                json.dumps(_report_dict(report, transcript, output, violations, out_fmt), indent=2) + "\n"
             )
             return
         _print_report(report)
+        converted = f" (converted from {transcript.format})" if out_fmt != transcript.format else ""
         _say(
-            f"wrote {len(result.messages)} {transcript.format} messages ({report.tokens_after:,} tokens, "
+            f"wrote {len(result.messages)} {out_fmt} messages{converted} ({report.tokens_after:,} tokens, "
             f"from {report.tokens_before:,}) to {output} in {elapsed:.2f} s"
         )
         if violations:
@@ -593,7 +678,7 @@ def _print_report(report: Any) -> None:
     for s in report.steps:
         n = s.notes
         table.add_row(
-            s.processor,
+            _safe(s.processor),
             f"{s.tokens_before:,}",
             f"{s.tokens_after:,}",
             f"{s.messages_before}→{s.messages_after}",
@@ -609,12 +694,13 @@ def _print_report(report: Any) -> None:
 
 
 def _report_dict(
-    report: Any, transcript: TranscriptFile, output: Path, violations: Sequence[Any]
+    report: Any, transcript: TranscriptFile, output: Path, violations: Sequence[Any], out_format: str
 ) -> dict[str, Any]:
     return {
         "input": str(transcript.path),
         "output": str(output),
         "format": transcript.format,
+        "output_format": out_format,
         "context_window": report.context_window,
         "tokenizer": report.tokenizer,
         "tokens_before": report.tokens_before,
@@ -903,7 +989,7 @@ def threads(
             table.add_column(header, justify="right", no_wrap=True)
         for t in found:
             table.add_row(
-                t.thread_id,
+                _safe(t.thread_id),
                 t.framework,
                 _when(t.created_at),
                 str(t.messages),
@@ -935,7 +1021,7 @@ def show(
         table.add_column("", style="bold")
         table.add_column("", overflow="fold")
         for key, value in details["summary"].items():
-            table.add_row(key, _when(value) if isinstance(value, datetime) else str(value))
+            table.add_row(key, _safe(_when(value) if isinstance(value, datetime) else value))
         for key, value in info.storage.items():
             table.add_row(f"storage: {key}", _size(value))
         _out.print(table)
@@ -960,8 +1046,8 @@ def show(
                 f"{m['covered_from']}-{m['covered_to']}",
                 f"{m['tokens_before']:,}",
                 f"{m['tokens_after']:,}",
-                str(m["strategy"]),
-                str(m["model"] or "-"),
+                _safe(m["strategy"]),
+                _safe(m["model"] or "-"),
                 _when(_as_datetime(m["created_at"])),
                 "yes" if m["automatic"] else "no",
             )
@@ -1028,18 +1114,18 @@ def export(
         str, typer.Argument(metavar="THREAD", help="The thread (or conversation) id.", show_default=False)
     ],
     output: Annotated[Path, typer.Option("--output", "-o", help="The file to write.", show_default=False)],
-    format: Annotated[
+    to_format: Annotated[
         str | None,
         typer.Option(
-            "--format",
-            "-f",
+            "--to",
             help="Output format; default: langchain for LangGraph threads, pydantic-ai for conversations.",
         ),
     ] = None,
+    legacy_format: Annotated[str | None, _LEGACY_FORMAT] = None,
 ) -> None:
     """Write a thread's full original transcript (every message it ever had) to a file."""
-    with _errors(), _working(f"exporting {thread}"), _database(db_url) as db:
-        fmt = _format_option(format)
+    with _errors(), _working("exporting the thread"), _database(db_url) as db:
+        fmt = _format_flags(to_format, legacy_format, "--to")
         _check_writable(output)
         info = db.thread(thread)
         if info.framework == "langgraph":
@@ -1072,7 +1158,8 @@ class _Diagnosis:
     messages: int
     violations: list[str]
     status: str
-    """`ok`, `violations`, `repaired`, `not repaired: <why>`, or `skipped: <why>`."""
+    """`ok`, `violations`, `repaired`, `not repaired: <why>`, `skipped: <why>`, or `unreadable: <why>`
+    (the thread's rows could not be read: a corrupt row, named with its table)."""
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -1100,10 +1187,19 @@ def doctor(
             store = _store(db) if any(t.framework != "langgraph" for t in found) else None
             try:
                 for n, info in enumerate(found, start=1):
-                    if info.framework == "langgraph":
-                        results.append(_doctor_langgraph(saver, info, repair))
-                    else:
-                        results.append(asyncio.run(_doctor_pydantic_ai(store, info, repair)))
+                    # One broken thread (a corrupt row) is that thread's finding, not the end of the check.
+                    try:
+                        if info.framework == "langgraph":
+                            results.append(_doctor_langgraph(saver, info, repair))
+                        else:
+                            results.append(asyncio.run(_doctor_pydantic_ai(store, info, repair)))
+                    except Exception as exc:
+                        if _state["debug"]:
+                            raise
+                        message, _ = _classify(exc)
+                        results.append(
+                            _Diagnosis(info.thread_id, info.framework, 0, [], f"unreadable: {message}")
+                        )
                     progress.update(n)
             finally:
                 if saver is not None:
@@ -1135,7 +1231,9 @@ def _print_diagnoses(db: _Database, results: list[_Diagnosis]) -> None:
             min_width=min(30, max(len(r.thread_id) for r in results)) if header == "thread" else None,
         )
     for r in results:
-        table.add_row(r.thread_id, r.framework, str(r.messages), str(len(r.violations)), r.status)
+        table.add_row(
+            _safe(r.thread_id), r.framework, str(r.messages), str(len(r.violations)), _safe(r.status)
+        )
     _out.print(table)
     for r in results:
         for v in r.violations[:5]:

@@ -64,6 +64,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 from rich.text import Text
 
+from historykit.formats import detached
 from historykit.messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, Report, StepReport
 from historykit.tokens import TokenCounter
@@ -138,10 +139,12 @@ class Recording:
     @classmethod
     def of(cls, messages: Sequence[Message], *, name: str = "transcript") -> Recording:
         """A recording of neutral messages; `ValueError` when there is nothing to replay."""
-        messages = list(messages)
         for index, msg in enumerate(messages):
             if not isinstance(msg, Message):
                 raise TypeError(f"message {index} is a {type(msg).__name__}, not a historykit Message")
+        # Cut loose from the file's own rows (a Claude Code or Codex log): the framework adapters
+        # build their messages anew, and the recorded usage belongs to the original run, not the replay.
+        messages = [replace(detached(m), usage=None) for m in messages]
         starts: list[int] = []
         for index, msg in enumerate(messages):
             if not _is_prompt(msg):
@@ -1046,10 +1049,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_pydantic_ai_banner() -> None:
+    """The demo owns its screen: Pydantic AI's first-run banner would print into the live gauge."""
+    try:
+        import pydantic_ai
+    except ImportError:
+        return
+    if hasattr(pydantic_ai, "BANNER_ENABLED"):
+        pydantic_ai.BANNER_ENABLED = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; returns the exit code (0 done, 1 nothing could run, 2 bad input)."""
     args = _parser().parse_args(argv)
     console = Console(highlight=False)
+    _quiet_pydantic_ai_banner()
     if args.window <= 0:
         _error(f"--window must be a positive number of tokens, got {args.window}")
         return 2
@@ -1263,7 +1277,8 @@ def _print_where(console: Console, url: str, db_file: Path | None, args: argpars
             f"  {command} show {target} {THREAD_IDS['langgraph']}\n"
             f"  {command} export {target} {THREAD_IDS['pydantic-ai']} -o thread.json\n"
             f"  {command} analyze {session} --window {args.window}"
-        )
+        ),
+        soft_wrap=True,  # commands stay whole, to copy and paste, whatever the width
     )
 
 

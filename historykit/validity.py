@@ -1,4 +1,4 @@
-"""Provider rules (`PROVIDER-RULES.md`): `check` lists the violations of a history.
+"""Provider rules (`docs/provider-rules.md`): `check` lists the violations of a history.
 
 `check(messages)` takes a native history of either framework (or a neutral one) and returns one
 `Violation` per broken rule and place; an empty list means providers will accept the history's
@@ -49,7 +49,7 @@ RULES: dict[str, str] = {
     "R13": "on a model that binds thinking, a replayed thinking block follows exactly the history it was "
     "produced under",
 }
-"""Rule id -> the rule, as `PROVIDER-RULES.md` states it."""
+"""Rule id -> the rule, as `docs/provider-rules.md` states it."""
 
 MAX_CACHE_BREAKPOINTS = 4
 
@@ -291,7 +291,10 @@ def _check_thinking(messages: Sequence[Message], report: Any) -> None:
         parts = msg.parts
         for j, part in enumerate(parts):
             if not isinstance(part, ThinkingPart):
-                if not (isinstance(part, TextPart) and not part.text):
+                # Whitespace-only text is no content: Anthropic refuses such blocks ("text content
+                # blocks must contain non-whitespace text"), so clients drop them before sending, and
+                # Claude Code logs a "\n\n" block before the thinking of accepted requests.
+                if not (isinstance(part, TextPart) and not part.text.strip()):
                     seen_other = True
                 continue
             if part.signature == "":

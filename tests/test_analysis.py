@@ -73,7 +73,11 @@ def test_renders_in_a_terminal_and_in_jupyter(tmp_path: Path) -> None:
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     ax = analysis.plot()
-    assert [line.get_label() for line in ax.get_lines()][:2] == ["raw history", "processed (Repair)"]
+    assert [line.get_label() for line in ax.get_lines()][:2] == ["raw history", "processed"]
+    # The legend sits outside the axes, where it cannot cover the curves.
+    ax.figure.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1
     ax.figure.savefig(tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 0
 
@@ -81,3 +85,34 @@ def test_renders_in_a_terminal_and_in_jupyter(tmp_path: Path) -> None:
 def test_a_non_message_is_named() -> None:
     with pytest.raises(TypeError, match="message 1 is a dict"):
         analyze([Message.user("hi"), {"role": "user"}], window=1000)  # type: ignore[list-item]
+
+
+def test_the_recorded_usage_and_the_agents_own_compaction() -> None:
+    from historykit.formats import compaction_boundaries
+    from tests.formats.helpers import CLAUDE_CODE
+
+    messages = read_transcript(CLAUDE_CODE).messages
+    boundaries = compaction_boundaries(messages)
+    analysis = analyze(messages, window=8000, pipeline=Pipeline([Repair()]), boundaries=boundaries)
+    replay = analysis.replay
+    assert replay is not None and replay.boundaries == tuple(boundaries) == (7,)
+    recorded = [m.usage.input_tokens for m in messages if m.role == "assistant" and m.usage]
+    assert [c.recorded for c in replay.calls] == recorded
+    assert replay.sent_recorded == sum(recorded) and replay.over_window_recorded == len(recorded)
+    # After Claude Code's compaction the raw history starts again at its summary.
+    ignoring = analyze(messages, window=8000, pipeline=Pipeline([Repair()])).replay
+    assert ignoring is not None
+    first_after = next(n for n, c in enumerate(replay.calls) if c.call > 2)
+    size = TokenCounter().count_message
+    assert replay.calls[first_after].before == sum(size(m) for m in messages[7:8])
+    assert ignoring.calls[first_after].before > replay.calls[first_after].before
+    summary = analysis.to_dict()["replay"]["summary"]
+    assert summary["agent_compactions"] == 1 and summary["recorded"]["sent"] == sum(recorded)
+    assert summary["not_in_transcript"] == ["system prompt", "tool definitions"]
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    console.print(analysis)
+    text = console.export_text()
+    assert "recorded" in text and "system prompt and the tool definitions" in text
+    assert "compacted its own history 1 time" in text

@@ -23,7 +23,7 @@ from historykit.formats import read_transcript
 from historykit.tokens import TokenCounter
 from historykit.validity import check
 from tests.conftest import corpus_paths, postgres_admin_url
-from tests.formats.helpers import CLAUDE_CODE, CODEX
+from tests.formats.helpers import CLAUDE_CODE, CODEX, CODEX_2025_09
 
 SPEC = "dedupe,clear,strip,truncate"
 SMALL = next(p for p in corpus_paths() if p.stem == "sweagent__demo-fc-marshmallow-1867")
@@ -132,10 +132,10 @@ def test_analyze_plots_the_context_per_call(tmp_path: Path) -> None:
 
 
 def test_analyze_format_option(tmp_path: Path) -> None:
-    result = run("analyze", CODEX, "--format", "codex", "--json", "--pipeline", SPEC)
+    result = run("analyze", CODEX, "--from", "codex", "--json", "--pipeline", SPEC)
     assert result.exit_code == 0, result.stderr
     assert_error(
-        run("analyze", CODEX, "--format", "claude-code", "--pipeline", SPEC),
+        run("analyze", CODEX, "--from", "claude-code", "--pipeline", SPEC),
         EXIT_USAGE,
         "no conversation rows",
     )
@@ -263,7 +263,7 @@ def test_bad_transcripts_give_one_line_and_an_exit_code(tmp_path: Path) -> None:
 
 def test_an_unknown_format_name(tmp_path: Path) -> None:
     assert_error(
-        run("analyze", SMALL, "--format", "yaml"), EXIT_USAGE, "unknown format 'yaml': use one of chat"
+        run("analyze", SMALL, "--from", "yaml"), EXIT_USAGE, "unknown format 'yaml': use one of chat"
     )
 
 
@@ -485,7 +485,7 @@ def test_export_writes_the_full_original_transcript(pristine_db: Path, tmp_path:
     assert exported.format == "langchain" and exported.native == transcript.messages
     assert len(exported.native) > len(state)  # what compaction removed from the state is there too
     chat = tmp_path / "t-read.jsonl"
-    assert run("export", pristine_db, "t-read", "-o", chat, "--format", "chat").exit_code == 0
+    assert run("export", pristine_db, "t-read", "-o", chat, "--to", "chat").exit_code == 0
     assert read_transcript(chat).format == "chat"
     conversation = tmp_path / "c-ok.json"
     assert run("export", pristine_db, "c-ok", "-o", conversation).exit_code == 0
@@ -612,3 +612,183 @@ def test_the_commands_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     assert repaired.exit_code == 0, repaired.stdout + repaired.stderr
     assert run("doctor", postgres_url).exit_code == 0
     assert_error(run("show", postgres_url, "missing"), EXIT_NOT_FOUND, "thread 'missing'")
+
+
+# ---------------------------------------------------------------------------------------------
+# Every transcript generation, batches, flags with one meaning, output that survives a pipe
+# ---------------------------------------------------------------------------------------------
+
+
+def _subagent_file(tmp_path: Path) -> Path:
+    """The Claude Code fixture as a sub-agent log writes it: every row a sidechain of one agent."""
+    rows = [json.loads(line) for line in CLAUDE_CODE.read_text().splitlines() if line.strip()]
+    conversation = [r for r in rows if r.get("type") in ("user", "assistant") and not r.get("isSidechain")]
+    path = tmp_path / "agent-a1b2c3d.jsonl"
+    path.write_text(
+        "".join(json.dumps({**r, "isSidechain": True, "agentId": "a1b2c3d"}) + "\n" for r in conversation),
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_every_transcript_generation_through_analyze_and_compact(tmp_path: Path) -> None:
+    files = {
+        "claude-code": CLAUDE_CODE,
+        "claude-code sub-agent": _subagent_file(tmp_path),
+        "codex": CODEX,
+        "codex 2025-09": CODEX_2025_09,
+    }
+    result = run("analyze", *files.values(), "--json", "--window", 8000)
+    assert result.exit_code == 0, result.stderr
+    analyses = json.loads(result.stdout)
+    assert [a["format"] for a in analyses] == ["claude-code", "claude-code", "codex", "codex"]
+    assert all(a["model_calls"] > 0 and a["replay"]["calls"] for a in analyses)
+    for name, source in files.items():
+        out = tmp_path / f"compacted-{source.name}"
+        result = run("compact", source, "--window", 300, "--pipeline", SPEC, "-o", out, "--json")
+        assert result.exit_code == 0, (name, result.stderr)
+        assert read_transcript(out).format == read_transcript(source).format
+        assert check(read_transcript(out).history) == []
+
+
+def test_a_batch_reports_each_unreadable_file_and_analyses_the_rest(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(CODEX.read_text()[:700], encoding="utf-8")
+    missing = tmp_path / "missing.jsonl"
+    result = run("analyze", CODEX, cut, CLAUDE_CODE, missing, CODEX_2025_09, "--json", "--pipeline", SPEC)
+    assert result.exit_code == EXIT_NOT_FOUND  # the worst of the failures: 3 (not found) over 2
+    assert [Path(a["name"]).name for a in json.loads(result.stdout)] == [
+        CODEX.name,
+        CLAUDE_CODE.name,
+        CODEX_2025_09.name,
+    ]
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 2 and all(e.startswith("historykit: error: ") for e in errors)
+    assert str(cut) in errors[0] and str(missing) in errors[1]
+    shown = run("analyze", cut, CODEX, "--pipeline", SPEC)
+    assert shown.exit_code == EXIT_USAGE and "where the tokens go" in shown.stdout
+    assert "1 of 2 file(s) could not be analysed" in shown.stderr
+
+
+def test_analyze_shows_the_recorded_usage_and_what_it_cannot_see() -> None:
+    result = run("analyze", CLAUDE_CODE, "--window", 8000)
+    assert result.exit_code == 0, result.stderr
+    assert "recorded" in result.stdout and "calls over the window" in result.stdout
+    assert "system prompt and the tool definitions" in result.stdout
+    assert "compacted its own history 1 time(s)" in result.stdout
+
+
+def test_compact_converts_between_formats(tmp_path: Path) -> None:
+    for source, target in ((CLAUDE_CODE, "chat"), (CODEX_2025_09, "pydantic-ai"), (LARGEST, "langchain")):
+        out = tmp_path / f"{source.stem}.{target}"
+        window = 32000 if source == LARGEST else 300
+        result = run("compact", source, "-w", window, "-p", SPEC, "-o", out, "--to", target, "--json")
+        assert result.exit_code == 0, result.stderr
+        report = json.loads(result.stdout)
+        assert report["format"] == read_transcript(source).format and report["output_format"] == target
+        written = read_transcript(out)
+        assert written.format == target and check(written.history) == []
+    shown = run("compact", CLAUDE_CODE, "-w", 300, "-p", SPEC, "-o", tmp_path / "c.jsonl", "--to", "codex")
+    assert shown.exit_code == 0 and "(converted from claude-code)" in shown.stdout
+
+
+def test_format_flags_have_one_meaning_and_the_old_one_still_works(tmp_path: Path) -> None:
+    old = run("analyze", CODEX, "--format", "codex", "--json", "--pipeline", SPEC)
+    assert old.exit_code == 0 and json.loads(old.stdout)[0]["format"] == "codex"
+    assert "--format/-f is deprecated here" in old.stderr and "use --from" in old.stderr
+    assert_error(
+        run("analyze", CODEX, "--from", "codex", "-f", "chat", "--pipeline", SPEC), EXIT_USAGE, "disagree"
+    )
+    out = tmp_path / "out.json"
+    result = run("compact", CODEX, "-w", 300, "-p", SPEC, "-o", out, "-f", "codex", "--json")
+    assert result.exit_code == 0 and "use --from" in result.stderr
+    assert "--to" in run("compact", "--help").stdout and "--from" in run("analyze", "--help").stdout
+    assert "--format" not in run("export", "--help").stdout  # hidden: documented as --to
+
+
+def test_model_names_with_colons_in_a_pipeline_spec() -> None:
+    pipeline = build_pipeline("clear:keep=3,summarize:model=openai:gpt-4o-mini:max_tokens=2000")
+    clear, summarize, _ = pipeline.processors
+    assert summarize.model == "openai:gpt-4o-mini" and summarize.max_tokens == 2000
+    assert clear.keep == 3
+    with pytest.raises(Exception, match="is not option=value"):
+        build_pipeline("summarize:openai:gpt-4o")
+
+
+def test_piped_output_is_not_cut_at_80_columns(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "historykit"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "COLUMNS"}
+    done = subprocess.run(
+        [str(script), "analyze", str(CLAUDE_CODE), "--window", "8000"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    # The pipeline heading and the note about what a transcript lacks are long lines, kept whole.
+    assert any(len(line) > 120 and "pipeline DedupeFileReads" in line for line in done.stdout.splitlines())
+    assert any(
+        "tool definitions sent with every call are not in the transcript" in line
+        for line in done.stdout.splitlines()
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# User data is shown as text; doctor reports every thread
+# ---------------------------------------------------------------------------------------------
+
+HOSTILE_IDS = ["[/]", "[link=https://example.invalid]hidden[/link]", "\x1b[31mred\x1b[0m", "[bold]b"]
+
+
+def _hostile_db(path: Path) -> Path:
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from historykit.checkpointers import SQLModelSaver
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", lambda state: {"messages": [AIMessage("ok")]})
+    builder.add_edge(START, "agent")
+    with SQLModelSaver(f"sqlite:///{path}") as saver:
+        graph = builder.compile(checkpointer=saver)
+        for thread in HOSTILE_IDS:
+            graph.invoke({"messages": [("user", "hi")]}, _config(thread))
+    return path
+
+
+def test_thread_ids_are_shown_as_text_never_as_markup(tmp_path: Path) -> None:
+    db = _hostile_db(tmp_path / "hostile.db")
+    listed = run("threads", db)
+    assert listed.exit_code == 0, listed.stderr
+    assert "\x1b" not in listed.stdout
+    for shown in ("[/]", "[link=https://example.invalid]hidden[/link]", "\\x1b[31mred\\x1b[0m", "[bold]b"):
+        assert shown in listed.stdout
+    assert {t["thread_id"] for t in json.loads(run("threads", db, "--json").stdout)} == set(HOSTILE_IDS)
+    doctor = run("doctor", db)
+    assert doctor.exit_code == 0, doctor.stderr
+    assert "[link=https://example.invalid]hidden[/link]" in doctor.stdout and "\x1b" not in doctor.stdout
+    shown = run("show", db, "[/]")
+    assert shown.exit_code == 0 and "thread '[/]'" in shown.stdout
+    missing = run("show", db, "\x1b[2Jgone")
+    assert missing.exit_code == EXIT_NOT_FOUND and "\x1b" not in missing.stderr
+
+
+def test_doctor_reports_every_thread_and_names_the_table_of_a_corrupt_write(db: Path) -> None:
+    with sqlite3.connect(db) as conn:
+        (checkpoint_id,) = conn.execute(
+            "SELECT checkpoint_id FROM historykit_checkpoint WHERE thread_id = 't-read' "
+            "ORDER BY checkpoint_id DESC LIMIT 1"
+        ).fetchone()
+        conn.execute(
+            "INSERT INTO historykit_write VALUES ('t-read', '', ?, 'task-x', 0, 'extra', '', 'msgpack', ?)",
+            (checkpoint_id, b"\xc1\xc1\xc1"),
+        )
+    result = run("doctor", db, "--json")
+    assert result.exit_code == EXIT_PROBLEMS, result.stderr
+    status = {d["thread_id"]: d["status"] for d in json.loads(result.stdout)}
+    assert set(status) == {"t-read", "t-broken", "c-ok", "c-broken"}  # every thread, past the corrupt one
+    assert status["t-read"].startswith("unreadable: ") and "historykit_write" in status["t-read"]
+    assert "historykit_checkpoint" not in status["t-read"]
+    assert status["t-broken"] == "violations" and status["c-ok"] == "ok"
+    table = run("doctor", db)
+    assert table.exit_code == EXIT_PROBLEMS and "unreadable" in table.stdout and "t-broken" in table.stdout

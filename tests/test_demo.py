@@ -269,3 +269,68 @@ def test_a_database_that_cannot_be_used_gives_one_error_line(
     assert len(lines) == 1 and lines[0].startswith("historykit demo: error: the database ")
     assert "notes.db" in lines[0]
     assert not_a_database.read_text() == "these are notes, not a database\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Agent logs as the session, in both frameworks; a clean screen
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "session", ["claude_code_session.jsonl", "codex_rollout_2025_09.jsonl", "codex_rollout.jsonl"]
+)
+def test_an_agent_log_replays_in_both_frameworks(
+    session: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Claude Code or Codex log keeps its rows on each message; the adapters build their own."""
+    monkeypatch.chdir(tmp_path)
+    path = REPO / "tests" / "formats" / "data" / session
+    assert main(["--session", str(path), "--delay", "0", "--window", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert "1. Pydantic AI" in out and "2. LangGraph" in out and "the stored threads" in out
+    recording = Recording.load(path)
+    assert f"{recording.model_calls} of {recording.model_calls}" in out
+    assert all(m.native is None and m.usage is None for m in recording.messages)
+
+
+def test_the_demo_screen_has_no_pydantic_ai_banner(tmp_path: Path) -> None:
+    """Pydantic AI shows a first-run banner to a terminal or a coding agent; the demo owns its screen."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_VERSION", "CI", "PYDANTIC_AI_NO_BANNER")}
+    env.update({"AI_AGENT": "1", "PYTHONPATH": str(REPO)})
+    # The banner this guards against does show in this environment, from a plain agent run ...
+    plain = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from pydantic_ai import Agent\nfrom pydantic_ai.models.test import TestModel\n"
+            "Agent(TestModel()).run_sync('hi')",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert "pydantic-ai v" in plain.stdout + plain.stderr
+    # ... and not from the demo's.
+    session = REPO / "tests" / "formats" / "data" / "claude_code_session.jsonl"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "historykit.demo",
+            "--session",
+            str(session),
+            "--delay",
+            "0",
+            "--only",
+            "pydantic-ai",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pydantic-ai v" not in done.stdout + done.stderr and "1. Pydantic AI" in done.stdout

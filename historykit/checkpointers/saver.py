@@ -1553,7 +1553,12 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 if write_key in write_refs:
                     value = _written_value(write_refs[write_key], messages[thread_id])
                 else:
-                    value = codec.loads(w.encoding, w.data, where=f"write {w.task_id}/{w.idx} of {where}")
+                    value = codec.loads(
+                        w.encoding,
+                        w.data,
+                        where=f"write {w.task_id}/{w.idx} of checkpoint {checkpoint_id} of thread "
+                        f"{thread_id!r} (historykit_write)",
+                    )
                 pending.append((w.task_id, w.channel, value))
             metadata = _parse_json(row.metadata, f"metadata of {where}")
             config: RunnableConfig = {

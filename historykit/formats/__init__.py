@@ -39,6 +39,8 @@ __all__ = [
     "FORMATS",
     "TranscriptFile",
     "TranscriptFormatError",
+    "compaction_boundaries",
+    "detached",
     "read_chat_jsonl",
     "read_transcript",
     "resolve_format",
@@ -166,11 +168,38 @@ def _framework_of(obj: Any) -> str | None:
     return None
 
 
+def detached(message: Message) -> Message:
+    """`message` without its native object (and its parts without theirs), as a processor would make it.
+
+    What a framework adapter needs to build its own message from one read out of another format.
+    """
+    parts = tuple(replace(p, native=None) for p in message.parts)
+    return Message(message.role, parts, id=message.id, pinned=message.pinned, usage=message.usage)
+
+
+def compaction_boundaries(messages: Sequence[Message]) -> list[int]:
+    """Indices of the messages where the agent's own compaction started a new context.
+
+    The agent that wrote the transcript compacted its history there: the model calls after such a
+    message saw it (the summary) and what follows, not what came before. Claude Code flags the
+    summary row `isCompactSummary`; a Codex rollout writes a `compacted` row.
+    """
+    from historykit.formats._raw import RawRows
+
+    found = []
+    for index, msg in enumerate(messages):
+        raw = msg.native
+        if not isinstance(raw, RawRows):
+            continue
+        if any(row.get("isCompactSummary") is True or row.get("type") == "compacted" for row in raw.rows):
+            found.append(index)
+    return found
+
+
 def _for_format(message: Any, fmt: str, index: int) -> Message:
     """`message`, cut loose from a native object of another format so the writer builds it anew."""
     if not isinstance(message, Message):
         raise TypeError(f"message {index} is a {type(message).__name__}, not a historykit Message")
     if message.native is None or _framework_of(message.native) == fmt:
         return message
-    parts = tuple(replace(p, native=None) for p in message.parts)
-    return Message(message.role, parts, id=message.id, pinned=message.pinned, usage=message.usage)
+    return detached(message)

@@ -3,7 +3,7 @@
 A session log has one JSON object a row. Rows of `type` `user` and `assistant` carry the
 conversation in `message` (an Anthropic Messages API message); the others are bookkeeping
 (`progress`, `file-history-snapshot`, `queue-operation`, `system`, `summary` titles). Reading gives
-the neutral messages the corpus conversion gives (`/work/shared/corpus/README.md`):
+the neutral messages the corpus conversion gives (`corpus/README.md`):
 
 - the content blocks of one API message (one `message.id`), which the log writes on separate rows,
   are one assistant message; `thinking` blocks keep their signature, `redacted_thinking` is
@@ -13,7 +13,10 @@ the neutral messages the corpus conversion gives (`/work/shared/corpus/README.md
 - rows flagged `isMeta` are skipped (they are never sent to the model as the user's words), and
   in a main-thread log the inline sub-agent rows (`isSidechain`) are left out; a sub-agent log
   (every row a sidechain) is read whole;
-- the summary Claude Code injects after auto-compaction is a `user` message where it occurs;
+- the summary Claude Code injects after auto-compaction is a `user` message where it occurs (its
+  row is flagged `isCompactSummary`; `historykit.formats.compaction_boundaries` finds it);
+- `message.usage` of an assistant message is the usage the provider reported for its call (input
+  is `input_tokens` plus the cache reads and writes): the message's `usage`;
 - a tool call id used twice in one session is made unique with a `__<n>` suffix.
 
 Unlike the corpus conversion, nothing is dropped or invented for pairing: a result whose call is
@@ -49,6 +52,7 @@ from historykit.messages import (
     Message,
     OtherPart,
     Part,
+    ReportedUsage,
     Role,
     SummaryPart,
     TextPart,
@@ -75,6 +79,7 @@ class _Draft:
     rows: list[dict[str, Any]] = field(default_factory=list)
     exact: bool = True
     api_id: str | None = None
+    usage: ReportedUsage | None = None
 
 
 def read_claude_code(path: str | Path) -> list[Message]:
@@ -96,7 +101,9 @@ def read_claude_code(path: str | Path) -> list[Message]:
         raise TranscriptFormatError(f"{path}: a {FORMAT_NAME} with no conversation rows (user / assistant)")
     _order_results(drafts)
     return [
-        Message.from_native(d.role, d.parts, RawRows("claude-code", tuple(d.rows), d.exact, context))
+        Message.from_native(
+            d.role, d.parts, RawRows("claude-code", tuple(d.rows), d.exact, context), usage=d.usage
+        )
         for d in drafts
     ]
 
@@ -144,6 +151,7 @@ class _Reader:
             self.drafts.append(draft)
             self.open_assistant = draft
         draft.rows.append(row)
+        draft.usage = _usage(message.get("usage")) or draft.usage
         for n, block in enumerate(content):
             draft.parts.append(self._assistant_part(lineno, n, block))
 
@@ -210,6 +218,16 @@ class _Reader:
             self.drafts.append(_Draft("user", parts, [row], exact))
             # The user spoke: a later row of the same API message would be a new turn.
             self.open_assistant = None
+
+
+def _usage(value: Any) -> ReportedUsage | None:
+    """An Anthropic `usage` object: every input token of the call, cache reads and writes included."""
+    if not isinstance(value, dict) or not isinstance(value.get("input_tokens"), int):
+        return None
+    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    total = sum(v for k in keys if isinstance(v := value.get(k), int))
+    output = value.get("output_tokens")
+    return ReportedUsage(total, output if isinstance(output, int) else 0)
 
 
 def _text(value: Any) -> str:

@@ -3,8 +3,11 @@
 A rollout has one JSON object a row, `{"timestamp", "type", "payload"}`. Rows of type
 `response_item` carry the conversation as OpenAI Responses API items; `session_meta` is the header;
 `event_msg` rows (UI events that mirror the items, token counts), `turn_context` rows and
-`ghost_snapshot` items (git snapshots) are bookkeeping. Reading gives the neutral messages the
-corpus conversion gives (`/work/shared/corpus/README.md`):
+`ghost_snapshot` items (git snapshots) are bookkeeping. Rollouts of the 2025-09 generation and
+earlier have no envelope: the first line is the header itself (`{"id", "timestamp",
+"instructions", "git"}`), items are written bare, one a line, and `{"record_type": "state"}`
+lines mark saved state; both generations read the same way. Reading gives the neutral messages the
+corpus conversion gives (`corpus/README.md`):
 
 - `message` items of role `user` are `user` messages, `developer` / `system` ones `system`;
 - consecutive `reasoning`, assistant `message` and call items of one model turn are one assistant
@@ -14,11 +17,14 @@ corpus conversion gives (`/work/shared/corpus/README.md`):
 - each `function_call_output` / `custom_tool_call_output` is a `tool` message; shell outputs are
   unwrapped from their `{"output": ..., "metadata": ...}` envelope;
 - a `compacted` row (Codex's own compaction) is a `user` message holding its summary, where it
-  occurs; an item type this reader does not know stays in its assistant turn as an `OtherPart`.
+  occurs; an item type this reader does not know stays in its assistant turn as an `OtherPart`;
+- a `token_count` event (`payload.info.last_token_usage`) is the usage the provider reported for
+  the model call just answered: it becomes the `usage` of the assistant message of that call.
 
 Writing (`write_codex`) puts the session header first, copies the rows of untouched messages
 verbatim, and rebuilds edited and new ones from the items they came from (an edited shell output
-goes back into its envelope, with its metadata).
+goes back into its envelope, with its metadata); a file of the older generation is written back
+in its own shape (bare items).
 
 Example:
     ```python
@@ -46,6 +52,7 @@ from historykit.messages import (
     Message,
     OtherPart,
     Part,
+    ReportedUsage,
     Role,
     SummaryPart,
     TextPart,
@@ -68,6 +75,35 @@ _ROLES: dict[str, Role] = {
     "assistant": "assistant",
 }
 _ENVELOPE_KEYS = frozenset({"output", "metadata"})
+LEGACY_ITEM_TYPES = frozenset(
+    {
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "web_search_call",
+    }
+)
+"""Item types written bare (without the `{"timestamp", "type", "payload"}` envelope) in older rollouts."""
+
+
+def is_legacy_header(row: dict[str, Any]) -> bool:
+    """The first line of an older rollout: the session itself, with no `type`."""
+    return (
+        "type" not in row and "id" in row and "timestamp" in row and ("instructions" in row or "git" in row)
+    )
+
+
+def _envelope(row: dict[str, Any]) -> tuple[str | None, Any]:
+    """`(row type, payload)` of a row of either generation; a bare item is a `response_item`."""
+    if "payload" in row or "record_type" in row:
+        return row.get("type"), row.get("payload")
+    if isinstance(row.get("type"), str) and row["type"] in LEGACY_ITEM_TYPES:
+        return "response_item", row
+    return row.get("type"), None
 
 
 @dataclass
@@ -75,6 +111,7 @@ class _Draft:
     role: Role
     parts: list[Part] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    usage: ReportedUsage | None = None
 
 
 def read_codex(path: str | Path) -> list[Message]:
@@ -90,10 +127,24 @@ def read_codex(path: str | Path) -> list[Message]:
         return TranscriptFormatError(f"{path}:{lineno}: {what}")
 
     for lineno, row in rows:
-        kind = row.get("type")
-        payload = row.get("payload")
+        if not context and is_legacy_header(row):
+            context = {"header": row, "legacy": True}
+            continue
+        if "record_type" in row:
+            continue  # an older rollout's state marker: no conversation in it
+        kind, payload = _envelope(row)
         if kind == "session_meta" and not context:
             context = {"header": row}
+            continue
+        if kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
+            usage = _token_usage(payload)
+            answered = next((d for d in reversed(drafts) if d.role == "assistant"), None)
+            if usage is not None and answered is not None:
+                if answered.usage is None:
+                    answered.usage = usage
+                # Kept with the call it reports on (written after that call's items, before its
+                # outputs), so the usage survives a write and a read whatever else is dropped.
+                answered.rows.append(row)
             continue
         if kind == "compacted":
             if not isinstance(payload, dict) or not isinstance(payload.get("message"), str):
@@ -144,11 +195,23 @@ def read_codex(path: str | Path) -> list[Message]:
             turn.rows.append(row)
     if not drafts:
         raise TranscriptFormatError(
-            f"{path}: a {FORMAT_NAME} with no conversation items (response_item rows)"
+            f"{path}: a {FORMAT_NAME} with no conversation items (response_item rows, or bare items "
+            "in a rollout of the 2025-09 generation)"
         )
     return [
-        Message.from_native(d.role, d.parts, RawRows("codex", tuple(d.rows), True, context)) for d in drafts
+        Message.from_native(d.role, d.parts, RawRows("codex", tuple(d.rows), True, context), usage=d.usage)
+        for d in drafts
     ]
+
+
+def _token_usage(payload: dict[str, Any]) -> ReportedUsage | None:
+    """The last call's usage of a `token_count` event (its input includes the cached tokens)."""
+    info = payload.get("info")
+    last = info.get("last_token_usage") if isinstance(info, dict) else None
+    if not isinstance(last, dict) or not isinstance(last.get("input_tokens"), int):
+        return None
+    output = last.get("output_tokens")
+    return ReportedUsage(last["input_tokens"], output if isinstance(output, int) else 0)
 
 
 def _open_turn(turn: _Draft | None, drafts: list[_Draft]) -> _Draft:
@@ -271,6 +334,7 @@ class _Writer:
                 header = msg.native.context["header"]
                 break
         self.header = header
+        self.legacy = header is not None and is_legacy_header(header)
         self.timestamp = (header or {}).get("timestamp") or _now()
 
     def rows(self) -> list[dict[str, Any]]:
@@ -291,7 +355,7 @@ class _Writer:
         owner: dict[int, dict[str, Any]] = {}
         row_of: dict[int, dict[str, Any]] = {}
         for raw_row in raw.rows if raw is not None else ():
-            payload = raw_row.get("payload")
+            payload = _envelope(raw_row)[1]
             if not isinstance(payload, dict):
                 continue
             row_of[id(payload)] = raw_row
@@ -333,11 +397,15 @@ class _Writer:
                 rows.append({**row, "payload": {**item, "message": text}})
                 continue
             payload = self._item(msg.role, item, parts)
-            if row is not None:
+            if row is not None and row is not item:
                 self.timestamp = row.get("timestamp", self.timestamp)
                 rows.append({**row, "payload": payload})
+            elif row is not None or self.legacy:
+                rows.append(payload)  # an older rollout's bare item
             else:
                 rows.append({"timestamp": self.timestamp, "type": "response_item", "payload": payload})
+        # The token counts kept with the message (its recorded usage) follow it, as in the file.
+        rows.extend(r for r in (raw.rows if raw is not None else ()) if r.get("type") == "event_msg")
         return rows
 
     def _item(self, role: Role, item: dict[str, Any] | None, parts: list[Part]) -> dict[str, Any]:

@@ -11,7 +11,9 @@ Five formats are known, each under one canonical name, recognised as follows:
 - `claude-code`: a Claude Code session log, `~/.claude/projects/<project>/<session>.jsonl` (JSONL
   rows with a `type` such as `user`, `assistant`, `summary`, and a `uuid` / `sessionId`);
 - `codex`: a Codex CLI rollout, `~/.codex/sessions/.../rollout-*.jsonl` (JSONL rows with a `type`
-  such as `session_meta` or `response_item`, and a `payload`).
+  such as `session_meta` or `response_item`, and a `payload`; in the 2025-09 generation and before,
+  a header line `{"id", "timestamp", "instructions"}`, `{"record_type": "state"}` lines and bare
+  Responses API items such as `{"type": "message", "role": ..., "content": [...]}`).
 
 Example:
     ```python
@@ -52,6 +54,10 @@ CLAUDE_CODE_TYPES = frozenset(
 
 CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 """Row types a Codex CLI rollout has (only `response_item` and `compacted` rows carry the conversation)."""
+
+_BARE_CODEX_ITEMS = frozenset(
+    {"message", "reasoning", "function_call", "function_call_output", "custom_tool_call", "local_shell_call"}
+)
 
 _SNIFF_ROWS = 200
 
@@ -128,6 +134,18 @@ def _classify_row(record: Any) -> str | None:
     row_type = record.get("type")
     if isinstance(row_type, str) and "payload" in record and row_type in CODEX_TYPES:
         return "codex"
+    if "record_type" in record and len(record) <= 2:
+        return "codex"  # an older rollout's state marker
+    if (
+        "type" not in record
+        and "role" not in record
+        and "id" in record
+        and "timestamp" in record
+        and ("instructions" in record or "git" in record)
+    ):
+        return "codex"  # an older rollout's header line
+    if row_type in _BARE_CODEX_ITEMS and "payload" not in record:
+        return "codex"  # an older rollout's bare item (the chat format has no `type`)
     if (
         isinstance(row_type, str)
         and row_type in CLAUDE_CODE_TYPES

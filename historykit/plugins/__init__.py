@@ -1,7 +1,7 @@
 """Framework adapters: native Pydantic AI / LangChain message lists to and from the neutral model.
 
 `adapter_for(messages)` picks the adapter for a native history without importing any framework
-that the history does not use. Each adapter keeps the contract of the design (section 2):
+that the history does not use. Each adapter keeps the contract of `docs/architecture.md` (section 2):
 untouched messages come back as the very same native objects, edited ones keep every field that
 was not edited, and unknown parts pass through as `OtherPart`.
 """

@@ -2,7 +2,7 @@
 
 Old reasoning is dead weight: the model reached its conclusions and acted on them (Anthropic's
 API itself ignores the thinking of earlier turns for most Claude models). But reasoning is also
-the part of a history with the strictest rules (`PROVIDER-RULES.md`): the thinking of the current
+the part of a history with the strictest rules (`docs/provider-rules.md`): the thinking of the current
 tool-use cycle must reach Anthropic unchanged (R7), and thinking must never be replayed as plain
 text (R8).
 

@@ -13,6 +13,9 @@ from historykit.messages import Message
 DATA = Path(__file__).resolve().parent / "data"
 CLAUDE_CODE = DATA / "claude_code_session.jsonl"
 CODEX = DATA / "codex_rollout.jsonl"
+CODEX_2025_09 = DATA / "codex_rollout_2025_09.jsonl"
+"""A rollout of the 2025-09 generation, written for these tests in the shape public session
+viewers' example files have: a bare header line, `record_type` state lines, bare items."""
 
 
 def chat_records(messages: Sequence[Message]) -> list[dict[str, Any]]:

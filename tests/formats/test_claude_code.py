@@ -236,3 +236,71 @@ def test_any_history_can_be_written_as_a_session(tmp_path: Path, history: list[M
     assert chat_records(back.messages) == chat_records(history)
     signatures = [p.signature for m in history for p in m.parts if isinstance(p, ThinkingPart)]
     assert [p.signature for m in back.messages for p in m.parts if isinstance(p, ThinkingPart)] == signatures
+
+
+# ---------------------------------------------------------------------------------------------
+# What the log records besides the conversation: usage, its own compaction, accepted requests
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_recorded_usage_is_every_input_token_of_the_call() -> None:
+    from historykit.formats import compaction_boundaries, read_transcript
+
+    messages = read_transcript(CLAUDE_CODE).messages
+    rows = [json.loads(line) for line in CLAUDE_CODE.read_text().splitlines() if line.strip()]
+    usage = next(
+        r["message"]["usage"] for r in rows if r.get("type") == "assistant" and not r.get("isSidechain")
+    )
+    expected = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
+    answers = [m for m in messages if m.role == "assistant"]
+    assert answers and all(m.usage is not None for m in answers)
+    assert answers[0].usage is not None and answers[0].usage.input_tokens == expected
+    # Claude Code's own compaction: the summary it wrote is where its next context started.
+    (boundary,) = compaction_boundaries(messages)
+    assert messages[boundary].role == "user" and messages[boundary].text.startswith(
+        "This session is being continued"
+    )
+
+
+def _session(tmp_path: Path, first_text: str) -> Path:
+    """An assistant turn logged as Claude Code logs it: a text block, then signed thinking, then a
+    call, each on its own row (one API message), and the tool's result."""
+    base = {"isSidechain": False, "sessionId": "s", "version": "2.1.39", "cwd": "/p"}
+    msg = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-opus-4-6"}
+    blocks = [
+        {"type": "text", "text": first_text},
+        {"type": "thinking", "thinking": "Read it first.", "signature": "EqQBsig"},
+        {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/p/a.py"}},
+    ]
+    rows = [{**base, "type": "user", "uuid": "u0", "message": {"role": "user", "content": "Look at a.py"}}]
+    rows += [
+        {**base, "type": "assistant", "uuid": f"a{n}", "message": {**msg, "content": [block]}}
+        for n, block in enumerate(blocks)
+    ]
+    rows.append(
+        {
+            **base,
+            "type": "user",
+            "uuid": "r0",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x = 1"}],
+            },
+        }
+    )
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_whitespace_text_before_thinking_is_not_an_r7_violation(tmp_path: Path) -> None:
+    """Two real sessions have a "\\n\\n" block logged before the thinking of requests the API accepted:
+    whitespace-only text is no content (the API refuses such blocks, clients drop them)."""
+    from historykit.formats import read_transcript
+    from historykit.validity import check
+
+    accepted = read_transcript(_session(tmp_path, "\n\n")).messages
+    assert [v.rule for v in check(accepted)] == []
+    # Real text before the thinking is still out of order.
+    refused = read_transcript(_session(tmp_path, "Let me look.")).messages
+    assert [v.rule for v in check(refused)] == ["R7"]

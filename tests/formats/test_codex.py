@@ -14,7 +14,7 @@ from historykit.formats import read_chat_jsonl, read_transcript, write_transcrip
 from historykit.formats.codex import read_codex, write_codex
 from historykit.formats.detect import TranscriptFormatError
 from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from tests.formats.helpers import CODEX, DATA, chat_records, merge_adjacent_assistants
+from tests.formats.helpers import CODEX, CODEX_2025_09, DATA, chat_records, merge_adjacent_assistants
 from tests.strategies import neutral_histories
 
 
@@ -66,7 +66,8 @@ def test_rows_are_written_back_verbatim(tmp_path: Path) -> None:
         if r["type"] in ("session_meta", "compacted")
         or (r["type"] == "response_item" and r["payload"]["type"] != "ghost_snapshot")
     ]
-    assert _rows(out) == kept
+    # Token counts (the recorded usage of a call) travel with their call's items: compared apart.
+    assert [r for r in _rows(out) if r["type"] != "event_msg"] == kept
     assert read_codex(out) == messages
 
 
@@ -199,3 +200,76 @@ def _one_result_each(history: list[Message]) -> list[Message]:
         for m in history
         for p in (m.parts if m.role == "tool" else [None])
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The 2025-09 generation: a bare header line, `record_type` state lines, items without envelope
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_2025_09_rollout_is_detected_and_read() -> None:
+    transcript = read_transcript(CODEX_2025_09)
+    assert transcript.format == "codex"
+    messages = transcript.messages
+    assert [m.role for m in messages] == [
+        "user", "user", "assistant", "tool", "assistant", "tool", "assistant", "user", "assistant", "tool",
+        "assistant",
+    ]  # fmt: skip
+    assert messages[1].text == "Why does `make test` fail on a clean checkout?"
+    thinking, call = messages[2].parts
+    assert isinstance(thinking, ThinkingPart) and thinking.text == "**Reading the Makefile**"
+    assert isinstance(call, ToolCallPart) and call.arguments == {
+        "command": ["bash", "-lc", "cat Makefile"],
+        "workdir": "/home/user/app",
+    }
+    # Shell outputs come out of their envelope; the freeform apply_patch call keeps its text.
+    assert messages[5].tool_results[0].content.startswith("E   ModuleNotFoundError")
+    patch = messages[8].tool_calls[0]
+    assert patch.name == "apply_patch" and str(patch.arguments).startswith("*** Begin Patch")
+    assert messages[9].tool_results[0].name == "apply_patch"
+    assert read_codex(CODEX_2025_09) == messages
+
+
+def test_a_2025_09_rollout_is_written_back_in_its_own_shape(tmp_path: Path) -> None:
+    messages = read_codex(CODEX_2025_09)
+    out = tmp_path / "out.jsonl"
+    write_codex(messages, out)
+    # Every row but the state markers (bookkeeping, like Claude Code's), verbatim and in order.
+    assert _rows(out) == [r for r in _rows(CODEX_2025_09) if "record_type" not in r]
+    # An edited output stays a bare item (no envelope appears in an old file), inside its shell envelope.
+    edited = messages[5].tool_results[0]
+    messages[5] = replace(messages[5], parts=(replace(edited, content="[cleared]"),))
+    write_codex(messages, out)
+    row = next(r for r in _rows(out) if r.get("call_id") == "call_L2" and "output" in r)
+    assert set(row) == {"type", "call_id", "output"} and json.loads(row["output"])["output"] == "[cleared]"
+    assert read_codex(out)[5].tool_results[0].content == "[cleared]"
+    # A message a processor adds is a bare item too.
+    write_codex([*messages, Message.user("and now the docs")], out)
+    assert _rows(out)[-1] == {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "and now the docs"}],
+    }
+
+
+def test_a_2025_09_rollout_converts_to_the_chat_format(tmp_path: Path) -> None:
+    out = tmp_path / "chat.jsonl"
+    write_transcript(read_codex(CODEX_2025_09), out, "chat")
+    assert read_transcript(out).format == "chat"
+    assert chat_records(read_chat_jsonl(out)) == chat_records(read_codex(CODEX_2025_09))
+
+
+def test_token_counts_are_the_recorded_usage_of_the_call_they_follow(tmp_path: Path) -> None:
+    messages = read_codex(CODEX)
+    answered = [m for m in messages if m.role == "assistant"]
+    counts = [
+        r["payload"]["info"]["last_token_usage"]
+        for r in _rows(CODEX)
+        if r["type"] == "event_msg" and r["payload"]["type"] == "token_count" and r["payload"]["info"]
+    ]
+    assert counts, "the fixture records token counts"
+    assert answered[0].usage is not None and answered[0].usage.input_tokens == counts[0]["input_tokens"]
+    assert answered[0].usage.output_tokens == counts[0]["output_tokens"]
+    out = tmp_path / "out.jsonl"
+    write_codex(messages, out)
+    assert [m.usage for m in read_codex(out)] == [m.usage for m in messages]

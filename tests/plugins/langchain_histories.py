@@ -2,7 +2,7 @@
 
 `langchain_histories()` draws a list of real langchain-core messages shaped the way LangChain's
 provider integrations produce them, and valid for every provider (the rules of
-`/work/shared/PROVIDER-RULES.md`):
+`docs/provider-rules.md`):
 
 - an optional `SystemMessage` first (a string, or text blocks with an Anthropic `cache_control`);
 - user turns: a `HumanMessage` with a string, or with text plus media blocks (standard `image` /

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from dataclasses import replace
 from typing import Any
 
@@ -89,8 +90,12 @@ def test_pydantic_ai_model_binding_from_profile_and_name() -> None:
     assert model_binds_thinking_blocks(None) is None
     assert model_binds_thinking_blocks(FunctionModel(answer, model_name="claude-opus-5-5")) is True
     assert model_binds_thinking_blocks(FunctionModel(answer, model_name="claude-opus-4-5")) is False
-    flagged = FunctionModel(answer, model_name="my-proxy", profile={"anthropic_binds_thinking_blocks": True})
-    assert model_binds_thinking_blocks(flagged) is True
+    if int(importlib.metadata.version("pydantic-ai-slim").split(".")[0]) >= 2:
+        # The profile flag came with Pydantic AI 2.68; a model whose name says nothing is flagged by it.
+        flagged = FunctionModel(
+            answer, model_name="my-proxy", profile={"anthropic_binds_thinking_blocks": True}
+        )
+        assert model_binds_thinking_blocks(flagged) is True
 
 
 def test_langchain_chat_model_binding_from_its_name() -> None:
@@ -196,6 +201,30 @@ def test_strip_thinking_keeps_the_cycle_when_results_and_a_new_prompt_share_the_
     out = StripThinking(keep_turns=0, trigger=None).run(history, 100_000).messages
     assert next(p for p in out[3].parts if isinstance(p, ThinkingPart)).text == "current reasoning"
     assert check_neutral(out) == []
+
+
+def test_repair_makes_repeated_call_ids_unique_in_pairs() -> None:
+    first = ToolCallPart("t1", "read", {"path": "a.py"})
+    history = [
+        Message.user("task"),
+        Message("assistant", (first,)),
+        Message("tool", (ToolResultPart("t1", "read", "a"),)),
+        # A parallel group that repeats the earlier id twice: the n-th result answers the n-th call.
+        Message(
+            "assistant",
+            (replace(first, arguments={"path": "b.py"}), replace(first, arguments={"path": "c.py"})),
+        ),
+        Message("tool", (ToolResultPart("t1", "read", "b"),)),
+        Message("tool", (ToolResultPart("t1", "read", "c"),)),
+    ]
+    assert [v.rule for v in check(history)].count("R12") == 2
+    out = Repair().run(history).messages
+    assert check(out) == []
+    calls = [p for m in out for p in m.tool_calls]
+    results = [p for m in out for p in m.tool_results]
+    assert [c.id for c in calls] == ["t1", "t1__2", "t1__3"]
+    assert [(r.tool_call_id, r.content) for r in results] == [("t1", "a"), ("t1__2", "b"), ("t1__3", "c")]
+    assert out[0] is history[0] and out[1] is history[1] and out[2] is history[2]
 
 
 # -- one view ------------------------------------------------------------------------------------

@@ -98,6 +98,7 @@ def meter_harness(
                 summarizer_tokens=call.summarizer_tokens,
                 summaries=call.summaries,
             )
+            meter.responded(raw[t])
         results[name] = meter.result
     return results
 
@@ -124,6 +125,7 @@ def run_langchain(
                 summarizer_tokens=call.summarizer_tokens,
                 summaries=call.summaries,
             )
+            meter.responded(raw[t])
         results[name] = meter.result
     return results
 

@@ -175,8 +175,10 @@ class Meter:
     result: Result = field(default_factory=Result)
     _previous: Sequence[Message] = ()
     _digests: MessageDigests = field(default_factory=MessageDigests)
-    _produced: dict[int, tuple[ThinkingPart, bytes]] = field(default_factory=dict)
-    """id of a thinking part -> (the part, the digest of the history it was produced after)."""
+    _produced: dict[tuple[str, str | None, str | None], bytes] = field(default_factory=dict)
+    """A thinking block (text, signature, id) -> the digest of the history it was produced after.
+    By content, not identity: an anchor that converts messages to its framework and back still
+    replays the same block."""
 
     def add(
         self,
@@ -221,8 +223,8 @@ class Meter:
                 if not isinstance(part, ThinkingPart):
                     continue
                 replays = True
-                produced = self._produced.get(id(part))
-                if produced is not None and produced[1] != chain[index]:
+                produced = self._produced.get((part.text, part.signature, part.id))
+                if produced is not None and produced != chain[index]:
                     rejected = True
         r.thinking_calls += replays
         r.binding_rejected += rejected
@@ -235,7 +237,7 @@ class Meter:
         bound_to = self._chain(self._previous)[-1]
         for part in response.parts:
             if isinstance(part, ThinkingPart):
-                self._produced[id(part)] = (part, bound_to)
+                self._produced.setdefault((part.text, part.signature, part.id), bound_to)
 
     def _chain(self, messages: Sequence[Message]) -> list[bytes]:
         """Digest of `messages[:i]` for every i (a hash chain over the message digests)."""

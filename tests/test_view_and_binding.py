@@ -34,7 +34,7 @@ from historykit.view import ViewReplay, request_points
 from tests.strategies import neutral_histories
 from tests.test_pipelines_property import processors
 
-EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+EXAMPLES = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 # -- which models bind ---------------------------------------------------------------------------
@@ -349,6 +349,5 @@ def test_random_pipelines_send_one_valid_view(raw: list[Message], steps: list[An
     assert all(_same(a, b) for a, b in zip(persistent, view_only, strict=True))
     previous: list[Message] | None = None
     for view in view_only:
-        found = check(view, sent_before=previous, binds_thinking=binds)
-        assert [v for v in found if v.rule in ("R12", "R13")] == [], found
+        assert check(view, sent_before=previous, binds_thinking=binds) == []
         previous = view

@@ -227,6 +227,26 @@ def test_repair_makes_repeated_call_ids_unique_in_pairs() -> None:
     assert out[0] is history[0] and out[1] is history[1] and out[2] is history[2]
 
 
+def test_strip_thinking_keeps_the_thinking_of_an_exchange_with_a_pinned_result() -> None:
+    """Compactions keep a pinned exchange whole; once the turns after it are gone it stands before the
+    final request, where a model that does not bind needs its thinking (found by the random
+    default-pipeline test: stripped at one call, made the current cycle's by a truncation later)."""
+    history = [
+        Message.user("task"),
+        _assistant("", "why a", ToolCallPart("a", "read", {"path": "a.py"})),
+        Message("tool", (ToolResultPart("a", "read", "a", pinned=True),)),
+        _assistant("", "why b", ToolCallPart("b", "read", {"path": "b.py"})),
+        Message("tool", (ToolResultPart("b", "read", "b"),)),
+        Message.user("next"),
+        _assistant("done", "why c"),
+        Message.user("more"),
+    ]
+    history = [replace(m, model=None) for m in history]
+    out = StripThinking(keep_turns=0, trigger=None).run(history, 100_000).messages
+    assert out[1] is history[1]  # the pinned exchange keeps its thinking
+    assert not any(isinstance(p, ThinkingPart) for p in out[3].parts)
+
+
 # -- one view ------------------------------------------------------------------------------------
 
 

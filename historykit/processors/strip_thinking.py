@@ -43,7 +43,9 @@ class StripThinking(HistoryProcessor):
     """Drops the thinking (redacted thinking included) from all but the last `keep_turns` assistant turns.
 
     - The thinking of the current tool-use cycle is never touched (Anthropic rejects a changed or
-      missing block there), nor pinned thinking, nor the thinking of a pinned message.
+      missing block there), nor pinned thinking, nor the thinking of a pinned message, nor that of
+      an exchange with a pinned result: compactions keep such an exchange whole, so it can end up
+      right before the final request, where the provider needs its thinking again (R7).
     - Thinking is dropped, never turned into text: the other parts of a message stay as they are.
     - An assistant message whose only content is thinking keeps it: without it the message would
       be empty, and removing the message would change the conversation's shape (two user turns in
@@ -100,8 +102,10 @@ class StripThinking(HistoryProcessor):
         owners: list[int] = []  # ...and where that turn starts
         answered = True  # the latest turn has an assistant message already
         starts = turn_start_flags(messages)
+        pinned_calls = {p.tool_call_id for m in messages for p in m.tool_results if p.pinned or m.pinned}
         for index, msg in enumerate(messages):
-            stripped.append(self._stripped(msg))
+            keeps = pinned_calls and any(c.id in pinned_calls for c in msg.tool_calls)
+            stripped.append(msg if keeps else self._stripped(msg))
             if msg.role == "assistant":
                 if not answered:
                     firsts.append(index)

@@ -107,14 +107,13 @@ class Report:
     tokenizer: str
     tokens_before: int
     tokens_after: int
+    replayed_calls: int = 1
+    """Model calls processed to produce this view: 1 normally; in view-only mode, more on the first
+    call over a stored history (each earlier call is replayed once), 0 for a history seen before."""
 
     @property
     def changed(self) -> bool:
         return any(s.changed for s in self.steps)
-
-    replayed_calls: int = 1
-    """Model calls processed to produce this view: 1 normally; in view-only mode, more on the first
-    call over a stored history (each earlier call is replayed once), 0 for a history seen before."""
 
     @property
     def markers(self) -> list[CompactionMarker]:
@@ -345,7 +344,7 @@ class Pipeline(HistoryProcessor):
             before = messages
             messages, notes = proc.process(list(before), ctx)
             steps.append(self._step_report(proc.name, before, messages, notes, ctx))
-        return self._bind(given, messages, steps, ctx), steps
+        return self._settle_thinking(given, messages, steps, ctx), steps
 
     async def _arun_steps(
         self, messages: list[Message], ctx: ProcessContext
@@ -356,9 +355,9 @@ class Pipeline(HistoryProcessor):
             before = messages
             messages, notes = await proc.aprocess(list(before), ctx)
             steps.append(self._step_report(proc.name, before, messages, notes, ctx))
-        return self._bind(given, messages, steps, ctx), steps
+        return self._settle_thinking(given, messages, steps, ctx), steps
 
-    def _bind(
+    def _settle_thinking(
         self, given: list[Message], processed: list[Message], steps: list[StepReport], ctx: ProcessContext
     ) -> list[Message]:
         """On a binding model, the thinking after the first edit goes (R13); on others, the current

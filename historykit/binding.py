@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from historykit.messages import Message, ThinkingPart
 
@@ -101,20 +101,16 @@ def first_edit(before: Sequence[Message], after: Sequence[Message]) -> int:
     return min(len(before), len(after))
 
 
+@dataclass
 class ThinkingDrop:
     """What `drop_unbound_thinking` dropped."""
 
-    __slots__ = ("blocks", "edit_at", "messages_removed", "tokens")
-
-    def __init__(self, edit_at: int) -> None:
-        self.edit_at = edit_at
-        """Where the first edit is: the thinking after it was bound to a prefix that changed."""
-        self.blocks = 0
-        """Thinking blocks dropped."""
-        self.tokens = 0
-        """Their tokens (filled in by the caller, who has the counter)."""
-        self.messages_removed = 0
-        """Assistant messages that held nothing but thinking, and went with it."""
+    edit_at: int
+    """Where the first edit is: the thinking after it was bound to a prefix that changed."""
+    blocks: int = 0
+    """Thinking blocks dropped."""
+    messages_removed: int = 0
+    """Assistant messages that held nothing but thinking, and went with it."""
 
 
 def drop_unbound_thinking(

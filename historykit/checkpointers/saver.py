@@ -77,7 +77,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Row
 
-from historykit.checkpointers._message_cache import KnownList, MessageCache
+from historykit.checkpointers._message_cache import KnownList, MessageCache, snapshot
 from historykit.checkpointers._refs import (
     REFS_ENCODING,
     Refs,
@@ -173,7 +173,21 @@ class _Statements:
         )
 
         self.insert_thread = _insert(dialect, THREADS).on_conflict_do_nothing(index_elements=["thread_id"])
+        # PostgreSQL row locks on the thread: writers that refer to its log hold it shared (FOR
+        # KEY SHARE), the writer numbering new messages holds it against other numberers (FOR NO
+        # KEY UPDATE, which does not wait for the shared holders), `delete_thread` exclusively.
+        anchored = sa.exists().where(MESSAGES.c.thread_id == bp("thread_id"), MESSAGES.c.seq == bp("anchor"))
+        self.check_thread = sa.select(THREADS.c.thread_id, anchored.label("anchored")).where(
+            THREADS.c.thread_id == bp("thread_id")
+        )
+        if dialect == "postgresql":
+            self.check_thread = self.check_thread.with_for_update(read=True, key_share=True, of=THREADS)
         self.lock_thread = (
+            sa.select(THREADS.c.thread_id)
+            .where(THREADS.c.thread_id == bp("thread_id"))
+            .with_for_update(key_share=True)
+        )
+        self.lock_thread_exclusive = (
             sa.select(THREADS.c.thread_id).where(THREADS.c.thread_id == bp("thread_id")).with_for_update()
         )
         self.find_hashes = sa.select(MESSAGES.c.seq, MESSAGES.c.hash, MESSAGES.c.position).where(
@@ -816,6 +830,35 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             counter = int(str(current).split(".")[0])
         return f"{counter + 1:012}.{random.getrandbits(32):08x}"
 
+    def _check_thread_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
+        """Make sure the thread's row exists, and that what the cache knows of it still holds.
+
+        Another process may have deleted the thread (and maybe started it again) since this
+        process cached its messages: the cache's anchor (a number its log held) is then gone, and
+        the thread is forgotten before anything refers to a message that is no longer there. On
+        PostgreSQL the check holds the thread's row (shared) until the commit, so a `delete_thread`
+        waits for this write, or this write sees the deletion.
+        """
+        db, cache = self._db, self._db.cache
+        anchor = cache.anchor(thread_id)
+        postgres = self._sql.dialect == "postgresql"
+        if not postgres and anchor is None and thread_id not in db.known_threads:
+            rows: Sequence[Row[Any]] = ()
+        else:
+            rows = yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": anchor or -1})
+        if rows and (anchor is None or rows[0].anchored):
+            return
+        if anchor is not None or thread_id in db.known_threads:
+            self._forget(thread_id)  # deleted by another process: nothing cached holds any more
+        if not rows:
+            yield Query(
+                self._sql.insert_thread,
+                {"thread_id": thread_id, "framework": FRAMEWORK, "created_at": utcnow()},
+            )
+            if postgres:
+                yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": -1})
+        txn.after_commit(lambda: db.known_threads.add(thread_id))
+
     # -- put ------------------------------------------------------------------------------------
 
     def put(
@@ -849,6 +892,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> Plan[RunnableConfig]:
         thread_id, ns, parent_id = _thread_of(config, "put")
+        yield from self._check_thread_plan(txn, thread_id)
         codec = self._codec
         values = checkpoint["channel_values"]
         body = {key: value for key, value in checkpoint.items() if key != "channel_values"}
@@ -879,12 +923,6 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             encoding, data = codec.dumps(value)
             blobs.append(self._blob(thread_id, ns, channel, str(version), encoding, data))
 
-        if thread_id not in self._db.known_threads:
-            yield Query(
-                self._sql.insert_thread,
-                {"thread_id": thread_id, "framework": FRAMEWORK, "created_at": utcnow()},
-            )
-            txn.after_commit(lambda: self._db.known_threads.add(thread_id))
         if message_channels:
             stored = yield from self._store_messages_plan(
                 txn, thread_id, ns, checkpoint["id"], message_channels
@@ -941,20 +979,24 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         through `_log_plan`.
         """
         cache = self._db.cache
-        tail_seqs: builtins.list[builtins.list[int]] = []
+        tail_seqs: builtins.list[tuple[builtins.list[int], builtins.list[Any]]] = []
         for item in channels:
             start = len(item.known.messages)
             tail = item.messages[start:]
             positions = [_position(checkpoint_id, 0, ns, item.channel, start + i) for i in range(len(tail))]
-            tail_seqs.append((yield from self._log_plan(txn, thread_id, tail, positions)) if tail else [])
+            tail_seqs.append(
+                (yield from self._log_plan(txn, thread_id, tail, positions)) if tail else ([], [])
+            )
         out: builtins.list[builtins.list[Run]] = []
         remembered: builtins.list[tuple[tuple[str, str], KnownList]] = []
-        for item, resolved in zip(channels, tail_seqs, strict=True):
+        for item, (resolved, forms) in zip(channels, tail_seqs, strict=True):
             runs = extend_runs(item.known.runs, resolved)
             out.append(runs)
-            remembered.append(
-                ((ns, item.channel), KnownList(list(item.messages), item.known.seqs + resolved, runs))
-            )
+            if None not in forms:  # a message that cannot be copied is never taken as known
+                known = KnownList(
+                    list(item.messages), item.known.seqs + resolved, runs, item.known.forms + forms
+                )
+                remembered.append(((ns, item.channel), known))
 
         def remember() -> None:
             for key, known in remembered:
@@ -970,29 +1012,32 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         messages: Sequence[BaseMessage],
         positions: Sequence[str],
         without_id: builtins.list[bool] | None = None,
-    ) -> Plan[builtins.list[int]]:
+    ) -> Plan[tuple[builtins.list[int], builtins.list[Any]]]:
         """The log number of each message, adding to the log the ones it lacks (at `positions` of
-        the transcript); `without_id` learns which messages had no id as they were stored.
+        the transcript), with the private copy of each message's stored form (`None` for one that
+        cannot be copied); `without_id` learns which messages had no id as they were stored.
 
-        Objects the cache knows cost a lookup; the others are serialized and hashed, and looked
-        up in (or added to) the log.
+        Objects the cache knows, unchanged, cost a lookup; the others are serialized and hashed,
+        and looked up in (or added to) the log.
         """
         cache = self._db.cache
         hits = cache.seqs_of(thread_id, messages)
         seqs: builtins.list[int] = [0] * len(messages)
         ids: builtins.list[str | None] = [None] * len(messages)
+        forms: builtins.list[Any] = [None] * len(messages)
         pending: dict[str, _Pending] = {}
-        unknown: builtins.list[tuple[int, str, str | None]] = []
+        unknown: builtins.list[tuple[int, str]] = []
         lower: dict[int, str] = {}  # seq -> an earlier position than the one it is known at
         for i, hit in enumerate(hits):
             if hit is not None:
-                seqs[i], known_position, ids[i] = hit
-                if known_position is None or positions[i] < known_position:
+                seqs[i], ids[i], forms[i] = hit.seq, hit.message_id, hit.form
+                if hit.position is None or positions[i] < hit.position:
                     lower[seqs[i]] = min(positions[i], lower.get(seqs[i], positions[i]))
                 continue
             message = messages[i]
-            message_id, encoding, data, digest = self._serialize(message)
-            ids[i] = message_id
+            form, message_id, encoding, data, digest = self._serialize(message)
+            ids[i], forms[i] = message_id, form
+            stored = form if form is not None else message
             if digest in pending:
                 pending[digest] = pending[digest]._replace(
                     position=min(pending[digest].position, positions[i])
@@ -1000,13 +1045,13 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             else:
                 anonymous = digest
                 if message_id is not None:
-                    _, _, anonymous = self._codec.dumps_hashed(message.model_copy(update={"id": None}))
-                pending[digest] = _Pending(encoding, data, message, message_id, positions[i], anonymous)
-            unknown.append((i, digest, message_id))
+                    _, _, anonymous = self._codec.dumps_hashed(stored.model_copy(update={"id": None}))
+                pending[digest] = _Pending(encoding, data, stored, message_id, positions[i], anonymous)
+            unknown.append((i, digest))
         found: dict[str, _Found] = {}
         if pending:
             found = yield from self._append_to_log_plan(thread_id, pending)
-            for i, digest, _ in unknown:
+            for i, digest in unknown:
                 seqs[i], stored_position, _ = found[digest]
                 if stored_position is None or positions[i] < stored_position:
                     lower[seqs[i]] = min(positions[i], lower.get(seqs[i], positions[i]))
@@ -1018,11 +1063,11 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 [{"t": thread_id, "s": seq, "p": position} for seq, position in lower.items()],
             )
         learned = [
-            (seqs[i], messages[i], message_id, lower.get(seqs[i], found[digest].position), found[digest].same)
-            for i, digest, message_id in unknown
+            (seqs[i], messages[i], forms[i], lower.get(seqs[i], found[digest].position), found[digest].same)
+            for i, digest in unknown
         ]
         learned += [
-            (seqs[i], messages[i], messages[i].id, lower[seqs[i]], False)
+            (seqs[i], messages[i], forms[i], lower[seqs[i]], False)
             for i, hit in enumerate(hits)
             if hit is not None and seqs[i] in lower
         ]
@@ -1030,19 +1075,26 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             txn.after_commit(lambda: cache.add(thread_id, learned))
         if without_id is not None:
             without_id[:] = [message_id is None for message_id in ids]
-        return seqs
+        return seqs, forms
 
-    def _serialize(self, message: BaseMessage) -> tuple[str | None, str, bytes, str]:
-        """`(id, encoding, data, hash)` of a message as one consistent form.
+    def _serialize(self, message: BaseMessage) -> tuple[Any, str | None, str, bytes, str]:
+        """`(form, id, encoding, data, hash)` of a message as one consistent form, `form` being a
+        private copy of the message as serialized (what the cache compares it with later; `None`
+        when the message cannot be copied).
 
-        LangGraph may give the message an id (on this very object, from another thread) while we
-        serialize it: the id is read before and after, and a form that changed is taken again.
+        The serialized copy is the message the log holds: LangGraph may give the message an id
+        (on this very object, from another thread) while we copy it, and the caller may change it
+        later; the copy does not move.
         """
-        while True:
-            message_id = message.id
-            encoding, data, digest = self._codec.dumps_hashed(message)
-            if message.id == message_id:
-                return message_id, encoding, data, digest
+        form = snapshot(message)
+        if form is None:  # cannot be copied: serialize the object itself, as one consistent form
+            while True:
+                message_id = message.id
+                encoding, data, digest = self._codec.dumps_hashed(message)
+                if message.id == message_id:
+                    return None, message_id, encoding, data, digest
+        encoding, data, digest = self._codec.dumps_hashed(form)
+        return form, form.id, encoding, data, digest
 
     def _append_to_log_plan(self, thread_id: str, pending: Mapping[str, _Pending]) -> Plan[dict[str, _Found]]:
         """Where each hashed message is in the log, adding the ones the log lacks (with their
@@ -1239,13 +1291,9 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 }
             )
         if logged:
-            if thread_id not in self._db.known_threads:
-                yield Query(
-                    self._sql.insert_thread,
-                    {"thread_id": thread_id, "framework": FRAMEWORK, "created_at": utcnow()},
-                )
+            yield from self._check_thread_plan(txn, thread_id)
             without_id: builtins.list[bool] = []
-            seqs = yield from self._log_plan(txn, thread_id, logged, positions, without_id)
+            seqs, _ = yield from self._log_plan(txn, thread_id, logged, positions, without_id)
             for row_index, first, count, single in as_refs:
                 rows[row_index]["encoding"] = REFS_ENCODING
                 rows[row_index]["data"] = encode_refs(
@@ -1489,9 +1537,9 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                     f"blob {key[2]!r}@{key[3]} of thread {key[0]!r} (historykit_blob)", data
                 )
                 refs[key] = decoded
-                known = self._db.cache.known_list(key[0], (key[1], key[2]))
-                if known is not None and known.runs == decoded.runs:
-                    known_lists[key] = known.messages
+                known = self._db.cache.read_list(key[0], (key[1], key[2]), decoded.runs)
+                if known is not None:
+                    known_lists[key] = known
                 else:
                     list_runs[key[0]].extend(decoded.runs)
         # The lists of a page overlap (each is mostly its predecessor plus a message or two):
@@ -1509,7 +1557,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                         self._decode_refs(where, w.data)
                     )
                     needed[thread_id].update(expand_runs(decoded.runs))
-        messages = (yield from self._messages_plan(needed)) if needed else {}
+        messages, forms = (yield from self._messages_plan(needed)) if needed else ({}, {})
         sliced = {thread_id: RunValues(merged, messages[thread_id]) for thread_id, merged in ranges.items()}
         cache = self._db.cache
 
@@ -1531,15 +1579,17 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                     decoded = refs[key]
                     known_messages = known_lists.get(key)
                     if known_messages is not None:
-                        values = list(known_messages)
+                        values = known_messages
                     else:
                         values = sliced[thread_id].get(decoded.runs)
                         if remember and not decoded.snapshot:
-                            cache.remember_list(
-                                thread_id,
-                                (ns, channel),
-                                KnownList(list(values), expand_runs(decoded.runs), decoded.runs),
-                            )
+                            seqs = expand_runs(decoded.runs)
+                            thread_forms = forms[thread_id]
+                            if all(seq in thread_forms for seq in seqs):
+                                read = KnownList(
+                                    list(values), seqs, decoded.runs, [thread_forms[seq] for seq in seqs]
+                                )
+                                cache.remember_list(thread_id, (ns, channel), read)
                     channel_values[channel] = _DeltaSnapshot(values) if decoded.snapshot else values
                 else:
                     blob_where = f"blob {channel!r}@{version} of thread {thread_id!r} (historykit_blob)"
@@ -1581,12 +1631,17 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         except ValueError as exc:
             raise CorruptRowError(f"{where}: {exc}") from None
 
-    def _messages_plan(self, needed: Mapping[str, Iterable[int]]) -> Plan[dict[str, dict[int, BaseMessage]]]:
-        """The message objects of the given numbers, from the cache or the log (decoded once)."""
+    def _messages_plan(
+        self, needed: Mapping[str, Iterable[int]]
+    ) -> Plan[tuple[dict[str, dict[int, BaseMessage]], dict[str, dict[int, Any]]]]:
+        """The message objects of the given numbers, from the cache or the log (decoded once), and
+        the private copies of their stored forms (for the ones that could be copied)."""
         cache = self._db.cache
         out: dict[str, dict[int, BaseMessage]] = {}
+        out_forms: dict[str, dict[int, Any]] = {}
         for thread_id, seq_iter in needed.items():
-            known, missing_set = cache.lookup(thread_id, set(seq_iter))
+            known, forms, missing_set = cache.lookup(thread_id, set(seq_iter))
+            out_forms[thread_id] = forms
             if not missing_set:
                 out[thread_id] = known
                 continue
@@ -1604,18 +1659,19 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             for query in queries:
                 for row in (yield query):
                     fetched.append((row.seq, self._decode_message(thread_id, row)))
-            have = dict(known)
-            have.update(fetched)
-            cache.add(thread_id, [(seq, message, message.id, None, True) for seq, message in fetched])
-            absent = [seq for seq in missing if seq not in have]
+            known.update(fetched)
+            learned = [(seq, message, snapshot(message), None, True) for seq, message in fetched]
+            forms.update((seq, form) for seq, _, form, _, _ in learned if form is not None)
+            cache.add(thread_id, learned)
+            absent = [seq for seq in missing if seq not in known]
             if absent:
                 raise CorruptRowError(
                     f"thread {thread_id!r} refers to {len(absent)} message(s) missing from "
                     "historykit_message "
                     f"(seq {', '.join(map(str, absent[:5]))}{', ...' if len(absent) > 5 else ''})"
                 )
-            out[thread_id] = have
-        return out
+            out[thread_id] = known
+        return out, out_forms
 
     def _decode_message(self, thread_id: str, row: Row[Any]) -> BaseMessage:
         where = f"message seq {row.seq} of thread {thread_id!r} (historykit_message)"
@@ -1691,7 +1747,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         }
         thread_messages: dict[int, BaseMessage] = {}
         if needed:
-            thread_messages = (yield from self._messages_plan({thread_id: needed}))[thread_id]
+            thread_messages = (yield from self._messages_plan({thread_id: needed}))[0][thread_id]
 
         result: dict[str, DeltaChannelHistory] = {}
         for name in names:
@@ -1740,6 +1796,10 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         await self._arun(lambda txn: self._delete_thread_plan(txn, str(thread_id)), write=True)
 
     def _delete_thread_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
+        if self._sql.dialect == "postgresql":
+            # Waits for the writers that hold the thread (`_check_thread_plan`), so none of their
+            # rows is left referring to a message deleted here.
+            yield Query(self._sql.lock_thread_exclusive, {"thread_id": thread_id})
         for statement in self._sql.delete_thread:
             yield Query(statement, {"thread_id": thread_id})
         txn.after_commit(lambda: self._forget(thread_id))
@@ -1776,7 +1836,6 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         )
         for statement in self._sql.copy_thread:
             yield Query(statement, {"source": source, "target": target})
-        txn.after_commit(lambda: self._db.cache.copy(source, target))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) made by these runs; messages stay in the log."""
@@ -1971,7 +2030,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         rows = yield Query(self._sql.transcript_messages, {"thread_id": thread_id})
         compaction_rows = yield Query(self._sql.transcript_compactions, {"thread_id": thread_id})
         cache = self._db.cache
-        known, _ = cache.lookup(thread_id, {row.seq for row in rows})
+        known, _, _ = cache.lookup(thread_id, {row.seq for row in rows})
         decoded: builtins.list[tuple[int, BaseMessage]] = []
         messages: builtins.list[BaseMessage] = []
         index: dict[int, int] = {}
@@ -1982,7 +2041,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 decoded.append((row.seq, message))
             index[row.seq] = len(messages)
             messages.append(message)
-        cache.add(thread_id, [(seq, message, message.id, None, True) for seq, message in decoded])
+        cache.add(thread_id, [(seq, message, snapshot(message), None, True) for seq, message in decoded])
         compactions: builtins.list[StoredCompaction] = []
         for row in compaction_rows:
             if row.summary_seq not in index:

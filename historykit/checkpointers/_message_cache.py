@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 from historykit.checkpointers._refs import Run
 
 _fields = operator.attrgetter("__dict__")
+_extras = operator.attrgetter("__pydantic_extra__")
 
 
 def _extra(message: Any) -> Any:
@@ -65,12 +66,28 @@ def same(message: Any, form: Any) -> bool:
     return bool(message.__dict__ == form.__dict__) and _extra(message) == _extra(form)
 
 
-def _all_same(messages: Sequence[Any], forms: Sequence[Any]) -> int:
-    """How many leading `messages` equal their `forms` (all of them in one C-level comparison
-    when nothing changed)."""
-    if list(map(_fields, messages)) == list(map(_fields, forms)) and not any(map(_extra, messages)):
-        return len(messages)
-    for i, (message, form) in enumerate(zip(messages, forms)):
+class _Remembered(NamedTuple):
+    known: KnownList
+    fields: list[Any]
+    """The forms' field dicts and extras, listed once: what the messages are compared with."""
+    extras: list[Any]
+
+    @classmethod
+    def of(cls, known: KnownList) -> _Remembered:
+        return cls(known, list(map(_fields, known.forms)), list(map(_extras, known.forms)))
+
+
+def _all_same(messages: Sequence[Any], remembered: _Remembered) -> int:
+    """How many leading `messages` (a prefix of the remembered list) equal their forms: all of
+    them in two C-level comparisons when nothing changed (the dicts share their strings with the
+    forms, compared by identity)."""
+    count = len(messages)
+    fields, extras = remembered.fields, remembered.extras
+    if count < len(fields):
+        fields, extras = fields[:count], extras[:count]
+    if list(map(_fields, messages)) == fields and list(map(_extras, messages)) == extras:
+        return count
+    for i, (message, form) in enumerate(zip(messages, remembered.known.forms)):
         if not same(message, form):
             return i
     return len(messages)
@@ -122,7 +139,7 @@ class _ThreadMessages:
     def __init__(self) -> None:
         self.by_seq: dict[int, _Row] = {}
         self.by_obj: dict[int, Known] = {}
-        self.lists: dict[Hashable, KnownList] = {}
+        self.lists: dict[Hashable, _Remembered] = {}
         self.anchor: int | None = None
         """A number of the thread's log this cache learned: while the log holds it, the thread was
         not deleted since (numbers are never reused, see `MessageRow.seq`)."""
@@ -172,15 +189,16 @@ class MessageCache:
         very objects, unchanged: those messages need no lookup at all."""
         with self._lock:
             entry = self._get(thread_id, create=False)
-            known = entry.lists.get(key) if entry is not None else None
-        if known is None or not known.messages:
+            remembered = entry.lists.get(key) if entry is not None else None
+        if remembered is None or not remembered.known.messages:
             return _NOTHING_KNOWN
+        known = remembered.known
         count = min(len(known.messages), len(messages))
         head = messages[:count]
         if not all(map(operator.is_, head, known.messages)):
             count = next(i for i, (a, b) in enumerate(zip(head, known.messages)) if a is not b)
             head = head[:count]
-        count = _all_same(head, known.forms[:count])
+        count = _all_same(head, remembered)
         if count == len(known.messages):
             return known
         if count == 0:
@@ -197,10 +215,11 @@ class MessageCache:
         unchanged since, fresh copies of the others (`None`: not remembered)."""
         with self._lock:
             entry = self._get(thread_id, create=False)
-            known = entry.lists.get(key) if entry is not None else None
-        if known is None or known.runs != runs:
+            remembered = entry.lists.get(key) if entry is not None else None
+        if remembered is None or remembered.known.runs != runs:
             return None
-        count = _all_same(known.messages, known.forms)
+        known = remembered.known
+        count = _all_same(known.messages, remembered)
         if count == len(known.messages):
             return list(known.messages)
         return [
@@ -209,10 +228,11 @@ class MessageCache:
         ]
 
     def remember_list(self, thread_id: str, key: Hashable, known: KnownList) -> None:
+        remembered = _Remembered.of(known)
         with self._lock:
             entry = self._get(thread_id, create=True)
             if entry is not None:
-                entry.lists[key] = known
+                entry.lists[key] = remembered
 
     def lookup(self, thread_id: str, seqs: set[int]) -> tuple[dict[int, Any], dict[int, Any], set[int]]:
         """For the known ones of `seqs`: `seq -> message` to hand out (unchanged objects, or fresh

@@ -314,7 +314,34 @@ def _marker_of(message: ModelMessage, entry_id: str, conversation_id: str) -> Co
         raise ValueError(f"{where} carries a malformed compaction marker: {exc}") from exc
 
 
+def _cipher_of(serde: MessageSerializer | None) -> Any:
+    """The cipher of a LangGraph `EncryptedSerializer` (duck-typed: LangGraph stays optional)."""
+    if serde is None or type(serde).__name__ != "EncryptedSerializer":
+        return None
+    return getattr(serde, "cipher", None)
+
+
 def _payload(encoding: str, data: bytes, serde: MessageSerializer | None, where: str) -> bytes:
+    cipher = _cipher_of(serde)
+    if cipher is not None:
+        # Strict: every row must be encrypted with this cipher. A row written without the key
+        # (plain JSON, or plain bytes) is refused, and the inner serializer is never asked to
+        # decode anything: the plaintext is the message's JSON itself.
+        kind, encrypted, cipher_name = encoding.partition("+")
+        if kind != "bytes" or not encrypted:
+            raise CorruptRowError(
+                f"{where} is not encrypted (encoding {encoding!r}) but the store's serializer "
+                "encrypts: refused (a row written without the key is never decoded)"
+            )
+        try:
+            payload = cipher.decrypt(cipher_name, data)
+        except Exception as exc:
+            raise CorruptRowError(
+                f"{where} cannot be decrypted (cipher {cipher_name!r}): {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(payload, bytes):
+            raise CorruptRowError(f"{where} decrypts to {type(payload).__name__}, not bytes")
+        return payload
     if encoding == JSON_ENCODING:
         return data
     if encoding != "bytes" and not encoding.startswith("bytes+"):

@@ -52,6 +52,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     CompactionPart,
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     SystemPromptPart,
@@ -1119,4 +1120,41 @@ async def test_shares_a_database_with_the_langgraph_saver(store_url: str) -> Non
     transcript = saver.transcript("graph-thread")
     assert [m.content for m in transcript.messages] == ["hello", "heard 1"]
     assert count_rows(store, "historykit_message") == 2
+    sync_engine(store).dispose()
+
+
+async def test_encrypted_store_refuses_unencrypted_rows(store_url: str, tmp_path: Path) -> None:
+    """With a cipher, a row written without the key is an error, and the inner serializer (here
+    LangGraph's permissive default) never decodes a crafted row."""
+    pytest.importorskip("langgraph.checkpoint.serde.encrypted")
+    import ormsgpack
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+    from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_SINGLE_ARG
+
+    cipher = KeystreamCipher(b"k" * 32)
+    store = SQLModelConversationStore(store_url, serde=EncryptedSerializer(cipher))
+    result = await Agent(TestModel(custom_output_text="fine")).run("hello")
+    await store.save(result)
+    conversation_id = result.conversation.conversation_id
+
+    def overwrite(encoding: str, data: bytes) -> None:
+        with sync_engine(store).begin() as conn:
+            conn.execute(
+                sa.text("UPDATE historykit_message SET encoding = :e, data = :d WHERE thread_id = :t"),
+                {"e": encoding, "d": data, "t": conversation_id},
+            )
+
+    plain = ModelMessagesTypeAdapter.dump_json(result.all_messages()[:1])[1:-1]
+    overwrite("json", plain)
+    with pytest.raises(CorruptRowError, match=r"is not encrypted \(encoding 'json'\).*refused"):
+        await store.load(conversation_id)
+    canary = tmp_path / "ran"
+    attack = ormsgpack.packb(
+        ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, ormsgpack.packb(["os", "system", f"touch {canary}"]))
+    )
+    for encoding, data in [("msgpack", attack), ("msgpack+sha256ctr", cipher.encrypt(attack)[1])]:
+        overwrite(encoding, data)
+        with pytest.raises(CorruptRowError):
+            await store.load(conversation_id)
+    assert not canary.exists()
     sync_engine(store).dispose()

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
@@ -77,8 +78,22 @@ class CorruptRowError(ValueError):
 
 
 def normalize_url(url: str | URL, *, asynchronous: bool = False) -> URL:
-    """The SQLAlchemy URL to use: psycopg 3 for PostgreSQL, aiosqlite for async SQLite."""
-    parsed = make_url(url)
+    """The SQLAlchemy URL to use: psycopg 3 for PostgreSQL, aiosqlite for async SQLite.
+
+    A plain path (`agent.db`, `/data/agent.db`: no `scheme://`) means that SQLite file, as the CLI
+    takes it.
+    """
+    if isinstance(url, str) and "://" not in url:
+        if not url.strip():
+            raise ValueError("the database URL is empty: use sqlite:///path.db or postgresql+psycopg://...")
+        url = URL.create("sqlite", database=url)
+    try:
+        parsed = make_url(url)
+    except Exception as exc:
+        raise ValueError(
+            f"cannot parse the database URL {url!s} ({exc}): use sqlite:///path.db, a plain file path, "
+            "or postgresql+psycopg://user@host/db"
+        ) from None
     backend, _, driver = parsed.drivername.partition("+")
     if backend in ("postgresql", "postgres"):
         if driver not in ("", "psycopg"):
@@ -95,6 +110,20 @@ def normalize_url(url: str | URL, *, asynchronous: bool = False) -> URL:
 
 def _is_sqlite(url: URL) -> bool:
     return url.get_backend_name() == "sqlite"
+
+
+def _check_sqlite_file(url: URL) -> None:
+    """A clear error, naming the path, for a SQLite file that cannot be opened or created."""
+    if url.database in (None, "", ":memory:") or url.database.startswith("file:"):
+        return
+    path = Path(url.database)
+    if path.is_dir():
+        raise ValueError(f"the SQLite database {str(path)!r} is a directory, not a file")
+    if not path.exists() and not path.parent.is_dir():
+        raise ValueError(
+            f"the SQLite database {str(path)!r} cannot be created: its directory "
+            f"{str(path.parent)!r} does not exist (create it first)"
+        )
 
 
 def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
@@ -136,6 +165,7 @@ def create_engine(url: str | URL, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
                 "an in-memory SQLite database is private to one connection; use a file "
                 "(sqlite:///path.db) so every connection and process sees the same data"
             )
+        _check_sqlite_file(parsed)
         connect_args = dict(kwargs.pop("connect_args", {}))
         connect_args.setdefault("timeout", busy_timeout)
         connect_args.setdefault("check_same_thread", False)
@@ -156,6 +186,7 @@ def create_async_engine(
     if _is_sqlite(parsed):
         if parsed.database in (None, "", ":memory:"):
             raise ValueError("use a SQLite file (sqlite:///path.db), not an in-memory database")
+        _check_sqlite_file(parsed)
         connect_args = dict(kwargs.pop("connect_args", {}))
         connect_args.setdefault("timeout", busy_timeout)
         engine = sa_create_async_engine(parsed, connect_args=connect_args, **kwargs)

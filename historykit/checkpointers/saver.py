@@ -635,18 +635,25 @@ def _parse_json(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def _contains(actual: Any, expected: Any) -> bool:
-    """JSON containment as PostgreSQL's `@>` defines it (booleans are not numbers)."""
+def _matches(metadata: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
+    """`InMemorySaver`'s metadata filter: each value equals the metadata's (Python equality: a
+    missing key is `None`, `1 == True == 1.0`, a dict or list equals only an equal one)."""
+    return all(_json_equal(metadata.get(key), value) for key, value in filter.items())
+
+
+def _json_equal(actual: Any, expected: Any) -> bool:
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(map(_json_equal, actual, expected))
+        )
     if isinstance(expected, Mapping):
-        return isinstance(actual, Mapping) and all(
-            key in actual and _contains(actual[key], value) for key, value in expected.items()
+        return (
+            isinstance(actual, Mapping)
+            and actual.keys() == expected.keys()
+            and all(_json_equal(actual[key], value) for key, value in expected.items())
         )
-    if isinstance(expected, (list, tuple)):
-        return isinstance(actual, (list, tuple)) and all(
-            any(_contains(a, e) for a in actual) for e in expected
-        )
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return type(expected) is type(actual) and expected == actual
     return bool(actual == expected)
 
 
@@ -1398,25 +1405,40 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 if not isinstance(key, str) or not key:
                     raise TypeError(f"list(filter=...) keys must be non-empty strings, got {key!r}")
                 _check_json(value, f"list(filter=...)[{key!r}]")
-                if self._db.dialect == "postgresql":
-                    continue
-                if isinstance(value, (dict, list, tuple)) or '"' in key or "\\" in key:
-                    python_filter[key] = value
-                    continue
-                path = f'$."{key}"'
-                kind = sa.func.json_type(meta, path)
-                extracted = sa.func.json_extract(meta, path)
-                if value is None:
-                    conditions.append(kind == "null")
-                elif isinstance(value, bool):
-                    conditions.append(kind == ("true" if value else "false"))
-                elif isinstance(value, (int, float)):
-                    conditions.append(sa.and_(kind.in_(("integer", "real")), extracted == value))
-                else:
-                    conditions.append(sa.and_(kind == "text", extracted == value))
-            if self._db.dialect == "postgresql" and filter:
-                conditions.append(sa.type_coerce(meta, pg_dialect.JSONB).contains(dict(filter)))
+                # The database narrows the rows down (a condition that every match meets); the
+                # exact test, InMemorySaver's, runs on what it returns (`_matches`).
+                python_filter[key] = value
+                condition = self._filter_condition(meta, key, value)
+                if condition is not None:
+                    conditions.append(condition)
         return _ListQuery(conditions, python_filter, limit)
+
+    def _filter_condition(
+        self, meta: sa.ColumnElement[Any], key: str, value: Any
+    ) -> sa.ColumnElement[bool] | None:
+        """A condition every checkpoint whose metadata matches `{key: value}` meets, or `None`."""
+        if value is None:  # matches a missing key too
+            return None
+        if self._db.dialect == "postgresql":
+            jsonb = sa.type_coerce(meta, pg_dialect.JSONB)
+            if isinstance(value, str):
+                return jsonb.contains({key: value})
+            if isinstance(value, (bool, int, float)):  # 1 matches true, as in Python
+                return sa.func.jsonb_typeof(jsonb[key]).in_(("number", "boolean"))
+            return jsonb.has_key(key)
+        # SQLite stores keys JSON-escaped (non-ASCII as \uXXXX), which its path syntax does not
+        # match: such keys, and quotes, are left to the exact test.
+        if not key.isascii() or '"' in key or "\\" in key:
+            return None
+        path = f'$."{key}"'
+        kind = sa.func.json_type(meta, path)
+        if isinstance(value, str):
+            return sa.and_(kind == "text", sa.func.json_extract(meta, path) == value)
+        if isinstance(value, (bool, int, float)):
+            return sa.and_(
+                kind.in_(("integer", "real", "true", "false")), sa.func.json_extract(meta, path) == value
+            )
+        return kind.in_(("object",) if isinstance(value, Mapping) else ("array",))
 
     def _list_page(
         self, query: _ListQuery, cursor: tuple[str, str, str] | None, remaining: int | None
@@ -1461,7 +1483,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             rows = [
                 row
                 for row in fetched
-                if _contains(
+                if _matches(
                     _parse_json(
                         row.metadata,
                         f"metadata of checkpoint {row.checkpoint_id} of thread {row.thread_id!r}",

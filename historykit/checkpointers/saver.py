@@ -297,6 +297,10 @@ class _Statements:
             *(sa.delete(table).where(cond) for table, cond in ours.items()),
         ]
         self.delete_checkpoint_data = [sa.delete(table).where(cond) for table, cond in thread_is.items()]
+        self.delete_namespace = [
+            sa.delete(table).where(cond, table.c.checkpoint_ns == bp("ns"))
+            for table, cond in thread_is.items()
+        ]
         self.thread_has_data = sa.select(
             sa.exists().where(CHECKPOINT_ROWS.c.thread_id == bp("thread_id")).label("checkpoints"),
             sa.exists().where(MESSAGES.c.thread_id == bp("thread_id")).label("messages"),
@@ -723,6 +727,15 @@ class _ListQuery:
     limit: int | None = None
 
 
+class _Done:
+    """What `setup()` returns: already done, and awaitable (`await saver.setup()`)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Iterator[None]:
+        return iter(())
+
+
 # ---------------------------------------------------------------------------------------------
 # The saver
 # ---------------------------------------------------------------------------------------------
@@ -797,9 +810,14 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         txn.committed()
         return value
 
-    def setup(self) -> None:
-        """Create or migrate the tables now (otherwise the first call does it)."""
+    def setup(self) -> _Done:
+        """Create or migrate the tables now (otherwise the first call does it).
+
+        `await saver.setup()` works too, as with LangGraph's async savers (the work is done when
+        `setup()` returns; `asetup()` does it on the event loop's engine).
+        """
         self._db.sync(write=True)
+        return _Done()
 
     async def asetup(self) -> None:
         await self._db.asynchronous(write=True)
@@ -1982,6 +2000,12 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         by_ns: dict[str, builtins.list[Row[Any]]] = defaultdict(list)
         for row in rows:
             by_ns[row.checkpoint_ns].append(row)
+        root_ids = sorted((row.checkpoint_id for row in by_ns.get("", ())), reverse=True)
+        kept_roots = set(root_ids[:keep])
+        for ns in [ns for ns in by_ns if self._finished_call(ns, by_ns[ns], set(root_ids), kept_roots)]:
+            for statement in self._sql.delete_namespace:
+                yield Query(statement, {"thread_id": thread_id, "ns": ns})
+            del by_ns[ns]
         for ns, ns_rows in by_ns.items():
             by_id = {row.checkpoint_id: row for row in ns_rows}
             versions = {
@@ -2001,6 +2025,21 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 yield Query(self._sql.delete_writes_of, params)
                 yield Query(self._sql.delete_checkpoints_of, params)
             yield from self._collect_garbage_plan(thread_id, ns, deleted, [by_id[cid] for cid in kept])
+
+    @staticmethod
+    def _finished_call(ns: str, rows: Sequence[Row[Any]], roots: set[str], kept_roots: set[str]) -> bool:
+        """A subgraph call's namespace (`node:task_id`) whose root checkpoint is pruned: it goes
+        with it, as with PostgresSaver. A `checkpointer=True` subgraph's namespace (no task id)
+        keeps its state across calls, and a call whose root checkpoint is not saved yet (runs
+        save in the background) may still be running: both stay."""
+        if ":" not in ns:
+            return False
+        newest = max(rows, key=lambda row: row.checkpoint_id)
+        parents = _parse_json(newest.metadata, f"metadata of checkpoint {newest.checkpoint_id}").get(
+            "parents"
+        )
+        root = parents.get("") if isinstance(parents, Mapping) else None
+        return root in roots and root not in kept_roots
 
     def _keep_delta_ancestors_plan(
         self,

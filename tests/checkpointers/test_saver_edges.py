@@ -1,0 +1,118 @@
+"""Smaller differences from the official savers, and inputs that must fail clearly: awaitable
+`setup`, plain paths for URLs, pruning finished subgraph calls, bounded reference blobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.graph import START, MessagesState, StateGraph
+
+from historykit.checkpointers import SQLModelSaver
+from historykit.checkpointers.database import CorruptRowError, create_engine
+
+
+def _echo_graph(saver: SQLModelSaver, *, subgraph: bool = False) -> Any:
+    def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        return {"messages": [AIMessage(f"echo: {state['messages'][-1].content}")]}
+
+    builder = StateGraph(MessagesState)
+    if subgraph:
+        inner = StateGraph(MessagesState)
+        inner.add_node("agent", agent)
+        inner.add_edge(START, "agent")
+        builder.add_node("child", inner.compile())
+        builder.add_edge(START, "child")
+    else:
+        builder.add_node("agent", agent)
+        builder.add_edge(START, "agent")
+    return builder.compile(checkpointer=saver)
+
+
+def _execute(url: str, sql: str, **params: Any) -> list[Any]:
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(sa.text(sql), params)
+            return list(result) if result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+async def test_setup_can_be_awaited(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
+    await saver.setup()  # as users of AsyncSqliteSaver / AsyncPostgresSaver write it
+    saver.setup()
+    await saver.asetup()
+    graph = _echo_graph(saver)
+    await graph.ainvoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t"}})
+
+
+def test_a_plain_path_is_a_sqlite_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    saver = SQLModelSaver("agent.db")
+    _echo_graph(saver).invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t"}})
+    assert (tmp_path / "agent.db").exists()
+    absolute = SQLModelSaver(str(tmp_path / "agent.db"))
+    assert len(absolute.transcript("t").messages) == 2
+
+
+def test_a_missing_directory_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "missing_dir" / "a.db"
+    with pytest.raises(ValueError, match=rf"{missing.parent}' does not exist"):
+        SQLModelSaver(f"sqlite:///{missing}").setup()
+    with pytest.raises(ValueError, match="does not exist"):
+        SQLModelSaver(str(missing)).setup()
+
+
+def test_prune_drops_finished_subgraph_calls(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
+    graph = _echo_graph(saver, subgraph=True)
+    config = {"configurable": {"thread_id": "sub"}}
+    for text in ("one", "two", "three"):
+        graph.invoke({"messages": [HumanMessage(text)]}, config, subgraphs=True)
+    namespaces = {
+        row[0] for row in _execute(database_url, "SELECT DISTINCT checkpoint_ns FROM historykit_checkpoint")
+    }
+    assert len([ns for ns in namespaces if ns.startswith("child:")]) == 3
+    saver.prune(["sub"], strategy="keep_latest")
+    left = _execute(
+        database_url, "SELECT checkpoint_ns, COUNT(*) FROM historykit_checkpoint GROUP BY checkpoint_ns"
+    )
+    assert dict(left) == {"": 1}  # each call went with the root checkpoint it started from
+    assert not _execute(
+        database_url, "SELECT 1 FROM historykit_blob WHERE checkpoint_ns <> ''"
+    ) and not _execute(database_url, "SELECT 1 FROM historykit_write WHERE checkpoint_ns <> ''")
+    fresh = _echo_graph(SQLModelSaver(database_url), subgraph=True)
+    assert [m.content for m in fresh.get_state(config).values["messages"]][-2:] == ["three", "echo: three"]
+    fresh.invoke({"messages": [HumanMessage("four")]}, config)
+    assert len(SQLModelSaver(database_url).transcript("sub").messages) == 8
+
+
+@pytest.mark.parametrize("length", [10**8, 10**30])
+def test_a_crafted_run_length_is_a_clear_error(sqlite_url: str, length: int) -> None:
+    saver = SQLModelSaver(sqlite_url)
+    config = {"configurable": {"thread_id": "refs"}}
+    _echo_graph(saver).invoke({"messages": [HumanMessage("hi")]}, config)
+    blob = json.dumps({"v": 2, "runs": [0, length]})
+    _execute(
+        sqlite_url, "UPDATE historykit_blob SET data = :d WHERE encoding = 'historykit.refs'", d=blob.encode()
+    )
+    with pytest.raises(CorruptRowError, match="historykit_blob.*refers to .* messages, more than"):
+        _echo_graph(SQLModelSaver(sqlite_url)).get_state(config)
+
+
+def test_message_numbers_beyond_64_bits_are_a_clear_error(sqlite_url: str) -> None:
+    saver = SQLModelSaver(sqlite_url)
+    config = {"configurable": {"thread_id": "refs"}}
+    _echo_graph(saver).invoke({"messages": [HumanMessage("hi")]}, config)
+    blob = json.dumps({"v": 2, "runs": [10**30, 1]})
+    _execute(
+        sqlite_url, "UPDATE historykit_blob SET data = :d WHERE encoding = 'historykit.refs'", d=blob.encode()
+    )
+    with pytest.raises(CorruptRowError, match=r"message numbers outside 0\.\.2\*\*63-1"):
+        _echo_graph(SQLModelSaver(sqlite_url)).get_state(config)

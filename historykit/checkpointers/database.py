@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
     "CorruptRowError",
     "Plan",
     "Query",
@@ -61,6 +63,10 @@ __all__ = [
 
 DEFAULT_BUSY_TIMEOUT = 30.0
 """Seconds a SQLite writer waits for another process's write lock before giving up."""
+
+DEFAULT_CONNECT_TIMEOUT = 5.0
+"""Seconds a PostgreSQL connection may take to be established (a server that accepts and never
+answers fails then, instead of blocking)."""
 
 SCHEMA_TABLE = SchemaVersionRow.__table__  # type: ignore[attr-defined]
 
@@ -156,7 +162,20 @@ def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def create_engine(url: str | URL, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **kwargs: Any) -> Engine:
+def _postgres_connect_args(kwargs: dict[str, Any], connect_timeout: float) -> dict[str, Any]:
+    connect_args = dict(kwargs.pop("connect_args", {}))
+    # libpq counts whole seconds (and at least 2); psycopg applies it to the whole handshake.
+    connect_args.setdefault("connect_timeout", max(2, math.ceil(connect_timeout)))
+    return connect_args
+
+
+def create_engine(
+    url: str | URL,
+    *,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    **kwargs: Any,
+) -> Engine:
     """A synchronous engine for `url` (SQLite in WAL mode with a busy timeout, or PostgreSQL)."""
     parsed = normalize_url(url)
     if _is_sqlite(parsed):
@@ -173,11 +192,16 @@ def create_engine(url: str | URL, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         _configure_sqlite(engine, busy_timeout)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
+    kwargs["connect_args"] = _postgres_connect_args(kwargs, connect_timeout)
     return sa.create_engine(parsed, **kwargs)
 
 
 def create_async_engine(
-    url: str | URL, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **kwargs: Any
+    url: str | URL,
+    *,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    **kwargs: Any,
 ) -> AsyncEngine:
     """An asyncio engine for `url` (aiosqlite for SQLite, psycopg 3 async for PostgreSQL)."""
     from sqlalchemy.ext.asyncio import create_async_engine as sa_create_async_engine
@@ -193,6 +217,7 @@ def create_async_engine(
         _configure_sqlite(engine.sync_engine, busy_timeout)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
+    kwargs["connect_args"] = _postgres_connect_args(kwargs, connect_timeout)
     return sa_create_async_engine(parsed, **kwargs)
 
 

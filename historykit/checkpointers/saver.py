@@ -93,6 +93,7 @@ from historykit.checkpointers._refs import (
 from historykit.checkpointers._serde import RowCodec, default_serializer
 from historykit.checkpointers.database import (
     DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
     CorruptRowError,
     Plan,
     Query,
@@ -477,11 +478,17 @@ class _Connections:
     """Engines (one sync, one async per event loop), schema readiness and caches."""
 
     def __init__(
-        self, url: str | URL, busy_timeout: float, engine_kwargs: Mapping[str, Any], cache_threads: int
+        self,
+        url: str | URL,
+        busy_timeout: float,
+        engine_kwargs: Mapping[str, Any],
+        cache_threads: int,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ):
         self.url = url
         self.dialect = normalize_url(url).get_backend_name()
         self.busy_timeout = busy_timeout
+        self.connect_timeout = connect_timeout
         self.engine_kwargs = dict(engine_kwargs)
         self.lock = threading.Lock()
         self.engines: tuple[Engine, Engine] | None = None
@@ -518,15 +525,23 @@ class _Connections:
         if engines is None:
             with self.lock:
                 if self.engines is None:
-                    engine = create_engine(self.url, busy_timeout=self.busy_timeout, **self.engine_kwargs)
+                    engine = create_engine(
+                        self.url,
+                        busy_timeout=self.busy_timeout,
+                        connect_timeout=self.connect_timeout,
+                        **self.engine_kwargs,
+                    )
                     self.engines = (
                         engine.execution_options(historykit_write=False),
                         engine.execution_options(historykit_write=True),
                     )
                 engines = self.engines
         if not self.ready:
-            with engines[1].begin() as conn:
-                prepare_database(conn, _COMPONENTS)
+            try:
+                with engines[1].begin() as conn:
+                    prepare_database(conn, _COMPONENTS)
+            except sa.exc.OperationalError as exc:
+                raise self.unreachable(exc) from exc
             self.ready = True
         return engines[1] if write else engines[0]
 
@@ -534,17 +549,36 @@ class _Connections:
         loop = asyncio.get_running_loop()
         engines = self.async_engines.get(loop)
         if engines is None:
-            engine = create_async_engine(self.url, busy_timeout=self.busy_timeout, **self.engine_kwargs)
+            engine = create_async_engine(
+                self.url,
+                busy_timeout=self.busy_timeout,
+                connect_timeout=self.connect_timeout,
+                **self.engine_kwargs,
+            )
             engines = (
                 engine.execution_options(historykit_write=False),
                 engine.execution_options(historykit_write=True),
             )
             self.async_engines[loop] = engines
         if not self.ready:
-            async with engines[1].begin() as conn:
-                await conn.run_sync(prepare_database, _COMPONENTS)
+            try:
+                async with engines[1].begin() as conn:
+                    await conn.run_sync(prepare_database, _COMPONENTS)
+            except sa.exc.OperationalError as exc:
+                raise self.unreachable(exc) from exc
             self.ready = True
         return engines[1] if write else engines[0]
+
+    def unreachable(self, exc: sa.exc.OperationalError) -> Exception:
+        """The error for a database that cannot be opened: where, and why (the driver's words)."""
+        where = normalize_url(self.url).render_as_string(hide_password=True)
+        reason = str(exc.orig).strip() if exc.orig is not None else str(exc)
+        if self.dialect == "postgresql":
+            return ConnectionError(
+                f"cannot connect to the database {where} "
+                f"(connect timeout {self.connect_timeout:g} s): {reason}"
+            )
+        return ConnectionError(f"cannot open the database {where}: {reason}")
 
     def close(self) -> None:
         with self.lock:
@@ -770,6 +804,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         cached_threads: int = 32,
         engine_kwargs: Mapping[str, Any] | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         """Args:
         url: `sqlite:///path.db` or `postgresql+psycopg://user@host/db` (`postgresql://` works too).
@@ -779,10 +814,12 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         cached_threads: how many threads' message objects to remember (0 turns the cache off;
             then every step serializes its whole message list again to find the new messages).
         engine_kwargs: extra arguments for SQLAlchemy's `create_engine` (pool size, echo, ...).
+        connect_timeout: seconds a PostgreSQL connection may take to open (whole seconds, at
+            least 2): a server that accepts and never answers fails then with `ConnectionError`.
         """
         super().__init__(serde=serde or default_serializer())
         self._codec_cache = RowCodec(self.serde)
-        self._db = _Connections(url, busy_timeout, engine_kwargs or {}, cached_threads)
+        self._db = _Connections(url, busy_timeout, engine_kwargs or {}, cached_threads, connect_timeout)
         self._sql = _statements(self._db.dialect)
 
     # -- plumbing -------------------------------------------------------------------------------

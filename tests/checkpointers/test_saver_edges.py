@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +121,42 @@ def test_message_numbers_beyond_64_bits_are_a_clear_error(sqlite_url: str) -> No
     )
     with pytest.raises(CorruptRowError, match=r"message numbers outside 0\.\.2\*\*63-1"):
         _echo_graph(SQLModelSaver(sqlite_url)).get_state(config)
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A local port that accepts connections and never says a word."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                held.append(server.accept()[0])
+
+    worker = threading.Thread(target=accept, daemon=True)
+    worker.start()
+    yield server.getsockname()[1]
+    stop.set()
+    worker.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_server_that_never_answers_fails_setup_quickly(silent_server: int, mode: str) -> None:
+    saver = SQLModelSaver(f"postgresql+psycopg://user@127.0.0.1:{silent_server}/db", connect_timeout=2)
+    started = time.monotonic()
+    with pytest.raises(
+        ConnectionError, match=rf"cannot connect to the database .*127\.0\.0\.1:{silent_server}.*timeout 2 s"
+    ):
+        if mode == "sync":
+            saver.setup()
+        else:
+            await saver.asetup()
+    assert time.monotonic() - started < 10

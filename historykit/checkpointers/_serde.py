@@ -197,6 +197,39 @@ def _is_pickle(encoding: str) -> bool:
     return encoding == "pickle" or encoding.startswith("pickle+")
 
 
+_MSGPACK_DEPTH = 200
+"""Nesting that msgpack (ormsgpack) may refuse: it stops at 255 levels, the envelope included."""
+
+
+def _depth(value: Any, limit: int) -> int:
+    """How deeply `value` nests lists, dicts and models (counted up to `limit`), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest >= limit:
+            return deepest
+        if isinstance(item, BaseModel):
+            item = item.__dict__
+        if isinstance(item, dict):
+            stack.extend((child, level + 1) for child in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, level + 1) for child in item)
+    return deepest
+
+
+def _unstorable(obj: Any, exc: BaseException) -> Exception:
+    """The error for a value the serializer cannot write, saying why when it can tell."""
+    depth = _depth(obj, _MSGPACK_DEPTH)
+    if depth >= _MSGPACK_DEPTH:
+        return ValueError(
+            f"cannot store a {type(obj).__name__}: it nests lists or dicts {depth} or more levels deep, "
+            "deeper than msgpack encodes (flatten it, or store it as a JSON string)"
+        )
+    return TypeError(f"cannot store a {type(obj).__name__}: {type(exc).__name__}: {exc}")
+
+
 def _reader_for(serde: SerializerProtocol) -> SerializerProtocol:
     """What decodes stored values: a LangGraph msgpack serializer is read strictly whatever it
     allows (`StateSerializer`, keeping the types it lists); another serializer as it is."""
@@ -224,12 +257,18 @@ class RowCodec:
         self._reader = _reader_for(self._plain)
 
     def dumps(self, obj: Any) -> tuple[str, bytes]:
-        encoding, data = self.serde.dumps_typed(obj)
+        try:
+            encoding, data = self.serde.dumps_typed(obj)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _unstorable(obj, exc) from exc
         return encoding, data
 
     def dumps_hashed(self, obj: Any) -> tuple[str, bytes, str]:
         """Encoding, stored bytes, and the SHA-256 of the unencrypted serialized form."""
-        encoding, plain = self._plain.dumps_typed(obj)
+        try:
+            encoding, plain = self._plain.dumps_typed(obj)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _unstorable(obj, exc) from exc
         digest = hashlib.sha256(encoding.encode() + b"\0" + plain).hexdigest()
         if self._cipher is None:
             return encoding, plain, digest

@@ -629,6 +629,26 @@ def _configurable(config: RunnableConfig | None, what: str) -> Mapping[str, Any]
     return configurable
 
 
+_MAX_KEY_BYTES = 1000
+"""The longest thread id, namespace or checkpoint id (UTF-8 bytes): PostgreSQL's index entries
+hold a few kilobytes at most, and every backend takes the same ids."""
+
+
+def _key(value: object, name: str, what: str) -> str:
+    text = str(value)
+    if "\x00" in text:
+        raise ValueError(
+            f"{what}: the {name} {text!r} contains a NUL character, which databases cannot store"
+        )
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > _MAX_KEY_BYTES:
+        raise ValueError(
+            f"{what}: the {name} is {size:,} bytes long ({text[:40]!r}...); "
+            f"at most {_MAX_KEY_BYTES:,} are stored"
+        )
+    return text
+
+
 def _thread_of(config: RunnableConfig, what: str) -> tuple[str, str, str | None]:
     configurable = _configurable(config, what)
     thread_id = configurable.get("thread_id")
@@ -636,7 +656,11 @@ def _thread_of(config: RunnableConfig, what: str) -> tuple[str, str, str | None]
         raise ValueError(f"{what}: the config has no configurable 'thread_id'")
     ns = configurable.get("checkpoint_ns") or ""
     checkpoint_id = configurable.get("checkpoint_id")
-    return str(thread_id), str(ns), str(checkpoint_id) if checkpoint_id else None
+    return (
+        _key(thread_id, "thread id", what),
+        _key(ns, "checkpoint namespace", what),
+        _key(checkpoint_id, "checkpoint id", what) if checkpoint_id else None,
+    )
 
 
 def _check_json(value: Any, path: str) -> None:
@@ -1867,10 +1891,16 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints, writes, blobs, messages and compaction markers."""
-        self._run(lambda txn: self._delete_thread_plan(txn, str(thread_id)), write=True)
+        self._run(
+            lambda txn: self._delete_thread_plan(txn, _key(thread_id, "thread id", "delete_thread")),
+            write=True,
+        )
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._arun(lambda txn: self._delete_thread_plan(txn, str(thread_id)), write=True)
+        await self._arun(
+            lambda txn: self._delete_thread_plan(txn, _key(thread_id, "thread id", "delete_thread")),
+            write=True,
+        )
 
     def _delete_thread_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
         if self._sql.dialect == "postgresql":
@@ -2026,7 +2056,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             raise ValueError(
                 f"unknown prune strategy {strategy!r}: use 'keep_latest', 'keep_last' or 'delete'"
             )
-        return keep, list(dict.fromkeys(str(t) for t in thread_ids))
+        return keep, list(dict.fromkeys(_key(t, "thread id", "prune") for t in thread_ids))
 
     def _prune_plan(self, thread_id: str, keep: int | None) -> Plan[None]:
         if keep is None:
@@ -2119,10 +2149,14 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
 
     def transcript(self, thread_id: str) -> Transcript:
         """Every message the thread ever had, in first-seen order, with its compaction markers."""
-        return self._run(lambda txn: self._transcript_plan(str(thread_id)), write=False)
+        return self._run(
+            lambda txn: self._transcript_plan(_key(thread_id, "thread id", "transcript")), write=False
+        )
 
     async def atranscript(self, thread_id: str) -> Transcript:
-        return await self._arun(lambda txn: self._transcript_plan(str(thread_id)), write=False)
+        return await self._arun(
+            lambda txn: self._transcript_plan(_key(thread_id, "thread id", "transcript")), write=False
+        )
 
     def _transcript_plan(self, thread_id: str) -> Plan[Transcript]:
         rows = yield Query(self._sql.transcript_messages, {"thread_id": thread_id})

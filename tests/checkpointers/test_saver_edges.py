@@ -160,3 +160,28 @@ async def test_a_server_that_never_answers_fails_setup_quickly(silent_server: in
         else:
             await saver.asetup()
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize(
+    ("thread_id", "message"),
+    [("a\x00b", "contains a NUL character"), ("é" * 1500, r"is 3,000 bytes long .*at most 1,000")],
+)
+def test_thread_ids_a_database_cannot_hold_are_named(database_url: str, thread_id: str, message: str) -> None:
+    saver = SQLModelSaver(database_url)
+    config = {"configurable": {"thread_id": thread_id}}
+    with pytest.raises(ValueError, match=rf"the thread id .*{message}"):
+        _echo_graph(saver).invoke({"messages": [HumanMessage("hi")]}, config)
+    with pytest.raises(ValueError, match=message):
+        saver.delete_thread(thread_id)
+    with pytest.raises(ValueError, match=message):
+        saver.transcript(thread_id)
+
+
+def test_tool_arguments_nested_too_deep_are_named(database_url: str) -> None:
+    deep: list[Any] = []
+    for _ in range(5000):
+        deep = [deep]
+    call = AIMessage("", tool_calls=[{"name": "f", "args": {"a": deep}, "id": "c1"}])
+    saver = SQLModelSaver(database_url)
+    with pytest.raises(ValueError, match=r"nests lists or dicts 200 or more levels deep.*msgpack"):
+        _echo_graph(saver).invoke({"messages": [call]}, {"configurable": {"thread_id": "deep"}})

@@ -56,7 +56,7 @@ from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
 import sqlalchemy as sa
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -717,6 +717,35 @@ def _json_equal(actual: Any, expected: Any) -> bool:
             and all(_json_equal(actual[key], value) for key, value in expected.items())
         )
     return bool(actual == expected)
+
+
+def _calls_before_results(
+    entries: Sequence[tuple[int, BaseMessage]],
+) -> builtins.list[tuple[int, BaseMessage]]:
+    """`entries` with every tool result after the AI message that calls it.
+
+    Transcript positions come from the checkpoints and writes that had each message; when a run
+    stops between LangGraph's out-of-order background saves, a tool result can be logged from its
+    write while the call is only logged later (from the next checkpoint, on resume), at a later
+    position. The result then moves to just after its call.
+    """
+    caller: dict[str, int] = {}
+    for i, (_, message) in enumerate(entries):
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                caller.setdefault(str(call.get("id")), i)
+    if not caller:
+        return list(entries)
+    waiting: dict[int, builtins.list[tuple[int, BaseMessage]]] = defaultdict(list)
+    out: builtins.list[tuple[int, BaseMessage]] = []
+    for i, entry in enumerate(entries):
+        message = entry[1]
+        if isinstance(message, ToolMessage) and caller.get(str(message.tool_call_id), -1) > i:
+            waiting[caller[str(message.tool_call_id)]].append(entry)
+            continue
+        out.append(entry)
+        out.extend(waiting.pop(i, ()))
+    return out
 
 
 def _chunks(items: Sequence[T], size: int = _CHUNK) -> Iterator[Sequence[T]]:
@@ -2164,14 +2193,17 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         cache = self._db.cache
         known, _, _ = cache.lookup(thread_id, {row.seq for row in rows})
         decoded: builtins.list[tuple[int, BaseMessage]] = []
-        messages: builtins.list[BaseMessage] = []
-        index: dict[int, int] = {}
+        entries: builtins.list[tuple[int, BaseMessage]] = []
         for row in rows:
             message = known.get(row.seq)
             if message is None:
                 message = self._decode_message(thread_id, row)
                 decoded.append((row.seq, message))
-            index[row.seq] = len(messages)
+            entries.append((row.seq, message))
+        messages: builtins.list[BaseMessage] = []
+        index: dict[int, int] = {}
+        for seq, message in _calls_before_results(entries):
+            index[seq] = len(messages)
             messages.append(message)
         cache.add(thread_id, [(seq, message, snapshot(message), None, True) for seq, message in decoded])
         compactions: builtins.list[StoredCompaction] = []

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph
 
 from historykit.checkpointers import SQLModelSaver
@@ -185,3 +185,37 @@ def test_tool_arguments_nested_too_deep_are_named(database_url: str) -> None:
     saver = SQLModelSaver(database_url)
     with pytest.raises(ValueError, match=r"nests lists or dicts 200 or more levels deep.*msgpack"):
         _echo_graph(saver).invoke({"messages": [call]}, {"configurable": {"thread_id": "deep"}})
+
+
+def test_a_transcript_never_shows_a_result_before_its_call(database_url: str) -> None:
+    def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        if isinstance(state["messages"][-1], ToolMessage):
+            return {"messages": [AIMessage("done", id="ai-2")]}
+        return {"messages": [AIMessage("", id="ai-1", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])]}
+
+    def tools(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        return {"messages": [ToolMessage("result", tool_call_id="c1", id="tool-1")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else "__end__")
+    builder.add_edge("tools", "agent")
+    saver = SQLModelSaver(database_url)
+    builder.compile(checkpointer=saver).invoke(
+        {"messages": [HumanMessage("go", id="h")]}, {"configurable": {"thread_id": "t"}}
+    )
+    assert [m.id for m in saver.transcript("t").messages] == ["h", "ai-1", "tool-1", "ai-2"]
+    # As after a crash between LangGraph's background saves: the call was only logged later
+    # (from the checkpoint saved on resume), at a position after its result's.
+    ((after,),) = _execute(database_url, "SELECT position FROM historykit_message WHERE native_id = 'tool-1'")
+    _execute(
+        database_url, "UPDATE historykit_message SET position = :p WHERE native_id = 'ai-1'", p=after + "~"
+    )
+    assert [m.id for m in SQLModelSaver(database_url).transcript("t").messages] == [
+        "h",
+        "ai-1",
+        "tool-1",
+        "ai-2",
+    ]

@@ -62,7 +62,12 @@ from historykit.checkpointers.conversation_schema import (
     ConversationEntryRow,
     ConversationRow,
 )
-from historykit.checkpointers.database import CorruptRowError, create_engine, prepare_database
+from historykit.checkpointers.database import (
+    CorruptRowError,
+    create_engine,
+    prepare_database,
+    read_only_reason,
+)
 from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, ThreadRow
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
 from historykit.messages import COMPACTION_KEY, CompactionMarker
@@ -159,7 +164,9 @@ class SQLModelConversationStore(ConversationStore):
             self._engine = create_engine(database)
         if self._engine is not None:
             # Eagerly, so a database from a newer historykit is refused when the store is made.
-            with self._engine.execution_options(historykit_write=True).begin() as conn:
+            # A database that can only be read is checked, never created or migrated.
+            write = read_only_reason(self._engine) is None
+            with self._engine.execution_options(historykit_write=write).begin() as conn:
                 prepare_database(conn, [CORE, CONVERSATIONS])
             self._prepared = True
 

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ __all__ = [
     "CorruptRowError",
     "Plan",
     "Query",
+    "ReadOnlyDatabaseError",
     "SchemaError",
     "SchemaVersionError",
     "async_session",
@@ -56,6 +58,7 @@ __all__ = [
     "create_engine",
     "normalize_url",
     "prepare_database",
+    "read_only_reason",
     "run_plan",
     "run_plan_async",
     "session",
@@ -132,7 +135,51 @@ def _check_sqlite_file(url: URL) -> None:
         )
 
 
-def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
+_READ_ONLY: dict[str, str] = {}
+"""Why each read-only SQLite URL this process opened can only be read (by rendered URL: engines
+with other execution options share their URL)."""
+
+
+def read_only_reason(engine: Engine | AsyncEngine) -> str | None:
+    """Why `engine` (made by `create_engine`) can only read its SQLite file; `None` if it can write."""
+    return _READ_ONLY.get(engine.url.render_as_string(hide_password=False))
+
+
+class ReadOnlyDatabaseError(PermissionError):
+    """A write to a SQLite database that can only be read (the message says why)."""
+
+
+def _read_only_sqlite(url: URL) -> tuple[URL, str | None]:
+    """The URL that opens a SQLite file that cannot be written read-only, and why (`None`: the
+    file can be written, the URL is unchanged).
+
+    A read-only file is opened with `mode=ro`; in a directory that cannot be written (a read-only
+    filesystem), also `immutable=1` unless a `-wal` file holds transactions: WAL readers otherwise
+    need to create the `-shm` file there.
+    """
+    if not url.database or url.database.startswith("file:") or url.query.get("mode"):
+        return url, None
+    path = Path(url.database).expanduser().resolve()
+    if not path.exists():
+        return url, None
+    if not os.access(path.parent, os.W_OK):
+        why = f"its directory {str(path.parent)!r} cannot be written (a read-only filesystem?)"
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            # Transactions not yet copied into the file: read them through the existing -wal and
+            # -shm files (an immutable connection would ignore them).
+            query = {"mode": "ro", "uri": "true"}
+        else:
+            query = {"mode": "ro", "immutable": "1", "uri": "true"}
+    elif not os.access(path, os.W_OK):
+        why = f"the file {str(path)!r} cannot be written"
+        query = {"mode": "ro", "uri": "true"}
+    else:
+        return url, None
+    return url.set(database=f"file:{path}").update_query_dict(query), why
+
+
+def _configure_sqlite(sync_engine: Engine, busy_timeout: float, read_only: str | None = None) -> None:
     """WAL, a busy timeout and explicit transactions for every SQLite connection.
 
     pysqlite's own transaction handling starts transactions lazily and never as `IMMEDIATE`; a
@@ -149,6 +196,8 @@ def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            if read_only is not None:
+                return  # the journal mode is the file's own; nothing is written
             cursor.execute("PRAGMA journal_mode = WAL")
             # NORMAL is durable across a crashed or killed process in WAL mode; only a power
             # loss can cost the last transactions, never consistency.
@@ -156,9 +205,17 @@ def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
         finally:
             cursor.close()
 
+    if read_only is not None:
+        _READ_ONLY[sync_engine.url.render_as_string(hide_password=False)] = read_only
+
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
         write = conn.get_execution_options().get("historykit_write", False)
+        if write and read_only is not None:
+            raise ReadOnlyDatabaseError(
+                f"the SQLite database {sync_engine.url.database!r} is opened read-only because {read_only}: "
+                "reading works, writing does not"
+            )
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
@@ -185,11 +242,12 @@ def create_engine(
                 "(sqlite:///path.db) so every connection and process sees the same data"
             )
         _check_sqlite_file(parsed)
+        parsed, why = _read_only_sqlite(parsed)
         connect_args = dict(kwargs.pop("connect_args", {}))
         connect_args.setdefault("timeout", busy_timeout)
         connect_args.setdefault("check_same_thread", False)
         engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
-        _configure_sqlite(engine, busy_timeout)
+        _configure_sqlite(engine, busy_timeout, why)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     kwargs["connect_args"] = _postgres_connect_args(kwargs, connect_timeout)
@@ -211,10 +269,11 @@ def create_async_engine(
         if parsed.database in (None, "", ":memory:"):
             raise ValueError("use a SQLite file (sqlite:///path.db), not an in-memory database")
         _check_sqlite_file(parsed)
+        parsed, why = _read_only_sqlite(parsed)
         connect_args = dict(kwargs.pop("connect_args", {}))
         connect_args.setdefault("timeout", busy_timeout)
         engine = sa_create_async_engine(parsed, connect_args=connect_args, **kwargs)
-        _configure_sqlite(engine.sync_engine, busy_timeout)
+        _configure_sqlite(engine.sync_engine, busy_timeout, why)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     kwargs["connect_args"] = _postgres_connect_args(kwargs, connect_timeout)

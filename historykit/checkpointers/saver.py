@@ -101,6 +101,7 @@ from historykit.checkpointers.database import (
     create_engine,
     normalize_url,
     prepare_database,
+    read_only_reason,
     run_plan,
     run_plan_async,
 )
@@ -537,8 +538,11 @@ class _Connections:
                     )
                 engines = self.engines
         if not self.ready:
+            # A database that can only be read is checked in a read transaction (it is never
+            # created or migrated then: that would be a write).
+            preparing = engines[0] if read_only_reason(engines[0]) else engines[1]
             try:
-                with engines[1].begin() as conn:
+                with preparing.begin() as conn:
                     prepare_database(conn, _COMPONENTS)
             except sa.exc.OperationalError as exc:
                 raise self.unreachable(exc) from exc
@@ -561,8 +565,9 @@ class _Connections:
             )
             self.async_engines[loop] = engines
         if not self.ready:
+            preparing = engines[0] if read_only_reason(engines[0]) else engines[1]
             try:
-                async with engines[1].begin() as conn:
+                async with preparing.begin() as conn:
                     await conn.run_sync(prepare_database, _COMPONENTS)
             except sa.exc.OperationalError as exc:
                 raise self.unreachable(exc) from exc
@@ -578,6 +583,9 @@ class _Connections:
                 f"cannot connect to the database {where} "
                 f"(connect timeout {self.connect_timeout:g} s): {reason}"
             )
+        why = read_only_reason(self.engines[0]) if self.engines is not None else None
+        if why is not None:
+            reason = f"{reason} (it is opened read-only because {why})"
         return ConnectionError(f"cannot open the database {where}: {reason}")
 
     def close(self) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -219,3 +222,54 @@ def test_a_transcript_never_shows_a_result_before_its_call(database_url: str) ->
         "tool-1",
         "ai-2",
     ]
+
+
+_READ_ONLY_READER = """
+import sys
+from historykit.checkpointers import SQLModelSaver
+from historykit.checkpointers.database import ReadOnlyDatabaseError
+saver = SQLModelSaver(sys.argv[1])
+print([m.content for m in saver.transcript("t").messages])
+config = {"configurable": {"thread_id": "t"}}
+print(len(saver.get_tuple(config).checkpoint["channel_values"]["messages"]), len(list(saver.list(config))))
+try:
+    saver.delete_thread("t")
+except ReadOnlyDatabaseError as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.parametrize("writer", ["closed", "still open"])
+def test_a_database_on_a_read_only_filesystem_is_readable(tmp_path: Path, writer: str) -> None:
+    """Closed: the file alone (opened immutable); still open: its -wal file holds the thread."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare to mount a read-only filesystem")
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"user namespaces are not available: {probe.stderr.decode().strip()}")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'agent.db'}"
+    saver = SQLModelSaver(url)
+    _echo_graph(saver).invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t"}})
+    if writer == "closed":
+        saver.close()
+    assert (folder / "agent.db-wal").exists() is (writer == "still open")
+    script = tmp_path / "reader.py"
+    script.write_text(_READ_ONLY_READER)
+    command = (
+        f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} && "
+        f"{sys.executable} {script} {url}"
+    )
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", command],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[2],
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "['hi', 'echo: hi']"
+    assert lines[1] == "2 3"
+    assert "refused:" in lines[2] and "opened read-only because its directory" in lines[2]

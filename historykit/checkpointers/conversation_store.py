@@ -282,7 +282,18 @@ class _EncodedEntry:
     ) -> _EncodedEntry:
         message = entry.message
         # One element of the list the adapter writes: the same JSON a whole history is read back from.
-        payload = ModelMessagesTypeAdapter.dump_json([message])[1:-1]
+        where = f"entry {entry.id!r} of conversation {conversation_id!r}"
+        try:
+            payload = ModelMessagesTypeAdapter.dump_json([message])[1:-1]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: the {type(message).__name__} cannot be stored: {exc}") from None
+        try:
+            # What cannot be read back is refused now, not found unreadable on the next load.
+            ModelMessagesTypeAdapter.validate_json(b"[" + payload + b"]")
+        except ValidationError as exc:
+            raise ValueError(
+                f"{where}: the {type(message).__name__} is not a valid Pydantic AI message: {exc}"
+            ) from None
         encoding, data = (JSON_ENCODING, payload) if serde is None else serde.dumps_typed(payload)
         return cls(
             entry=entry,

@@ -1158,3 +1158,37 @@ async def test_encrypted_store_refuses_unencrypted_rows(store_url: str, tmp_path
             await store.load(conversation_id)
     assert not canary.exists()
     sync_engine(store).dispose()
+
+
+async def test_malformed_messages_are_refused_before_they_are_stored(
+    store: SQLModelConversationStore,
+) -> None:
+    no_parts = ModelRequest(parts=[UserPromptPart("x")])
+    no_parts.parts = None  # type: ignore[assignment]
+    no_content = UserPromptPart("x")
+    no_content.content = None  # type: ignore[assignment]
+    for conversation_id, message, match in [
+        ("no-parts", no_parts, r"the ModelRequest is not a valid Pydantic AI message.*request\.parts"),
+        (
+            "no-content",
+            ModelRequest(parts=[no_content]),
+            "the ModelRequest is not a valid Pydantic AI message",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=rf"(?s)entry .* of conversation '{conversation_id}': {match}"):
+            await store.save(Conversation(conversation_id=conversation_id, messages=[message]))
+        assert await store.load(conversation_id) is None  # nothing was written
+
+
+async def test_loaded_messages_are_the_callers_to_change(store: SQLModelConversationStore) -> None:
+    """The store keeps no objects: an in-place edit of what it handed out changes nothing stored."""
+    result = await Agent(TestModel(custom_output_text="stored answer")).run("question")
+    await store.save(result)
+    conversation_id = result.conversation.conversation_id
+    loaded = await store.load(conversation_id)
+    assert loaded is not None
+    part = loaded.messages[0].parts[0]
+    assert isinstance(part, UserPromptPart)
+    part.content = "edited in place"
+    again = await store.load(conversation_id)
+    assert again is not None and again.messages == result.all_messages()

@@ -273,3 +273,16 @@ def test_a_database_on_a_read_only_filesystem_is_readable(tmp_path: Path, writer
     assert lines[0] == "['hi', 'echo: hi']"
     assert lines[1] == "2 3"
     assert "refused:" in lines[2] and "opened read-only because its directory" in lines[2]
+
+
+def test_a_message_with_content_none_passes_through_untouched(database_url: str) -> None:
+    """LangChain refuses `content=None` at construction; a message changed to it afterwards is
+    stored and read back as it is (as the official savers do), not turned into a TypeError."""
+    odd = HumanMessage("x", id="odd")
+    odd.content = None  # type: ignore[assignment]
+    saver = SQLModelSaver(database_url)
+    config = {"configurable": {"thread_id": "none"}}
+    _echo_graph(saver).invoke({"messages": [odd]}, config)
+    fresh = SQLModelSaver(database_url)
+    assert [m.content for m in fresh.transcript("none").messages] == [None, "echo: None"]
+    assert _echo_graph(fresh).get_state(config).values["messages"][0].content is None

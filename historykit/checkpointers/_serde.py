@@ -150,7 +150,8 @@ class StateSerializer(JsonPlusSerializer):
         """The class a row names, when it is a state type of an imported module; else refused."""
         where = f"{module}.{name}"
         allow = (
-            f"list it in StateSerializer(allowed_types=[{where}]) and pass serde=... to the saver "
+            f"list it in historykit.checkpointers.StateSerializer(allowed_types=[{where}]) and pass it "
+            "as the saver's serde "
             "(or run LangGraph with LANGGRAPH_STRICT_MSGPACK=true, which declares the graph's types)"
         )
         if self.state_types != "loaded":

@@ -175,15 +175,16 @@ class _Statements:
         )
 
         self.insert_thread = _insert(dialect, THREADS).on_conflict_do_nothing(index_elements=["thread_id"])
-        # PostgreSQL row locks on the thread: writers that refer to its log hold it shared (FOR
-        # KEY SHARE), the writer numbering new messages holds it against other numberers (FOR NO
-        # KEY UPDATE, which does not wait for the shared holders), `delete_thread` exclusively.
+        # PostgreSQL row locks on the thread: each writer holds it (FOR NO KEY UPDATE) from its
+        # first statement, so writers of one thread take turns numbering new messages and
+        # `delete_thread` (FOR UPDATE) waits for them; taken at once at that strength, never
+        # upgraded, so a writer and a delete cannot deadlock.
         anchored = sa.exists().where(MESSAGES.c.thread_id == bp("thread_id"), MESSAGES.c.seq == bp("anchor"))
         self.check_thread = sa.select(THREADS.c.thread_id, anchored.label("anchored")).where(
             THREADS.c.thread_id == bp("thread_id")
         )
         if dialect == "postgresql":
-            self.check_thread = self.check_thread.with_for_update(read=True, key_share=True, of=THREADS)
+            self.check_thread = self.check_thread.with_for_update(key_share=True, of=THREADS)
         self.lock_thread = (
             sa.select(THREADS.c.thread_id)
             .where(THREADS.c.thread_id == bp("thread_id"))
@@ -959,8 +960,8 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         Another process may have deleted the thread (and maybe started it again) since this
         process cached its messages: the cache's anchor (a number its log held) is then gone, and
         the thread is forgotten before anything refers to a message that is no longer there. On
-        PostgreSQL the check holds the thread's row (shared) until the commit, so a `delete_thread`
-        waits for this write, or this write sees the deletion.
+        PostgreSQL the check locks the thread's row until the commit, so a `delete_thread` waits
+        for this write, or this write sees the deletion.
         """
         db, cache = self._db, self._db.cache
         anchor = cache.anchor(thread_id)

@@ -185,11 +185,6 @@ class _Statements:
         )
         if dialect == "postgresql":
             self.check_thread = self.check_thread.with_for_update(key_share=True, of=THREADS)
-        self.lock_thread = (
-            sa.select(THREADS.c.thread_id)
-            .where(THREADS.c.thread_id == bp("thread_id"))
-            .with_for_update(key_share=True)
-        )
         self.lock_thread_exclusive = (
             sa.select(THREADS.c.thread_id).where(THREADS.c.thread_id == bp("thread_id")).with_for_update()
         )
@@ -1223,9 +1218,8 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
     def _append_to_log_plan(self, thread_id: str, pending: Mapping[str, _Pending]) -> Plan[dict[str, _Found]]:
         """Where each hashed message is in the log, adding the ones the log lacks (with their
         markers)."""
-        if self._sql.dialect == "postgresql":
-            # Numbers are allocated per thread: serialize concurrent writers of one thread.
-            yield Query(self._sql.lock_thread, {"thread_id": thread_id})
+        # Numbers are allocated per thread: on PostgreSQL, concurrent writers of one thread take
+        # turns on the thread row, locked by `_check_thread_plan` at the start of the write.
         found: dict[str, _Found] = {}
         digests = list(pending)
         for chunk in _chunks(digests):

@@ -24,12 +24,15 @@ less (2.75M against 2.85M). Keeping the last 3 results, as the anchors and Anthr
 editing do, is a choice for the model's sake: 2 would cost 2.7% less, 4 costs 3.7% more.
 `keep_last=6` costs 0.5% more than 3 and keeps more recent context verbatim.
 
-Measured with these settings: 2.74M against pydantic-ai-harness `TieredCompaction`'s 3.73M at
-32,000 tokens (26.5% less; view-only 3.75M against 12.52M), 3.98M against 5.86M at 100,000; no call
-is over the window and none drops the newest message. In one call the final request alone is over
-32,000 tokens (six parallel file reads, 35,248 tokens): `PairwiseTruncate`'s last resort cuts the
-middle of its largest results, with a note. The input served from the previous call's prefix is
-90.0% at 32,000 and 95.7% at 100,000 tokens: small inputs cost less but leave the new messages a
+Measured with these settings, as if every session ran on a model that binds thinking (2026-11-25):
+2.68M against pydantic-ai-harness `TieredCompaction`'s 3.72M at 32,000 tokens (28.1% less), 3.85M
+against 5.86M at 100,000; view-only mode sends the very same views (the same cost); no call is over
+the window, none drops the newest message, none replays thinking after an edit. (The tuning figures
+above were measured before the view was unified, with each processor replaying on its own.) In one
+call the final request alone is over 32,000 tokens (six parallel file reads, 35,248 tokens):
+`PairwiseTruncate`'s last resort cuts the middle of its largest results, with a note. The input
+served from the previous call's prefix is 89.8% at 32,000 and 95.8% at 100,000 tokens: small
+inputs cost less but leave the new messages a
 larger share, and at 32,000 tokens 95% and 25% below `TieredCompaction` exclude each other (the
 920,133 tokens that arrive between calls alone make any 95%-cached replay cost at least 2.90M).
 Details and commands: `benchmarks/README.md`.

@@ -32,7 +32,7 @@ from historykit.processors.trigger import Trigger
 from historykit.tokens import _offline_encoding_names
 
 from ..conftest import CORPUS
-from .support import FAST, context, tokens
+from .support import FAST, carry_forward, context, tokens
 from .user_words_sessions import SessionShape, build_session, last_view, visibility
 
 AGENTS_MD = "# Rules\n" + "\n".join(f"- You must never edit file_{k}.py." for k in range(80))
@@ -402,9 +402,13 @@ def test_a_failing_summarizer_is_logged_once_per_cause_with_the_exception(
         attempts=1,
         retry_wait=tenacity.wait_none(),
     )
+    details: list[str] = []
     with caplog.at_level(logging.WARNING, logger="historykit.processors.summarize"):
-        _, notes = summarize.process(history, context())
-    assert calls >= 4 and any("summarizer failed" in d for d in notes.details)
+        # The conversation call by call (each call compacts for itself): several compactions, each
+        # with its own summarizer call.
+        for _, notes in carry_forward(summarize, history, context()):
+            details += notes.details
+    assert calls >= 4 and any("summarizer failed" in d for d in details)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [type(r.exc_info[1]).__name__ for r in warnings if r.exc_info] == [
         "ModuleNotFoundError",

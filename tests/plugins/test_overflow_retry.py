@@ -1,0 +1,258 @@
+"""Compact and retry, through real agents and the provider emulator.
+
+historykit is configured with a window larger than the one the emulator enforces, so the first call
+that crosses the real window is refused with the provider's own error (`prompt is too long: N tokens
+> M maximum`, OpenAI's `context_length_exceeded`). The integrations must compact harder and retry
+once: the run succeeds with exactly one refused request, the report says so with an
+`overflow-retry` marker, and later calls continue from the retried view (append-only). When even the
+harder compaction cannot fit, the provider's error reaches the caller unchanged after two attempts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from historykit.pipeline import Report
+from historykit.plugins.overflow import RETRY_STEP, RETRY_WINDOW_SOURCE, context_overflow, retry_window
+from historykit.processors import default_pipeline
+from tests.emulator import (
+    NON_BINDING_ANTHROPIC_MODEL,
+    ProviderEmulator,
+    extends,
+    tool_loop,
+)
+
+BINDING = "claude-fable-5-2"
+REAL_WINDOW = 4_000
+CONFIGURED = 50_000
+TOOL_TURNS = 12
+SYSTEM = "Be careful."
+
+
+def read(path: str) -> str:
+    """Read a file."""
+    return "\n".join(f"{path} line {i}: value = {i * 7} + offset_{i}" for i in range(40))
+
+
+def _emulator(model: str, window: int = REAL_WINDOW) -> ProviderEmulator:
+    script = tool_loop(TOOL_TURNS, tool="read", args=lambda i: {"path": f"src/f{i}.py"})
+    return ProviderEmulator(script, context_windows={model: window})
+
+
+def _assert_one_retry(emulator: ProviderEmulator, reports: list[Report]) -> None:
+    rejected = emulator.rejected
+    assert len(rejected) == 1, [r.rejection for r in rejected]
+    assert rejected[0].rejection is not None and rejected[0].rejection.rule == "window"
+    # The call after the refusal was the retry, and it was accepted.
+    refused_at = emulator.received.index(rejected[0])
+    assert emulator.received[refused_at + 1].status == 200
+    retries = [r for r in reports if any(s.processor == RETRY_STEP for s in r.steps)]
+    assert len(retries) == 1
+    report = retries[0]
+    (marker,) = [m for m in report.markers if m.strategy == "overflow-retry"]
+    assert marker.automatic
+    assert marker.tokens_after < marker.tokens_before
+    assert report.window_source == RETRY_WINDOW_SOURCE
+    assert report.context_window < REAL_WINDOW
+    # Later calls budget for the shrunk window and continue from the retried view.
+    later = reports[reports.index(report) + 1 :]
+    assert later and all(r.context_window == report.context_window for r in later)
+
+
+def _append_only_after_retry(emulator: ProviderEmulator, reports: list[Report]) -> None:
+    """Each accepted request after the retry extends the previous one unless that call compacted."""
+    accepted = emulator.received[emulator.received.index(emulator.rejected[0]) + 1 :]
+    retry_report = next(i for i, r in enumerate(reports) if any(s.processor == RETRY_STEP for s in r.steps))
+    follow = reports[retry_report + 1 :]
+    assert len(follow) == len(accepted) - 1
+    for (before, after), report in zip(itertools.pairwise(accepted), follow):
+        if not report.changed:
+            assert extends(before, after), "a call without compaction must extend the retried view"
+
+
+# --- Pydantic AI ---------------------------------------------------------------------------------
+
+
+def _pai_agent(emulator: ProviderEmulator, model_name: str, kit: Any) -> Any:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    model = AnthropicModel(
+        model_name, provider=AnthropicProvider(anthropic_client=emulator.anthropic_client(async_=True))
+    )
+    agent = Agent(model, instructions=SYSTEM, capabilities=[kit], model_settings={"max_tokens": 1024})
+    agent.tool_plain(read)
+    return agent
+
+
+@pytest.mark.pydantic_ai
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
+@pytest.mark.parametrize("model_name", [BINDING, NON_BINDING_ANTHROPIC_MODEL])
+async def test_pydantic_ai_compacts_and_retries_once(persist: bool, model_name: str) -> None:
+    from historykit.plugins.pydantic_ai_agent import _CAN_RETRY, HistoryKit
+
+    if not _CAN_RETRY:
+        pytest.skip("Pydantic AI 1.x cannot retry a request step")
+    emulator = _emulator(model_name)
+    reports: list[Report] = []
+    kit = HistoryKit(default_pipeline(), context_window=CONFIGURED, persist=persist, on_report=reports.append)
+    result = await _pai_agent(emulator, model_name, kit).run("Read the files.")
+    assert result.output == "All done."
+    _assert_one_retry(emulator, reports)
+    _append_only_after_retry(emulator, reports)
+
+
+@pytest.mark.pydantic_ai
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
+async def test_pydantic_ai_second_overflow_reaches_the_caller(persist: bool) -> None:
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    from historykit.plugins.pydantic_ai_agent import _CAN_RETRY, HistoryKit
+
+    if not _CAN_RETRY:
+        pytest.skip("Pydantic AI 1.x cannot retry a request step")
+    emulator = _emulator(BINDING, window=300)
+    kit = HistoryKit(default_pipeline(), context_window=CONFIGURED, persist=persist)
+    huge = "Please consider: " + " ".join(f"word{i}" for i in range(2_000))
+    with pytest.raises(ModelHTTPError) as raised:
+        await _pai_agent(emulator, BINDING, kit).run(huge)
+    assert raised.value.status_code == 400
+    assert "prompt is too long" in str(raised.value.body)
+    assert len(emulator.received) == 2 and len(emulator.rejected) == 2
+
+
+@pytest.mark.pydantic_ai
+async def test_pydantic_ai_openai_chat_model_compacts_and_retries() -> None:
+    """OpenAI's wording (`context_length_exceeded`, "maximum context length is M tokens")."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from historykit.plugins.pydantic_ai_agent import _CAN_RETRY, HistoryKit
+
+    if not _CAN_RETRY:
+        pytest.skip("Pydantic AI 1.x cannot retry a request step")
+    emulator = _emulator("gpt-5")
+    reports: list[Report] = []
+    kit = HistoryKit(default_pipeline(), context_window=CONFIGURED, persist=False, on_report=reports.append)
+    model = OpenAIChatModel(
+        "gpt-5", provider=OpenAIProvider(openai_client=emulator.openai_client(async_=True))
+    )
+    agent = Agent(model, instructions=SYSTEM, capabilities=[kit])
+    agent.tool_plain(read)
+    result = await agent.run("Read the files.")
+    assert result.output == "All done."
+    _assert_one_retry(emulator, reports)
+    assert emulator.rejected[0].response["error"]["code"] == "context_length_exceeded"
+
+
+# --- LangChain -----------------------------------------------------------------------------------
+
+
+def _lc_agent(emulator: ProviderEmulator, model_name: str, middleware: Any) -> Any:
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    llm = emulator.chat_anthropic(model_name, max_tokens=1024)
+    return create_agent(llm, tools=[tool(read)], system_prompt=SYSTEM, middleware=[middleware])
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
+@pytest.mark.parametrize("model_name", [BINDING, NON_BINDING_ANTHROPIC_MODEL])
+def test_langchain_compacts_and_retries_once(persist: bool, model_name: str) -> None:
+    from historykit.plugins.langgraph import HistoryKitMiddleware
+
+    emulator = _emulator(model_name)
+    reports: list[Report] = []
+    middleware = HistoryKitMiddleware(
+        default_pipeline(), context_window=CONFIGURED, persist=persist, on_report=reports.append
+    )
+    state = _lc_agent(emulator, model_name, middleware).invoke(
+        {"messages": [{"role": "user", "content": "Read the files."}]}
+    )
+    assert state["messages"][-1].text == "All done."
+    _assert_one_retry(emulator, reports)
+    _append_only_after_retry(emulator, reports)
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
+async def test_langchain_async_second_overflow_reaches_the_caller(persist: bool) -> None:
+    from langchain_core.exceptions import ContextOverflowError
+
+    from historykit.plugins.langgraph import HistoryKitMiddleware
+
+    emulator = _emulator(BINDING, window=300)
+    middleware = HistoryKitMiddleware(default_pipeline(), context_window=CONFIGURED, persist=persist)
+    huge = "Please consider: " + " ".join(f"word{i}" for i in range(2_000))
+    with pytest.raises(ContextOverflowError) as raised:
+        await _lc_agent(emulator, BINDING, middleware).ainvoke(
+            {"messages": [{"role": "user", "content": huge}]}
+        )
+    assert "prompt is too long" in str(raised.value)
+    assert len(emulator.received) == 2 and len(emulator.rejected) == 2
+
+
+async def test_langchain_async_compacts_and_retries_once() -> None:
+    from historykit.plugins.langgraph import HistoryKitMiddleware
+
+    emulator = _emulator(BINDING)
+    reports: list[Report] = []
+    middleware = HistoryKitMiddleware(default_pipeline(), context_window=CONFIGURED, on_report=reports.append)
+    state = await _lc_agent(emulator, BINDING, middleware).ainvoke(
+        {"messages": [{"role": "user", "content": "Read the files."}]}
+    )
+    assert state["messages"][-1].text == "All done."
+    _assert_one_retry(emulator, reports)
+    _append_only_after_retry(emulator, reports)
+
+
+# --- recognising the error -----------------------------------------------------------------------
+
+
+def test_sdk_errors_are_recognised_with_their_figures() -> None:
+    import anthropic
+    import openai
+
+    emulator = ProviderEmulator(tool_loop(0, tool="read"), context_windows={BINDING: 10, "gpt-5": 10})
+    with pytest.raises(anthropic.BadRequestError) as a:
+        emulator.anthropic_client().messages.create(
+            model=BINDING, max_tokens=10, messages=[{"role": "user", "content": "hello there " * 20}]
+        )
+    found = context_overflow(a.value)
+    assert found is not None and found.maximum == 10 and found.tokens is not None and found.tokens > 10
+    with pytest.raises(openai.BadRequestError) as o:
+        emulator.openai_client().chat.completions.create(
+            model="gpt-5", messages=[{"role": "user", "content": "hello there " * 20}]
+        )
+    found = context_overflow(o.value)
+    assert found is not None and found.maximum == 10
+    with pytest.raises(openai.BadRequestError) as r:
+        emulator.openai_client().responses.create(model="gpt-5", input="hello there " * 20)
+    found = context_overflow(r.value)
+    assert found is not None and found.maximum is None  # the Responses wording has no figures
+    assert len(emulator.rejected) == 3
+
+
+def test_other_errors_are_not_overflows() -> None:
+    import anthropic
+
+    emulator = ProviderEmulator(tool_loop(0, tool="read"))
+    with pytest.raises(anthropic.BadRequestError) as a:  # R4: the first message is not the user's
+        emulator.anthropic_client().messages.create(
+            model=BINDING, max_tokens=10, messages=[{"role": "assistant", "content": "hi"}]
+        )
+    assert context_overflow(a.value) is None
+    assert context_overflow(ValueError("prompt is too long: 5 tokens > 3 maximum")) is None  # no status
+
+
+def test_retry_window() -> None:
+    from historykit.plugins.overflow import ContextOverflow
+
+    stated = ContextOverflow("prompt is too long", tokens=5_000, maximum=4_000)
+    assert retry_window(stated, 50_000, 4_500) == 4_000 * 4_500 // 5_000  # in historykit's measure
+    assert retry_window(ContextOverflow("too long"), 50_000, 60_000) == 30_000
+    assert retry_window(ContextOverflow("x", 90_000, 80_000), 50_000, 49_000) == 30_000  # max above ours

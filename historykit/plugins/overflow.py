@@ -13,7 +13,8 @@ retry once (`HistoryKit` for Pydantic AI 2.x, `HistoryKitMiddleware` for LangCha
   window"). This module is the one place that knows them.
 - `OverflowRetry` runs the pipeline again on the same input with a smaller window: the provider's
   maximum when the error states it (scaled to historykit's count when the provider counted more),
-  else `RETRY_FRACTION` of the window. The retry is a compaction: its report has an
+  else `RETRY_FRACTION` of the window or the refused request's size, the smaller (`retry_window`).
+  The retry is a compaction: its report has an
   `OverflowRetry` step with a `CompactionMarker(strategy="overflow-retry")`.
 
 The smaller window then stays with the conversation (`OverflowRetry.windows`), so later calls
@@ -144,17 +145,22 @@ def _error_text(error: BaseException) -> str:
 
 
 def retry_window(overflow: ContextOverflow, window: int, sent_tokens: int) -> int:
-    """The window the retry budgets for, given the one the rejected call used.
+    """The window the retry budgets for, given the one the refused call used and its size.
 
     The provider's maximum when the error states one below `window`, in historykit's measure (the
     provider also counts tool definitions and uses its own tokenizer: its maximum is scaled by how
-    much more it counted than historykit did); otherwise `RETRY_FRACTION` of `window`.
+    much more it counted than historykit did). Otherwise `RETRY_FRACTION` of `window`, or the
+    refused request's own size (`sent_tokens`, historykit's count) when that is smaller: the
+    provider's window is below it, so a window of that size makes the triggers fire.
     """
-    target = int(window * RETRY_FRACTION)
     if overflow.maximum is not None and overflow.maximum < window:
         target = overflow.maximum
         if overflow.tokens and 0 < sent_tokens < overflow.tokens:
             target = target * sent_tokens // overflow.tokens
+    else:
+        target = int(window * RETRY_FRACTION)
+        if sent_tokens > 0:
+            target = min(target, sent_tokens)
     return max(1, min(target, window - 1))
 
 

@@ -317,6 +317,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         attempt sends that view. Any other error, or a second overflow, is raised unchanged."""
         step = self._steps.get(_step(ctx))
         if step is None or step.retried is not None:
+            self._steps.pop(_step(ctx), None)  # retried already: this failure ends the step
             raise error
         result = await self.overflow.arecompact(
             self.pipeline,

@@ -42,7 +42,8 @@ def _emulator(model: str, window: int = REAL_WINDOW) -> ProviderEmulator:
     return ProviderEmulator(script, context_windows={model: window})
 
 
-def _assert_one_retry(emulator: ProviderEmulator, reports: list[Report]) -> None:
+def _assert_one_retry(emulator: ProviderEmulator, reports: list[Report], stated: bool = True) -> None:
+    """`stated`: the error stated the maximum, so the retry budgets for less than the real window."""
     rejected = emulator.rejected
     assert len(rejected) == 1, [r.rejection for r in rejected]
     assert rejected[0].rejection is not None and rejected[0].rejection.rule == "window"
@@ -56,7 +57,7 @@ def _assert_one_retry(emulator: ProviderEmulator, reports: list[Report]) -> None
     assert marker.automatic
     assert marker.tokens_after < marker.tokens_before
     assert report.window_source == RETRY_WINDOW_SOURCE
-    assert report.context_window < REAL_WINDOW
+    assert report.context_window < (REAL_WINDOW if stated else CONFIGURED * 0.6)
     # Later calls budget for the shrunk window and continue from the retried view.
     later = reports[reports.index(report) + 1 :]
     assert later and all(r.context_window == report.context_window for r in later)
@@ -210,6 +211,28 @@ async def test_langchain_async_compacts_and_retries_once() -> None:
     _append_only_after_retry(emulator, reports)
 
 
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
+def test_langchain_openai_responses_compacts_and_retries(persist: bool) -> None:
+    """OpenAI Responses states no figures ("Your input exceeds the context window of this model"):
+    the retry budgets for the refused request's size, which is enough here."""
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    from historykit.plugins.langgraph import HistoryKitMiddleware
+
+    emulator = _emulator("gpt-5")
+    reports: list[Report] = []
+    middleware = HistoryKitMiddleware(
+        default_pipeline(), context_window=CONFIGURED, persist=persist, on_report=reports.append
+    )
+    llm = emulator.chat_openai("gpt-5", use_responses_api=True)
+    agent = create_agent(llm, tools=[tool(read)], system_prompt=SYSTEM, middleware=[middleware])
+    state = agent.invoke({"messages": [{"role": "user", "content": "Read the files."}]})
+    assert state["messages"][-1].text == "All done."
+    _assert_one_retry(emulator, reports, stated=False)
+    assert emulator.rejected[0].response["error"]["code"] == "context_length_exceeded"
+
+
 # --- recognising the error -----------------------------------------------------------------------
 
 
@@ -255,4 +278,5 @@ def test_retry_window() -> None:
     stated = ContextOverflow("prompt is too long", tokens=5_000, maximum=4_000)
     assert retry_window(stated, 50_000, 4_500) == 4_000 * 4_500 // 5_000  # in historykit's measure
     assert retry_window(ContextOverflow("too long"), 50_000, 60_000) == 30_000
+    assert retry_window(ContextOverflow("too long"), 50_000, 9_000) == 9_000  # the window is below 9,000
     assert retry_window(ContextOverflow("x", 90_000, 80_000), 50_000, 49_000) == 30_000  # max above ours

@@ -20,7 +20,10 @@ from historykit.plugins.overflow import RETRY_STEP, RETRY_WINDOW_SOURCE, context
 from historykit.processors import default_pipeline
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,
+    EmulatedRequest,
     ProviderEmulator,
+    ToolCall,
+    Turn,
     extends,
     tool_loop,
 )
@@ -42,7 +45,38 @@ def _emulator(model: str, window: int = REAL_WINDOW) -> ProviderEmulator:
     return ProviderEmulator(script, context_windows={model: window})
 
 
-def _assert_one_retry(emulator: ProviderEmulator, reports: list[Report], stated: bool = True) -> None:
+# For the modes' comparison: the view was compacted several times before the first refusal (each
+# turn leaves notes that clearing tool results cannot take back), so replaying the conversation at
+# the smaller window would send different views than persistent mode, which only has the last one.
+LONG_TURNS = 30
+LONG_CONFIGURED = 10_000
+LONG_REAL_WINDOW = 5_000
+
+
+def _deterministic_emulator(model: str) -> ProviderEmulator:
+    """Fixed tool-call ids and signing secret: two runs that send the same views send identical requests."""
+    played = 0
+
+    def script(request: EmulatedRequest) -> Turn:
+        nonlocal played
+        i, played = played, played + 1
+        if i >= LONG_TURNS:
+            return Turn(thinking=f"Step {i}: finished.", text="All done.")
+        call = ToolCall("read", {"path": f"src/f{i}.py"}, id=f"toolu_{i:04d}")
+        notes = f"Turn {i} notes: " + " ".join(f"observation{j}" for j in range(60))
+        return Turn(thinking=f"Step {i}: I will read a file.", text=notes, tool_calls=[call])
+
+    return ProviderEmulator(script, context_windows={model: LONG_REAL_WINDOW}, secret=b"overflow-retry")
+
+
+def _compacted_before_the_retry(reports: list[Report]) -> bool:
+    retry = next(i for i, r in enumerate(reports) if any(s.processor == RETRY_STEP for s in r.steps))
+    return any(r.changed for r in reports[:retry])
+
+
+def _assert_one_retry(
+    emulator: ProviderEmulator, reports: list[Report], stated: bool = True, real_window: int = REAL_WINDOW
+) -> None:
     """`stated`: the error stated the maximum, so the retry budgets for less than the real window."""
     rejected = emulator.rejected
     assert len(rejected) == 1, [r.rejection for r in rejected]
@@ -57,7 +91,7 @@ def _assert_one_retry(emulator: ProviderEmulator, reports: list[Report], stated:
     assert marker.automatic
     assert marker.tokens_after < marker.tokens_before
     assert report.window_source == RETRY_WINDOW_SOURCE
-    assert report.context_window < (REAL_WINDOW if stated else CONFIGURED * 0.6)
+    assert report.context_window < (real_window if stated else CONFIGURED * 0.6)
     # Later calls budget for the shrunk window and continue from the retried view.
     later = reports[reports.index(report) + 1 :]
     assert later and all(r.context_window == report.context_window for r in later)
@@ -77,7 +111,7 @@ def _append_only_after_retry(emulator: ProviderEmulator, reports: list[Report]) 
 # --- Pydantic AI ---------------------------------------------------------------------------------
 
 
-def _pai_agent(emulator: ProviderEmulator, model_name: str, kit: Any) -> Any:
+def _pai_agent(emulator: ProviderEmulator, model_name: str, kit: Any, settings: Any = None) -> Any:
     from pydantic_ai import Agent
     from pydantic_ai.models.anthropic import AnthropicModel
     from pydantic_ai.providers.anthropic import AnthropicProvider
@@ -85,7 +119,8 @@ def _pai_agent(emulator: ProviderEmulator, model_name: str, kit: Any) -> Any:
     model = AnthropicModel(
         model_name, provider=AnthropicProvider(anthropic_client=emulator.anthropic_client(async_=True))
     )
-    agent = Agent(model, instructions=SYSTEM, capabilities=[kit], model_settings={"max_tokens": 1024})
+    settings = {"max_tokens": 1024} if settings is None else settings
+    agent = Agent(model, instructions=SYSTEM, capabilities=[kit], model_settings=settings)
     agent.tool_plain(read)
     return agent
 
@@ -105,6 +140,31 @@ async def test_pydantic_ai_compacts_and_retries_once(persist: bool, model_name: 
     assert result.output == "All done."
     _assert_one_retry(emulator, reports)
     _append_only_after_retry(emulator, reports)
+
+
+@pytest.mark.pydantic_ai
+async def test_pydantic_ai_modes_send_the_same_requests_around_a_retry() -> None:
+    """View-only and persistent send the same requests, the refused one and the retry included (the
+    retry replays only the refused call, from the view the previous call had). AnthropicModel streams
+    when `max_tokens` is left to it: the refusal comes as the stream opens."""
+    from historykit.plugins.pydantic_ai_agent import _CAN_RETRY, HistoryKit
+
+    if not _CAN_RETRY:
+        pytest.skip("Pydantic AI 1.x cannot retry a request step")
+    sent = {}
+    for persist in (True, False):
+        emulator = _deterministic_emulator(BINDING)
+        reports: list[Report] = []
+        kit = HistoryKit(
+            default_pipeline(), context_window=LONG_CONFIGURED, persist=persist, on_report=reports.append
+        )
+        agent = _pai_agent(emulator, BINDING, kit, settings={})  # no max_tokens: Pydantic AI streams
+        assert (await agent.run("Read the files.")).output == "All done."
+        assert emulator.received[0].body.get("stream") is True
+        _assert_one_retry(emulator, reports, real_window=LONG_REAL_WINDOW)
+        assert _compacted_before_the_retry(reports)
+        sent[persist] = [r.history() for r in emulator.received]
+    assert sent[True] == sent[False]
 
 
 @pytest.mark.pydantic_ai
@@ -178,6 +238,26 @@ def test_langchain_compacts_and_retries_once(persist: bool, model_name: str) -> 
     assert state["messages"][-1].text == "All done."
     _assert_one_retry(emulator, reports)
     _append_only_after_retry(emulator, reports)
+
+
+def test_langchain_modes_send_the_same_requests_around_a_retry() -> None:
+    from historykit.plugins.langgraph import HistoryKitMiddleware
+
+    sent = {}
+    for persist in (True, False):
+        emulator = _deterministic_emulator(NON_BINDING_ANTHROPIC_MODEL)
+        reports: list[Report] = []
+        middleware = HistoryKitMiddleware(
+            default_pipeline(), context_window=LONG_CONFIGURED, persist=persist, on_report=reports.append
+        )
+        state = _lc_agent(emulator, NON_BINDING_ANTHROPIC_MODEL, middleware).invoke(
+            {"messages": [{"role": "user", "content": "Read the files."}]}
+        )
+        assert state["messages"][-1].text == "All done."
+        _assert_one_retry(emulator, reports, real_window=LONG_REAL_WINDOW)
+        assert _compacted_before_the_retry(reports)
+        sent[persist] = [r.history() for r in emulator.received]
+    assert sent[True] == sent[False]
 
 
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])

@@ -37,11 +37,12 @@ provider's prompt cache keeps hitting; on a model that binds thinking (its profi
 `anthropic_binds_thinking_blocks`, its name, or `binds_thinking=`), thinking after an edit is
 dropped (`historykit.binding`).
 
-Compact and retry (`HistoryKit` on 2.x): when the provider refuses a request as too long for its
-context window, the pipeline runs again on the same input with a smaller window and the request
-step makes one more attempt (`historykit.plugins.overflow`); the report of the retry has an
-`OverflowRetry` step and marker, and a second refusal reaches the caller as Pydantic AI raised it.
-`HistoryKitProcessor` and 1.x capabilities cannot retry.
+Compact and retry (`HistoryKit`): when the provider refuses a request as too long for its context
+window, the pipeline runs again on the same input with a smaller window and the model is called
+once more (2.x: another attempt of the request step; 1.x: `wrap_model_request` calls the model
+again), see `historykit.plugins.overflow`. The report of the retry has an `OverflowRetry` step and
+marker; a second refusal reaches the caller as Pydantic AI raised it. `HistoryKitProcessor` cannot
+retry.
 
 Example:
     ```python
@@ -96,10 +97,11 @@ _BEFORE_HOOK_IS_REQUEST_ONLY = _AbstractCapability is not None and hasattr(
 (history changes go through `RunContext.messages`); before it (1.x) the framework wrote the messages
 `before_model_request` returned back to the run's history."""
 
-_CAN_RETRY = _RetryModelRequest is not None and _BEFORE_HOOK_IS_REQUEST_ONLY
-"""Feature check: compact-and-retry needs `RetryModelRequest` raised from `on_model_request_error`
-and `prepare_model_request` to send the retried view (2.x); `wrap_model_request` may call its
-handler only once there, and 1.x has neither."""
+_RETRY_BY_ATTEMPT = _RetryModelRequest is not None and _BEFORE_HOOK_IS_REQUEST_ONLY
+"""Feature check: how compact-and-retry calls the model again. 2.x: `on_model_request_error` raises
+`RetryModelRequest` and `prepare_model_request` sends the retried view (`wrap_model_request` may
+call its handler only once there). 1.x capabilities have no attempts: `wrap_model_request` calls
+its handler a second time."""
 
 
 def model_context_window(model: Any) -> ContextWindow | None:
@@ -293,9 +295,8 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             return request_context  # 1.x writes these messages back: view-only works in wrap_model_request
         given = list(request_context.messages)
         processed = await self.process(given, request_context.model, _conversation(ctx))
-        if _CAN_RETRY:
-            # What a retry after a context overflow starts again from (`on_model_request_error`).
-            self._steps[_step(ctx)] = _Step(given, self.window_for(request_context.model, _conversation(ctx)))
+        # What a retry after a context overflow starts again from.
+        self._steps[_step(ctx)] = _Step(given, self.window_for(request_context.model, _conversation(ctx)))
         request_context.messages = list(processed)
         if self.persist and _BEFORE_HOOK_IS_REQUEST_ONLY:
             # 2.x keeps `request_context.messages` to this request; the run's history is ctx.messages.
@@ -303,38 +304,63 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         return request_context
 
     async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
-        if self.persist or _BEFORE_HOOK_IS_REQUEST_ONLY:
-            return await handler(request_context)
-        # 1.x view-only: what the handler gets here is sent to the model and never written back.
-        processed = await self.process(request_context.messages, request_context.model)
-        return await handler(replace(request_context, messages=processed))
+        if _RETRY_BY_ATTEMPT:
+            return await handler(request_context)  # 2.x: `on_model_request_error` retries
+        model = request_context.model
+        if self.persist:
+            step = self._steps.pop(_step(ctx), None)  # `before_model_request` processed the history
+            sent = request_context
+        else:
+            # 1.x view-only: what the handler gets here is sent to the model and never written back.
+            given = list(request_context.messages)
+            step = _Step(given, self.window_for(model, _conversation(ctx)))
+            processed = await self.process(given, model, _conversation(ctx))
+            sent = replace(request_context, messages=_as_sent_in_1x(processed))
+        try:
+            return await handler(sent)
+        except Exception as error:
+            if step is None:
+                raise
+            result = await self._recompact(ctx, step, error, model, sent.messages)
+            if result is None:
+                raise
+            retried = self.deliver(result)
+            if self.persist:
+                ctx.messages[:] = retried  # 1.x: the run's history itself
+            return await handler(replace(request_context, messages=_as_sent_in_1x(retried)))  # once only
 
-    async def on_model_request_error(
-        self, ctx: RunContext[Any], *, request_context: Any, error: Exception
-    ) -> Any:
-        """Compact and retry (2.x): a context-length error makes the pipeline run again on the same
-        input with a smaller window (`historykit.plugins.overflow`), once per request step; the next
-        attempt sends that view. Any other error, or a second overflow, is raised unchanged."""
-        step = self._steps.get(_step(ctx))
-        if step is None or step.retried is not None:
-            self._steps.pop(_step(ctx), None)  # retried already: this failure ends the step
-            raise error
-        result = await self.overflow.arecompact(
+    async def _recompact(
+        self, ctx: RunContext[Any], step: _Step, error: Exception, model: Any, rejected: list[ModelMessage]
+    ) -> PipelineResult | None:
+        return await self.overflow.arecompact(
             self.pipeline,
             step.given,
             error,
             conversation=_conversation(ctx),
             window=step.window,
             mode=self.mode,
-            binds_thinking=self.binds_for(request_context.model),
-            rejected=request_context.messages,
+            binds_thinking=self.binds_for(model),
+            rejected=rejected,
         )
+
+    async def on_model_request_error(
+        self, ctx: RunContext[Any], *, request_context: Any, error: Exception
+    ) -> Any:
+        """Compact and retry (2.x; 1.x retries in `wrap_model_request`): a context-length error makes
+        the pipeline run again on the same input with a smaller window (`historykit.plugins.overflow`),
+        once per request step; the next attempt sends that view. Any other error, or a second
+        overflow, is raised unchanged."""
+        step = self._steps.get(_step(ctx)) if _RETRY_BY_ATTEMPT else None
+        if step is None or step.retried is not None:
+            self._steps.pop(_step(ctx), None)  # retried already: this failure ends the step
+            raise error
+        result = await self._recompact(ctx, step, error, request_context.model, request_context.messages)
         if result is None:
             raise error
         step.retried = self.deliver(result)
         if self.persist:
             ctx.messages[:] = step.retried
-        assert _RetryModelRequest is not None  # _steps is only filled when it exists
+        assert _RetryModelRequest is not None  # checked by _RETRY_BY_ATTEMPT
         raise _RetryModelRequest()
 
     async def prepare_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
@@ -356,6 +382,18 @@ class _Step:
     window: ContextWindow
     retried: list[ModelMessage] | None = None
     """The view the retry sends, once the step has been retried."""
+
+
+def _as_sent_in_1x(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """1.x merges consecutive requests of the history `before_model_request` returned before sending
+    it (`_clean_message_history`); what `wrap_model_request` sends (the view-only view, a retry) is
+    merged the same way, so both modes send the same requests and a call after a persistent retry,
+    which sends the stored history merged, extends it."""
+    try:
+        from pydantic_ai._agent_graph import _clean_message_history
+    except ImportError:  # pragma: no cover - a 1.x without it sends the history as it is
+        return messages
+    return list(_clean_message_history(list(messages)))
 
 
 def _conversation(ctx: RunContext[Any]) -> str | None:

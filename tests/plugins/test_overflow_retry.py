@@ -10,6 +10,7 @@ harder compaction cannot fit, the provider's error reaches the caller unchanged 
 
 from __future__ import annotations
 
+import importlib.metadata
 import itertools
 from typing import Any
 
@@ -29,6 +30,7 @@ from tests.emulator import (
 )
 
 BINDING = "claude-fable-5-2"
+_PAI2 = not importlib.metadata.version("pydantic-ai-slim").startswith("1.")
 REAL_WINDOW = 4_000
 CONFIGURED = 50_000
 TOOL_TURNS = 12
@@ -129,10 +131,8 @@ def _pai_agent(emulator: ProviderEmulator, model_name: str, kit: Any, settings: 
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
 @pytest.mark.parametrize("model_name", [BINDING, NON_BINDING_ANTHROPIC_MODEL])
 async def test_pydantic_ai_compacts_and_retries_once(persist: bool, model_name: str) -> None:
-    from historykit.plugins.pydantic_ai_agent import _CAN_RETRY, HistoryKit
+    from historykit.plugins.pydantic_ai_agent import HistoryKit
 
-    if not _CAN_RETRY:
-        pytest.skip("Pydantic AI 1.x cannot retry a request step")
     emulator = _emulator(model_name)
     reports: list[Report] = []
     kit = HistoryKit(default_pipeline(), context_window=CONFIGURED, persist=persist, on_report=reports.append)
@@ -147,10 +147,8 @@ async def test_pydantic_ai_modes_send_the_same_requests_around_a_retry() -> None
     """View-only and persistent send the same requests, the refused one and the retry included (the
     retry replays only the refused call, from the view the previous call had). AnthropicModel streams
     when `max_tokens` is left to it: the refusal comes as the stream opens."""
-    from historykit.plugins.pydantic_ai_agent import _CAN_RETRY, HistoryKit
+    from historykit.plugins.pydantic_ai_agent import HistoryKit
 
-    if not _CAN_RETRY:
-        pytest.skip("Pydantic AI 1.x cannot retry a request step")
     sent = {}
     for persist in (True, False):
         emulator = _deterministic_emulator(BINDING)
@@ -160,7 +158,7 @@ async def test_pydantic_ai_modes_send_the_same_requests_around_a_retry() -> None
         )
         agent = _pai_agent(emulator, BINDING, kit, settings={})  # no max_tokens: Pydantic AI streams
         assert (await agent.run("Read the files.")).output == "All done."
-        assert emulator.received[0].body.get("stream") is True
+        assert emulator.received[0].body.get("stream") is _PAI2  # 1.x does not stream here
         _assert_one_retry(emulator, reports, real_window=LONG_REAL_WINDOW)
         assert _compacted_before_the_retry(reports)
         sent[persist] = [r.history() for r in emulator.received]
@@ -172,10 +170,8 @@ async def test_pydantic_ai_modes_send_the_same_requests_around_a_retry() -> None
 async def test_pydantic_ai_second_overflow_reaches_the_caller(persist: bool) -> None:
     from pydantic_ai.exceptions import ModelHTTPError
 
-    from historykit.plugins.pydantic_ai_agent import _CAN_RETRY, HistoryKit
+    from historykit.plugins.pydantic_ai_agent import HistoryKit
 
-    if not _CAN_RETRY:
-        pytest.skip("Pydantic AI 1.x cannot retry a request step")
     emulator = _emulator(BINDING, window=300)
     kit = HistoryKit(default_pipeline(), context_window=CONFIGURED, persist=persist)
     huge = "Please consider: " + " ".join(f"word{i}" for i in range(2_000))
@@ -193,10 +189,8 @@ async def test_pydantic_ai_openai_chat_model_compacts_and_retries() -> None:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from historykit.plugins.pydantic_ai_agent import _CAN_RETRY, HistoryKit
+    from historykit.plugins.pydantic_ai_agent import HistoryKit
 
-    if not _CAN_RETRY:
-        pytest.skip("Pydantic AI 1.x cannot retry a request step")
     emulator = _emulator("gpt-5")
     reports: list[Report] = []
     kit = HistoryKit(default_pipeline(), context_window=CONFIGURED, persist=False, on_report=reports.append)

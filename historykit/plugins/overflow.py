@@ -3,7 +3,7 @@
 historykit budgets with the window it is given (or the model profile's, or a default). When that is
 larger than what the provider accepts (a wrong profile, tool definitions, another tokenizer), the
 model call fails with the provider's context-length error. The integrations then compact harder and
-retry once (`HistoryKit` for Pydantic AI 2.x, `HistoryKitMiddleware` for LangChain):
+retry once (`HistoryKit` for Pydantic AI, `HistoryKitMiddleware` for LangChain):
 
 - `context_overflow(error)` recognises the error, whichever way it arrives: Pydantic AI's
   `ModelHTTPError` (status 400, its body; `ModelContextWindowExceededError` where Pydantic AI

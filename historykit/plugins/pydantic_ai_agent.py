@@ -416,7 +416,7 @@ class HistoryKitProcessor(_Glue):
 
     It cannot compact and retry when the provider answers that the request is too long: a history
     processor runs before the model call and never sees its error, so the error reaches the caller.
-    `HistoryKit` on Pydantic AI 2.x does retry (`historykit.plugins.overflow`).
+    `HistoryKit` does retry (`historykit.plugins.overflow`).
 
     Example:
         ```python

@@ -15,6 +15,8 @@ import itertools
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from historykit.pipeline import Report
 from historykit.plugins.overflow import RETRY_STEP, RETRY_WINDOW_SOURCE, context_overflow, retry_window
@@ -354,3 +356,46 @@ def test_retry_window() -> None:
     assert retry_window(ContextOverflow("too long"), 50_000, 60_000) == 30_000
     assert retry_window(ContextOverflow("too long"), 50_000, 9_000) == 9_000  # the window is below 9,000
     assert retry_window(ContextOverflow("x", 90_000, 80_000), 50_000, 49_000) == 30_000  # max above ours
+
+
+@given(
+    tokens=st.integers(1, 10**7),
+    maximum=st.integers(1, 10**7),
+    window=st.integers(2, 10**7),
+    sent=st.integers(0, 10**7),
+    stated=st.booleans(),
+)
+def test_retry_window_is_always_smaller(
+    tokens: int, maximum: int, window: int, sent: int, stated: bool
+) -> None:
+    from historykit.plugins.overflow import ContextOverflow
+
+    overflow = ContextOverflow("too long", tokens, maximum) if stated else ContextOverflow("too long")
+    assert 1 <= retry_window(overflow, window, sent) < window
+
+
+@pytest.mark.pydantic_ai
+@given(
+    tokens=st.integers(1, 10**7),
+    maximum=st.integers(1, 10**7),
+    provider=st.sampled_from(["anthropic", "openai"]),
+)
+def test_pydantic_ai_http_errors_give_their_figures(tokens: int, maximum: int, provider: str) -> None:
+    """The bodies as the providers send them, in Pydantic AI's `ModelHTTPError`."""
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    if provider == "anthropic":
+        message = f"prompt is too long: {tokens} tokens > {maximum} maximum"
+        body: dict[str, Any] = {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": message},
+        }
+    else:
+        message = (
+            f"This model's maximum context length is {maximum} tokens. However, your messages resulted in "
+            f"{tokens} tokens. Please reduce the length of the messages."
+        )
+        body = {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}
+    found = context_overflow(ModelHTTPError(400, "a-model", body=body))
+    assert found is not None and (found.tokens, found.maximum) == (tokens, maximum)
+    assert context_overflow(ModelHTTPError(500, "a-model", body=body)) is None  # not a refusal of the request

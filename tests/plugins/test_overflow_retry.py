@@ -399,3 +399,25 @@ def test_pydantic_ai_http_errors_give_their_figures(tokens: int, maximum: int, p
     found = context_overflow(ModelHTTPError(400, "a-model", body=body))
     assert found is not None and (found.tokens, found.maximum) == (tokens, maximum)
     assert context_overflow(ModelHTTPError(500, "a-model", body=body)) is None  # not a refusal of the request
+
+
+def test_remember_view_is_where_later_view_calls_continue() -> None:
+    """`Pipeline.remember_view`: a view made outside the replay (the retry) is what the next view-only
+    call under that window starts from; only the new call is replayed."""
+    from historykit import Pipeline
+    from historykit.messages import Message, TextPart
+    from historykit.processors import Repair
+
+    def msg(role: Any, text: str) -> Message:
+        return Message(role, (TextPart(text),))
+
+    raw = [msg("user", "task"), msg("assistant", "first answer"), msg("user", "more")]
+    pipeline = Pipeline([Repair()])
+    retried = [msg("user", "task, compacted by the retry"), *raw[1:]]
+    pipeline.remember_view(raw, retried, 3_000, binds_thinking=False)
+    later = [*raw, msg("assistant", "second answer"), msg("user", "next")]
+    result = pipeline.run(later, 3_000, mode="view", binds_thinking=False)
+    assert result.report.replayed_calls == 1
+    assert result.messages == [*retried, *later[3:]]
+    # Under the configured window the conversation's own views are derived as before.
+    assert pipeline.run(later, 50_000, mode="view", binds_thinking=False).messages == later

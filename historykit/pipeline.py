@@ -438,6 +438,24 @@ class Pipeline(HistoryProcessor):
             final, replayed = done.value
         return final, steps, replayed
 
+    def remember_view(
+        self,
+        raw: Sequence[Any],
+        view: Sequence[Any],
+        context_window: int,
+        *,
+        binds_thinking: bool | None = None,
+    ) -> None:
+        """View-only mode: make `view` the view of the model call that ends the raw history `raw`,
+        under `context_window` (and `binds_thinking`), so later `run(..., mode="view")` calls with
+        that setting continue from it. For a compaction made outside the replay: the integrations'
+        compact-and-retry after a context overflow (`historykit.plugins.overflow`)."""
+        from historykit.plugins import adapter_for
+
+        neutral = adapter_for(raw).to_neutral(raw)
+        ctx = self._context(context_window, None, binds_thinking, neutral)
+        self.views.remember(neutral, adapter_for(view).to_neutral(view), _view_setting(ctx))
+
     def run(
         self,
         messages: Sequence[Any],

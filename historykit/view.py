@@ -122,6 +122,13 @@ class ViewReplay:
             self._remember(chain[index], view)
         return view, replayed
 
+    def remember(self, raw: Sequence[Message], view: Sequence[Message], setting: str = "") -> None:
+        """Remember `view` as the view of the model call that ends `raw`, under `setting`: later
+        calls under that setting continue from it. For a compaction made outside the replay (the
+        integrations' compact-and-retry after a context overflow)."""
+        points = request_points(raw)
+        self._remember(self._chain(raw, points, setting)[-1], list(view))
+
     def _remember(self, key: bytes, view: list[Message]) -> None:
         self._views[key] = tuple(view)
         self._views.move_to_end(key)

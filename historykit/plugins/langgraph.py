@@ -44,6 +44,13 @@ is `binds_thinking=` when given, else read from the chat model's name (the reque
 middleware, the `model=` you pass for the hook), else from the model names in the messages'
 `response_metadata`. On such a model, thinking after an edit is dropped in the same call.
 
+Compact and retry (the middleware): when the provider refuses the call as too long for its context
+window (LangChain's `ContextOverflowError`, or the SDK's `BadRequestError` saying so), the pipeline
+runs again on the same input with a smaller window and the model is called once more
+(`historykit.plugins.overflow`); the smaller window stays with the thread. The report of the retry
+has an `OverflowRetry` step and marker; a second refusal reaches the caller as the model raised it.
+The hook runs before the model node and cannot retry.
+
 Example:
     ```python
     from langchain.agents import create_agent
@@ -77,6 +84,7 @@ from langgraph.types import Command
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
 from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, Report
+from historykit.plugins.overflow import OverflowRetry
 from historykit.view import Mode
 
 try:
@@ -215,6 +223,8 @@ class _Glue:
         self.binds_thinking = binds_thinking
         """Whether the model binds thinking to the history (R13); `None`: from the chat model's name,
         else from the model names on the messages."""
+        self.overflow = OverflowRetry()
+        """Compact-and-retry (the middleware): the windows threads shrank to after a context overflow."""
 
     def _binds(self, model: Any) -> bool | None:
         return self.binds_thinking if self.binds_thinking is not None else chat_model_binds_thinking(model)
@@ -224,7 +234,10 @@ class _Glue:
 
     def _window(self, model: Any) -> ContextWindow:
         stated = chat_model_context_window(model) if self.context_window is None else None
-        return resolve_context_window(self.context_window, stated.tokens if stated else None, "model profile")
+        configured = resolve_context_window(
+            self.context_window, stated.tokens if stated else None, "model profile"
+        )
+        return self.overflow.window(_thread(), configured)
 
     def _run(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
         window = self._window(model)
@@ -392,11 +405,62 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         return _ExtendedModelResponse(model_response=response, command=Command(update={"messages": update}))
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
-        edited = self._split(request, self._run(self._history(request), request.model))
-        return self._finish(request, edited, handler(edited))
+        history = self._history(request)
+        window = self._window(request.model)
+        edited = self._split(request, self._run(history, request.model))
+        try:
+            response = handler(edited)
+        except Exception as error:
+            result = self.overflow.recompact(
+                self.pipeline,
+                history,
+                error,
+                rejected=self._history(edited),
+                **self._retry_setting(request, window),
+            )
+            if result is None:
+                raise
+            edited = self._split(request, self._deliver(result))
+            response = handler(edited)  # once: a second failure reaches the caller as raised
+        return self._finish(request, edited, response)
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Any:
-        edited = self._split(request, await self._arun(self._history(request), request.model))
-        return self._finish(request, edited, await handler(edited))
+        history = self._history(request)
+        window = self._window(request.model)
+        edited = self._split(request, await self._arun(history, request.model))
+        try:
+            response = await handler(edited)
+        except Exception as error:
+            result = await self.overflow.arecompact(
+                self.pipeline,
+                history,
+                error,
+                rejected=self._history(edited),
+                **self._retry_setting(request, window),
+            )
+            if result is None:
+                raise
+            edited = self._split(request, self._deliver(result))
+            response = await handler(edited)  # once: a second failure reaches the caller as raised
+        return self._finish(request, edited, response)
+
+    def _retry_setting(self, request: ModelRequest, window: ContextWindow) -> dict[str, Any]:
+        return {
+            "conversation": _thread(),
+            "window": window,
+            "mode": self._mode(),
+            "binds_thinking": self._binds(request.model),
+        }
+
+
+def _thread() -> str | None:
+    """The thread the graph runs in (its checkpointer's `thread_id`): where a shrunk window belongs."""
+    from langgraph.config import get_config
+
+    try:
+        thread = get_config().get("configurable", {}).get("thread_id")
+    except RuntimeError:  # called outside a graph
+        return None
+    return thread if isinstance(thread, str) else None

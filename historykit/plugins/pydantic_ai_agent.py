@@ -37,6 +37,13 @@ provider's prompt cache keeps hitting; on a model that binds thinking (its profi
 `anthropic_binds_thinking_blocks`, its name, or `binds_thinking=`), thinking after an edit is
 dropped (`historykit.binding`).
 
+Compact and retry (`HistoryKit`): when the provider refuses a request as too long for its context
+window, the pipeline runs again on the same input with a smaller window and the model is called
+once more (2.x: another attempt of the request step; 1.x: `wrap_model_request` calls the model
+again), see `historykit.plugins.overflow`. The report of the retry has an `OverflowRetry` step and
+marker; a second refusal reaches the caller as Pydantic AI raised it. `HistoryKitProcessor` cannot
+retry.
+
 Example:
     ```python
     from pydantic_ai import Agent
@@ -64,12 +71,18 @@ from pydantic_ai.tools import RunContext
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
 from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, Report
+from historykit.plugins.overflow import OverflowRetry
 from historykit.view import Mode
 
 try:
     from pydantic_ai.capabilities import AbstractCapability as _AbstractCapability
 except ImportError:  # pragma: no cover - Pydantic AI 1.x before capabilities: only HistoryKitProcessor
     _AbstractCapability = None  # type: ignore[assignment,misc]
+
+try:
+    from pydantic_ai.exceptions import RetryModelRequest as _RetryModelRequest
+except ImportError:  # pragma: no cover - Pydantic AI 1.x: no attempts to retry a request step with
+    _RetryModelRequest = None  # type: ignore[assignment,misc]
 
 __all__ = ["HistoryKit", "HistoryKitProcessor", "model_binds_thinking_blocks", "model_context_window"]
 
@@ -83,6 +96,12 @@ _BEFORE_HOOK_IS_REQUEST_ONLY = _AbstractCapability is not None and hasattr(
 """Feature check: with `prepare_model_request` (2.x) came request-only `before_model_request` messages
 (history changes go through `RunContext.messages`); before it (1.x) the framework wrote the messages
 `before_model_request` returned back to the run's history."""
+
+_RETRY_BY_ATTEMPT = _RetryModelRequest is not None and _BEFORE_HOOK_IS_REQUEST_ONLY
+"""Feature check: how compact-and-retry calls the model again. 2.x: `on_model_request_error` raises
+`RetryModelRequest` and `prepare_model_request` sends the retried view (`wrap_model_request` may
+call its handler only once there). 1.x capabilities have no attempts: `wrap_model_request` calls
+its handler a second time."""
 
 
 def model_context_window(model: Any) -> ContextWindow | None:
@@ -185,21 +204,34 @@ class _Glue:
     last_report: Report | None
     binds_thinking: bool | None
     mode: Mode = "persistent"
+    overflow: OverflowRetry
 
-    def window_for(self, model: Any) -> ContextWindow:
+    def window_for(self, model: Any, conversation: str | None = None) -> ContextWindow:
         stated = model_context_window(model) if self.context_window is None else None
-        return resolve_context_window(
+        configured = resolve_context_window(
             self.context_window,
             stated.tokens if stated else None,
             stated.source if stated else "model profile",
         )
+        return self.overflow.window(conversation, configured)
 
-    async def process(self, messages: Sequence[ModelMessage], model: Any) -> list[ModelMessage]:
-        window = self.window_for(model)
-        binds = self.binds_thinking if self.binds_thinking is not None else model_binds_thinking_blocks(model)
+    def binds_for(self, model: Any) -> bool | None:
+        return self.binds_thinking if self.binds_thinking is not None else model_binds_thinking_blocks(model)
+
+    async def process(
+        self, messages: Sequence[ModelMessage], model: Any, conversation: str | None = None
+    ) -> list[ModelMessage]:
+        window = self.window_for(model, conversation)
         result: PipelineResult = await self.pipeline.arun(
-            list(messages), window.tokens, window_source=window.source, mode=self.mode, binds_thinking=binds
+            list(messages),
+            window.tokens,
+            window_source=window.source,
+            mode=self.mode,
+            binds_thinking=self.binds_for(model),
         )
+        return self.deliver(result)
+
+    def deliver(self, result: PipelineResult) -> list[ModelMessage]:
         self.last_report = result.report
         if self.on_report is not None:
             self.on_report(result.report)
@@ -239,6 +271,11 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     profile's `anthropic_binds_thinking_blocks`, else its name)."""
     last_report: Report | None = field(default=None, init=False, repr=False, compare=False)
     """The report of the latest call."""
+    overflow: OverflowRetry = field(default_factory=OverflowRetry, init=False, repr=False, compare=False)
+    """Compact-and-retry: the windows conversations shrank to after a context overflow."""
+    _steps: dict[tuple[str | None, int], _Step] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if _AbstractCapability is None:  # pragma: no cover - Pydantic AI 1.x before capabilities
@@ -256,7 +293,10 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         if not self.persist and not _BEFORE_HOOK_IS_REQUEST_ONLY:
             return request_context  # 1.x writes these messages back: view-only works in wrap_model_request
-        processed = await self.process(request_context.messages, request_context.model)
+        given = list(request_context.messages)
+        processed = await self.process(given, request_context.model, _conversation(ctx))
+        # What a retry after a context overflow starts again from.
+        self._steps[_step(ctx)] = _Step(given, self.window_for(request_context.model, _conversation(ctx)))
         request_context.messages = list(processed)
         if self.persist and _BEFORE_HOOK_IS_REQUEST_ONLY:
             # 2.x keeps `request_context.messages` to this request; the run's history is ctx.messages.
@@ -264,11 +304,106 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         return request_context
 
     async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
-        if self.persist or _BEFORE_HOOK_IS_REQUEST_ONLY:
-            return await handler(request_context)
-        # 1.x view-only: what the handler gets here is sent to the model and never written back.
-        processed = await self.process(request_context.messages, request_context.model)
-        return await handler(replace(request_context, messages=processed))
+        if _RETRY_BY_ATTEMPT:
+            return await handler(request_context)  # 2.x: `on_model_request_error` retries
+        model = request_context.model
+        if self.persist:
+            step = self._steps.pop(_step(ctx), None)  # `before_model_request` processed the history
+            sent = request_context
+        else:
+            # 1.x view-only: what the handler gets here is sent to the model and never written back.
+            given = list(request_context.messages)
+            step = _Step(given, self.window_for(model, _conversation(ctx)))
+            processed = await self.process(given, model, _conversation(ctx))
+            sent = replace(request_context, messages=_as_sent_in_1x(processed))
+        try:
+            return await handler(sent)
+        except Exception as error:
+            if step is None:
+                raise
+            result = await self._recompact(ctx, step, error, model, sent.messages)
+            if result is None:
+                raise
+            retried = self.deliver(result)
+            if self.persist:
+                ctx.messages[:] = retried  # 1.x: the run's history itself
+            return await handler(replace(request_context, messages=_as_sent_in_1x(retried)))  # once only
+
+    async def _recompact(
+        self, ctx: RunContext[Any], step: _Step, error: Exception, model: Any, rejected: list[ModelMessage]
+    ) -> PipelineResult | None:
+        return await self.overflow.arecompact(
+            self.pipeline,
+            step.given,
+            error,
+            conversation=_conversation(ctx),
+            window=step.window,
+            mode=self.mode,
+            binds_thinking=self.binds_for(model),
+            rejected=rejected,
+        )
+
+    async def on_model_request_error(
+        self, ctx: RunContext[Any], *, request_context: Any, error: Exception
+    ) -> Any:
+        """Compact and retry (2.x; 1.x retries in `wrap_model_request`): a context-length error makes
+        the pipeline run again on the same input with a smaller window (`historykit.plugins.overflow`),
+        once per request step; the next attempt sends that view. Any other error, or a second
+        overflow, is raised unchanged."""
+        step = self._steps.get(_step(ctx)) if _RETRY_BY_ATTEMPT else None
+        if step is None or step.retried is not None:
+            self._steps.pop(_step(ctx), None)  # retried already: this failure ends the step
+            raise error
+        result = await self._recompact(ctx, step, error, request_context.model, request_context.messages)
+        if result is None:
+            raise error
+        step.retried = self.deliver(result)
+        if self.persist:
+            ctx.messages[:] = step.retried
+        assert _RetryModelRequest is not None  # checked by _RETRY_BY_ATTEMPT
+        raise _RetryModelRequest()
+
+    async def prepare_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        step = self._steps.get(_step(ctx))
+        if step is not None and step.retried is not None:
+            request_context.messages = list(step.retried)
+        return request_context
+
+    async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any, response: Any) -> Any:
+        self._steps.pop(_step(ctx), None)  # the step is answered: nothing left to retry
+        return response
+
+
+@dataclass
+class _Step:
+    """A request step's input and window, kept until it is answered, for a retry after an overflow."""
+
+    given: list[ModelMessage]
+    window: ContextWindow
+    retried: list[ModelMessage] | None = None
+    """The view the retry sends, once the step has been retried."""
+
+
+def _as_sent_in_1x(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """1.x merges consecutive requests of the history `before_model_request` returned before sending
+    it (`_clean_message_history`); what `wrap_model_request` sends (the view-only view, a retry) is
+    merged the same way, so both modes send the same requests and a call after a persistent retry,
+    which sends the stored history merged, extends it."""
+    try:
+        from pydantic_ai._agent_graph import _clean_message_history
+    except ImportError:  # pragma: no cover - a 1.x without it sends the history as it is
+        return messages
+    return list(_clean_message_history(list(messages)))
+
+
+def _conversation(ctx: RunContext[Any]) -> str | None:
+    # The conversation a shrunk window belongs to (2.x resolves one for every run).
+    conversation = getattr(ctx, "conversation_id", None) or getattr(ctx, "run_id", None)
+    return conversation if isinstance(conversation, str) else None
+
+
+def _step(ctx: RunContext[Any]) -> tuple[str | None, int]:
+    return (getattr(ctx, "run_id", None), ctx.run_step)
 
 
 class HistoryKitProcessor(_Glue):
@@ -278,6 +413,10 @@ class HistoryKitProcessor(_Glue):
     you give none, and awaits the pipeline on the agent's loop. The processed history becomes the
     run's history (Pydantic AI's rule for history processors). In 2.x, pass it to
     `ProcessHistory(...)`, or use `HistoryKit`.
+
+    It cannot compact and retry when the provider answers that the request is too long: a history
+    processor runs before the model call and never sees its error, so the error reaches the caller.
+    `HistoryKit` does retry (`historykit.plugins.overflow`).
 
     Example:
         ```python
@@ -306,6 +445,8 @@ class HistoryKitProcessor(_Glue):
         """The report of the latest call."""
         self.binds_thinking = binds_thinking
         """Whether the model binds thinking to the history (R13); `None`: from the run's model."""
+        self.overflow = OverflowRetry()
+        """Unused here: a history processor cannot retry the model call (see the class docs)."""
 
     def __repr__(self) -> str:
         return f"HistoryKitProcessor({self.pipeline!r}, context_window={self.context_window!r})"

@@ -150,7 +150,7 @@ class Summarize(HistoryProcessor):
     _pending: OrderedDict[str, _Job] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
-    _cycles: OrderedDict[str, tuple[int, str | None]] = field(
+    _cycles: OrderedDict[str, list[str]] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
 
@@ -262,8 +262,7 @@ class Summarize(HistoryProcessor):
         notes = state.notes
         point = state.current_call()
         if not state.fires(point):
-            ahead = self._background_request(state, point)
-            if ahead is not None:
+            for ahead in self._background_requests(state, point):
                 yield ahead
                 notes.details.append(
                     f"started a background summary of {len(ahead.inputs)} messages at "
@@ -375,37 +374,49 @@ class Summarize(HistoryProcessor):
             state.advance(walk, unit)
             unit += 1
 
-    def _background_request(self, state: CompactionState, point: Point) -> _Request | None:
-        """At a call past `background_at` but under the trigger: the summary the call that crosses
-        the high-water mark is expected to write, unless it is known or under way already.
+    def _background_requests(self, state: CompactionState, point: Point) -> list[_Request]:
+        """At a call past `background_at` but under the trigger: the summaries the call that
+        crosses the high-water mark may write, those not known or under way already.
 
-        The prediction assumes the coming calls add units of the recent mean size until one
-        crosses the mark. Between two compactions (a cycle) a background summary starts once at
-        `background_at`, and again when the next call is expected to cross the mark (the
-        prediction is best then), at most `_STARTS_PER_CYCLE` times: an LLM summary costs money."""
+        Between two compactions (a cycle) one starts at `background_at`, predicted as if the
+        coming calls each add a unit of the recent mean size until one crosses the mark. When the
+        next call may cross it (one more unit as large as a recent one would), the prediction is
+        best: one summary per distinct span that a next unit the size of each recent one would
+        give. At most `_STARTS_PER_CYCLE` per cycle: an LLM summary costs money."""
         high = state.high
         if self.background_at is None or high is None or point.tokens < self.background_at * high:
-            return None
+            return []
         recent = state.units[max(state.live_unit, len(state.units) - _RECENT_UNITS) :]
         if not recent:
-            return None
-        step = max(1, (state.cum[point.end] - state.cum[recent[0].start]) // len(recent))
-        ahead = max(1, -(-(high + 1 - point.tokens) // step))
+            return []
+        sizes = [state.cum[u.end] - state.cum[u.start] for u in recent]
+        gap = high + 1 - point.tokens
         cycle = self._digests.key(state.messages[: state.live])
-        starts, last = self._cycles.get(cycle, (0, None))
-        if starts >= _STARTS_PER_CYCLE or (starts and ahead > 1):
-            return None  # one early start per cycle; later ones only just before the mark
-        plan = self._plan(state, point, growth=ahead * step, units=ahead)
-        if plan is None or not plan[0].covered:
-            return None
-        inputs = self._inputs(state, plan[0])
-        key = self._digests.key(inputs)
-        if key == last or key in self._cache or key in self._pending:
-            return None
-        self._cycles[cycle] = (starts + 1, key)
+        started = self._cycles.setdefault(cycle, [])
         while len(self._cycles) > _MAX_PENDING:
             self._cycles.popitem(last=False)
-        return _Request(inputs, key, background=True)
+        if max(sizes) >= gap:
+            guesses = [(max(size, gap), 1) for size in sorted(set(sizes), reverse=True)]
+        elif not started:
+            step = max(1, sum(sizes) // len(sizes))
+            ahead = -(-gap // step)
+            guesses = [(ahead * step, ahead)]
+        else:
+            return []
+        requests: list[_Request] = []
+        for growth, units in guesses:
+            if len(started) >= _STARTS_PER_CYCLE:
+                break
+            plan = self._plan(state, point, growth=growth, units=units)
+            if plan is None or not plan[0].covered:
+                continue
+            inputs = self._inputs(state, plan[0])
+            key = self._digests.key(inputs)
+            if key in started or key in self._cache or key in self._pending:
+                continue
+            started.append(key)
+            requests.append(_Request(inputs, key, background=True))
+        return requests
 
     def _inputs(self, state: CompactionState, cut: Cut) -> list[Message]:
         """What the summarizer gets: the task, the summary to update, the messages to cover."""
@@ -593,9 +604,9 @@ class Summarize(HistoryProcessor):
 
 _RECENT_UNITS = 4
 """Units whose mean size predicts what the coming calls add."""
-_STARTS_PER_CYCLE = 2
-"""Background summaries started between two compactions: one early, one just before the mark."""
-_MAX_PENDING = 4
+_STARTS_PER_CYCLE = 4
+"""Background summaries started between two compactions: one early, the others just before the mark."""
+_MAX_PENDING = _STARTS_PER_CYCLE
 """Background summaries kept until the call that fires asks for them."""
 
 

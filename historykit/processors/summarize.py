@@ -6,6 +6,7 @@ Example:
 
     summarize = Summarize(max_fraction=0.8, keep_last=6)            # extractive, no LLM
     summarize = Summarize(max_tokens=60_000, model="openai:gpt-4o-mini")
+    summarize = Summarize(max_fraction=0.8, model=["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
     result = await summarize.arun(messages, context_window=128_000)
     ```
 """
@@ -74,12 +75,14 @@ class Summarize(HistoryProcessor):
 
     An earlier summary is updated, not summarized: the summarizer gets it with the new messages,
     and the new marker extends its covered range. A failing summarizer is retried with exponential
-    backoff (`tenacity`); then this call falls back to `PairwiseTruncate`'s behaviour, so the run
-    goes on (the notes say so). No compaction loops: a compaction must be expected to free
-    `min_gain` tokens (a summary that turns out longer and frees less is not used), and after one
-    that freed less or left the history over the high-water mark (read from the latest marker) the
-    next must free as much as the gap between the high- and low-water marks, else the history is
-    truncated instead of summarized again.
+    backoff (`tenacity`); given a chain (`summarizer=[cheap, reliable]`, `model=[name, name]`), the
+    next one is tried, with its own retries, and the marker records the one that wrote the summary;
+    each failure is logged once per cause on the `historykit` logger. When all fail this call falls
+    back to `PairwiseTruncate`'s behaviour, so the run goes on (the notes say so). No compaction
+    loops: a compaction must be expected to free `min_gain` tokens (a summary that turns out longer
+    and frees less is not used), and after one that freed less or left the history over the
+    high-water mark (read from the latest marker) the next must free as much as the gap between
+    the high- and low-water marks, else the history is truncated instead of summarized again.
 
     `aprocess` awaits the summarizer (a sync one runs in a worker thread); `process` works from sync
     code, even on a thread whose event loop is running: an async summarizer then runs on a
@@ -92,6 +95,12 @@ class Summarize(HistoryProcessor):
     process, a retried call) is not summarized again; a span whose summary failed is truncated for
     the lifetime of the instance.
 
+    With `background_at`, the summary is started before it is needed: from that fraction of the
+    high-water mark, the span the crossing call is expected to summarize is summarized on the
+    caller's event loop (a thread from sync code) while the agent works. The crossing call uses
+    it only if it covers exactly the span that call chose (the same inputs), else summarizes in the
+    foreground: the views, markers and thinking binding are the same as without it.
+
     Example:
         ```python
         import tenacity
@@ -101,6 +110,9 @@ class Summarize(HistoryProcessor):
         Summarize(max_tokens=50_000, keep_last=4, model="anthropic:claude-haiku-4-5")
         Summarize(max_fraction=0.7, model=my_langchain_chat_model)
         Summarize(max_fraction=0.7, summarizer=my_async_function, retry_wait=tenacity.wait_none())
+        Summarize(max_fraction=0.8, model=["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
+        Summarize(max_fraction=0.8, summarizer=[my_llm_summarizer, ExtractiveSummarizer()])
+        Summarize(max_fraction=0.8, model="openai:gpt-4o-mini", background_at=0.6)
         ```
     """
 

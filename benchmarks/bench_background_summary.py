@@ -6,8 +6,8 @@ framework glue drives it), with the agent's work between two calls simulated by 
 one behind an `asyncio.sleep` (`--delay`, 0.2 s: a fast LLM). Each configuration runs the same
 history twice: `Summarize(...)` (the foreground: the anchor) and `Summarize(..., background_at=)`.
 
-Printed per configuration: the median latency of the triggering calls (those that wrote a
-summary) and of the other calls, how many triggering calls found their summary done in the
+Printed per configuration: the median (and mean) latency of the triggering calls (those that wrote
+a summary) and the median of the other calls, how many triggering calls found their summary done in the
 background, the summarizer calls made, and the ratio background / foreground of the triggering
 calls' latency. Both runs must send the same views (checked; the script fails otherwise).
 
@@ -121,7 +121,11 @@ async def replay(
 
 
 def _ms(values: list[float]) -> str:
-    return f"{statistics.median(values) * 1000:8.1f} ms" if values else "       -   "
+    return f"{statistics.median(values) * 1000:.1f} ms" if values else "-"
+
+
+def _mean_ms(values: list[float]) -> str:
+    return f"{statistics.fmean(values) * 1000:.1f} ms" if values else "-"
 
 
 async def bench(name: str, history: list[Message], window: int, args: argparse.Namespace) -> None:
@@ -131,7 +135,7 @@ async def bench(name: str, history: list[Message], window: int, args: argparse.N
         raise SystemExit(f"{name}: the background run sent other views than the foreground run")
     print(f"\n{name}: {len(request_points(history))} calls, window {window:,}, trigger {args.fraction:.0%}")
     print(
-        f"  {'':24} {'triggering call':>16} {'other calls':>14} "
+        f"  {'':22} {'triggering call':>15} {'(mean)':>10} {'other calls':>12} "
         f"{'from background':>16} {'summarizer calls':>17}"
     )
     for label, run in (
@@ -139,7 +143,7 @@ async def bench(name: str, history: list[Message], window: int, args: argparse.N
         (f"background_at={args.background_at}", background),
     ):
         print(
-            f"  {label:24} {_ms(run.triggering):>16} {_ms(run.others):>14} "
+            f"  {label:22} {_ms(run.triggering):>15} {_mean_ms(run.triggering):>10} {_ms(run.others):>12} "
             f"{run.from_background:>9} of {len(run.triggering):<4} {run.summarizer_calls:>17}"
         )
     if foreground.triggering and background.triggering:

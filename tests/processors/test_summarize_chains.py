@@ -421,3 +421,60 @@ async def test_background_summaries_over_a_corpus_session(largest_corpus_session
     bg_views, _, details = await _replay_async(background, ahead, history, ctx)
     assert sum(fired) >= 2 and bg_views == views
     assert any(any("written in the background" in d for d in call) for call in details)
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
+async def test_a_pydantic_ai_agent_sends_the_same_requests_with_background_summaries(persist: bool) -> None:
+    """A real agent loop (FunctionModel, a tool, the `HistoryKit` capability on the agent's event
+    loop): the model receives the same requests with and without background summaries, and the
+    summaries the background wrote were used."""
+    from pydantic_ai import Agent
+    from pydantic_ai import messages as pai
+    from pydantic_ai.usage import UsageLimits
+
+    from historykit import Pipeline
+    from historykit.plugins.pydantic_ai import PydanticAIAdapter
+    from historykit.plugins.pydantic_ai_agent import HistoryKit
+
+    async def run(background_at: float | None) -> tuple[list[list[Message]], list[str]]:
+        received: list[list[Message]] = []
+        summarizer = AWorks()
+
+        async def respond(messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+            received.append(PydanticAIAdapter().to_neutral(messages))
+            await asyncio.sleep(0.002)  # the model thinks: background work runs meanwhile
+            n = len(received)
+            if n > 40:
+                return pai.ModelResponse([pai.TextPart("Done.")])
+            return pai.ModelResponse(
+                [pai.ToolCallPart("read_file", {"path": f"src/m{n}.py"}, tool_call_id=f"c{n}")]
+            )
+
+        summarize = Summarize(
+            max_tokens=HIGH, keep_last=3, summarizer=summarizer, clock=clock, background_at=background_at
+        )
+        details: list[str] = []
+        kit = HistoryKit(
+            Pipeline([summarize]),
+            context_window=100_000,
+            persist=persist,
+            on_report=lambda r: details.extend(d for s in r.steps for d in s.notes.details),
+        )
+        agent: Agent[None, str] = Agent(FunctionModel(respond), capabilities=[kit])
+
+        @agent.tool_plain
+        def read_file(path: str) -> str:
+            """Read a file."""
+            size = 20 + (len(received) * 37) % 60
+            return "\n".join(f"{path}:{i}: value_{i} = compute({i})" for i in range(size))
+
+        await agent.run("Read the files and find the bug.", usage_limits=UsageLimits(request_limit=None))
+        return received, details
+
+    plain, plain_details = await run(None)
+    ahead, ahead_details = await run(0.5)
+    assert any("summarized" in d for d in plain_details)
+    assert len(ahead) == len(plain)
+    for index, (a, b) in enumerate(zip(plain, ahead)):
+        assert [(m.role, m.parts) for m in a] == [(m.role, m.parts) for m in b], f"request {index} differs"
+    assert any("written in the background" in d for d in ahead_details)

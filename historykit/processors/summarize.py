@@ -493,7 +493,7 @@ class Summarize(HistoryProcessor):
     def _wait(self) -> Any:
         return self.retry_wait if self.retry_wait is not None else tenacity.wait_exponential(1, min=1, max=20)
 
-    def _summarize_sync(self, inputs: list[Message]) -> _Reply:
+    def _summarize_sync(self, inputs: list[Message], background: bool = False) -> _Reply:
         """The chain in order, each summarizer with its retries, until one writes a summary."""
         failures: list[str] = []
         for index, summarizer in enumerate(self._summarizers):
@@ -506,12 +506,12 @@ class Summarize(HistoryProcessor):
             try:
                 text = retrying(lambda s=summarizer: _checked(_call_blocking(s, inputs)))
             except Exception as exc:
-                failures.append(self._failed(index, exc))
+                failures.append(self._failed(index, exc, background))
                 continue
             return _Reply(text, None, index, failures)
         return _Reply(None, "; ".join(failures), None, failures)
 
-    async def _summarize_async(self, inputs: list[Message]) -> _Reply:
+    async def _summarize_async(self, inputs: list[Message], background: bool = False) -> _Reply:
         failures: list[str] = []
         for index, summarizer in enumerate(self._summarizers):
             retrying = tenacity.AsyncRetrying(
@@ -527,23 +527,26 @@ class Summarize(HistoryProcessor):
             try:
                 text: str = await retrying(attempt)
             except Exception as exc:
-                failures.append(self._failed(index, exc))
+                failures.append(self._failed(index, exc, background))
                 continue
             return _Reply(text, None, index, failures)
         return _Reply(None, "; ".join(failures), None, failures)
 
-    def _failed(self, index: int, exc: Exception) -> str:
+    def _failed(self, index: int, exc: Exception, background: bool = False) -> str:
         """Describes summarizer `index` failing every attempt; the cause is logged the first time.
 
         A summarizer that cannot work (a misspelt model name, a missing provider package) would
         otherwise only ever show in the notes, as compactions that fall back."""
         name = self._log_name(index)
-        cause = f"{index}/{name}/{type(exc).__qualname__}: {exc}"
+        # A background failure is its own cause: what follows it differs (the foreground tries).
+        cause = f"{index}/{name}/{background}/{type(exc).__qualname__}: {exc}"
         if cause not in self._warned:
             self._warned.add(cause)
             then = (
                 f"trying {self._log_name(index + 1)} next"
                 if index + 1 < len(self._summarizers)
+                else "the call that needs it summarizes in the foreground"
+                if background
                 else "truncating instead"
             )
             _log.warning(
@@ -571,7 +574,7 @@ class Summarize(HistoryProcessor):
 
     def _start_task(self, request: _Request) -> None:
         task = asyncio.get_running_loop().create_task(
-            self._summarize_async(request.inputs), name="historykit-background-summary"
+            self._summarize_async(request.inputs, background=True), name="historykit-background-summary"
         )
         self._keep_pending(request, task)
 
@@ -580,7 +583,7 @@ class Summarize(HistoryProcessor):
             self._threads = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="historykit-background-summary"
             )
-        self._keep_pending(request, self._threads.submit(self._summarize_sync, request.inputs))
+        self._keep_pending(request, self._threads.submit(self._summarize_sync, request.inputs, True))
 
     def _background_reply(self, request: _Request) -> _Reply | None:
         """The background summary of exactly these inputs, waited for; `None` when there is none or

@@ -336,7 +336,9 @@ async def test_view_only_mode_with_background_summaries_gives_the_persistent_vie
         await asyncio.sleep(0.002)
 
 
-async def test_a_failed_background_summary_is_tried_again_in_the_foreground() -> None:
+async def test_a_failed_background_summary_is_tried_again_in_the_foreground(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     history = _long_session()
     ctx = context()
     plain = AWorks()
@@ -357,9 +359,12 @@ async def test_a_failed_background_summary_is_tried_again_in_the_foreground() ->
     background = Summarize(
         max_tokens=HIGH, keep_last=3, summarizer=flaky, clock=clock, background_at=0.5, attempts=1
     )
-    bg_views, _, _ = await _replay_async(background, flaky, history, ctx)
+    with caplog.at_level(logging.WARNING, logger="historykit"):
+        bg_views, _, _ = await _replay_async(background, flaky, history, ctx)
     assert bg_views == views
     assert flaky.at[0] == -1 and len(flaky.calls) >= len(plain.calls)
+    [record] = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert "the call that needs it summarizes in the foreground" in record.getMessage()
 
 
 async def test_a_background_summary_saves_the_firing_calls_wait() -> None:

@@ -6,6 +6,7 @@ Example:
 
     summarize = Summarize(max_fraction=0.8, keep_last=6)            # extractive, no LLM
     summarize = Summarize(max_tokens=60_000, model="openai:gpt-4o-mini")
+    summarize = Summarize(max_fraction=0.8, model=["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
     result = await summarize.arun(messages, context_window=128_000)
     ```
 """
@@ -13,14 +14,15 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeAlias
 
 import tenacity
 
@@ -73,12 +75,14 @@ class Summarize(HistoryProcessor):
 
     An earlier summary is updated, not summarized: the summarizer gets it with the new messages,
     and the new marker extends its covered range. A failing summarizer is retried with exponential
-    backoff (`tenacity`); then this call falls back to `PairwiseTruncate`'s behaviour, so the run
-    goes on (the notes say so). No compaction loops: a compaction must be expected to free
-    `min_gain` tokens (a summary that turns out longer and frees less is not used), and after one
-    that freed less or left the history over the high-water mark (read from the latest marker) the
-    next must free as much as the gap between the high- and low-water marks, else the history is
-    truncated instead of summarized again.
+    backoff (`tenacity`); given a chain (`summarizer=[cheap, reliable]`, `model=[name, name]`), the
+    next one is tried, with its own retries, and the marker records the one that wrote the summary;
+    each failure is logged once per cause on the `historykit` logger. When all fail this call falls
+    back to `PairwiseTruncate`'s behaviour, so the run goes on (the notes say so). No compaction
+    loops: a compaction must be expected to free `min_gain` tokens (a summary that turns out longer
+    and frees less is not used), and after one that freed less or left the history over the
+    high-water mark (read from the latest marker) the next must free as much as the gap between
+    the high- and low-water marks, else the history is truncated instead of summarized again.
 
     `aprocess` awaits the summarizer (a sync one runs in a worker thread); `process` works from sync
     code, even on a thread whose event loop is running: an async summarizer then runs on a
@@ -91,6 +95,12 @@ class Summarize(HistoryProcessor):
     process, a retried call) is not summarized again; a span whose summary failed is truncated for
     the lifetime of the instance.
 
+    With `background_at`, the summary is started before it is needed: from that fraction of the
+    high-water mark, the span the crossing call is expected to summarize is summarized on the
+    caller's event loop (a thread from sync code) while the agent works. The crossing call uses
+    it only if it covers exactly the span that call chose (the same inputs), else summarizes in the
+    foreground: the views, markers and thinking binding are the same as without it.
+
     Example:
         ```python
         import tenacity
@@ -100,6 +110,9 @@ class Summarize(HistoryProcessor):
         Summarize(max_tokens=50_000, keep_last=4, model="anthropic:claude-haiku-4-5")
         Summarize(max_fraction=0.7, model=my_langchain_chat_model)
         Summarize(max_fraction=0.7, summarizer=my_async_function, retry_wait=tenacity.wait_none())
+        Summarize(max_fraction=0.8, model=["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
+        Summarize(max_fraction=0.8, summarizer=[my_llm_summarizer, ExtractiveSummarizer()])
+        Summarize(max_fraction=0.8, model="openai:gpt-4o-mini", background_at=0.6)
         ```
     """
 
@@ -116,16 +129,18 @@ class Summarize(HistoryProcessor):
     unit); fewer when that is needed to reach the low-water mark, never less than the final request."""
     keep_last_tokens: int | None = None
     """Also keep at most this many tokens of tail verbatim (the final request is always kept)."""
-    summarizer: Summarizer | None = None
-    """Any callable `messages -> str` (sync or async); default: `ExtractiveSummarizer()`."""
+    summarizer: Summarizer | Sequence[Summarizer] | None = None
+    """Any callable `messages -> str` (sync or async), or a list of them: a chain, tried in order,
+    each with its own `attempts`; default: `ExtractiveSummarizer()`."""
     model: Any = None
-    """Instead of `summarizer`: a Pydantic AI model name, `Model` or `Agent`, or a LangChain chat model."""
+    """Instead of `summarizer`: a Pydantic AI model name, `Model` or `Agent`, or a LangChain chat
+    model; or a list of them, tried in order (`["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"]`)."""
     summary_tokens: int = 2_000
     """Expected size of a summary: room left for it when choosing the tail, and the LLM's budget."""
     min_gain: int = 1_000
     """A compaction must be expected to free at least this many tokens."""
     attempts: int = 3
-    """Summarizer attempts before falling back to truncation."""
+    """Attempts of each summarizer before the next one in the chain (after the last: truncation)."""
     retry_wait: Any = None
     """A `tenacity` wait between attempts; default exponential backoff, 1 s doubling up to 20 s."""
     clock: Callable[[], datetime] = _utc_now
@@ -135,10 +150,21 @@ class Summarize(HistoryProcessor):
     cache_size: int = 1_024
     """Summaries remembered by covered content (a conversation replayed in a new process reuses
     them): keep it above the number of compactions a conversation has."""
+    background_at: float | None = None
+    """Fraction of the token high-water mark (0 < x < 1) from which the summary the trigger is
+    expected to write is started in the background (an asyncio task in `aprocess`, a thread in
+    `process`) while the agent works; the call that fires uses it when it covers exactly the span
+    that call summarizes, else summarizes in the foreground. `None`: no background summaries."""
     _cache: OrderedDict[str, _Cached] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
     _digests: MessageDigests = field(default_factory=MessageDigests, init=False, repr=False, compare=False)
+    _pending: OrderedDict[str, _Job] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False
+    )
+    _cycles: OrderedDict[str, list[str]] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.max_tokens is None and self.max_fraction is None and self.max_messages is None:
@@ -147,15 +173,27 @@ class Summarize(HistoryProcessor):
         if self.summarizer is not None and self.model is not None:
             raise ValueError("give either summarizer= or model=, not both")
         if self.model is not None:
-            self._summarizer: Summarizer = summarizer_for(self.model, self.summary_tokens)
-        elif self.summarizer is None:
-            self._summarizer = ExtractiveSummarizer()
-        elif not callable(self.summarizer):
-            raise TypeError(
-                f"summarizer must be a callable taking messages, got a {type(self.summarizer).__qualname__}"
+            models = _as_chain(self.model, "model")
+            self._summarizers: tuple[Summarizer, ...] = tuple(
+                summarizer_for(m, self.summary_tokens) for m in models
             )
+        elif self.summarizer is None:
+            self._summarizers = (ExtractiveSummarizer(),)
         else:
-            self._summarizer = self.summarizer
+            chain = _as_chain(self.summarizer, "summarizer")
+            for index, candidate in enumerate(chain):
+                if not callable(candidate):
+                    where = f"summarizer {index}" if len(chain) > 1 else "summarizer"
+                    raise TypeError(
+                        f"{where} must be a callable taking messages, got a {type(candidate).__qualname__}"
+                    )
+            self._summarizers = tuple(chain)
+        if self.background_at is not None and (
+            isinstance(self.background_at, bool)
+            or not isinstance(self.background_at, (int, float))
+            or not 0 < self.background_at < 1
+        ):
+            raise ValueError(f"background_at must be a fraction in (0, 1), got {self.background_at!r}")
         for name in ("keep_last", "summary_tokens", "min_gain", "cache_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -166,6 +204,8 @@ class Summarize(HistoryProcessor):
             raise ValueError(f"attempts must be an int >= 1, got {self.attempts!r}")
         # Causes of summarizer failures already logged: each once, not once per compaction.
         self._warned: set[str] = set()
+        # Background summaries run here from sync code; made on first use.
+        self._threads: concurrent.futures.ThreadPoolExecutor | None = None
 
     def trigger(self) -> Trigger:
         """The high- and low-water marks these fields describe."""
@@ -173,9 +213,25 @@ class Summarize(HistoryProcessor):
 
     @property
     def model_name(self) -> str | None:
-        """What the markers record as the model: the summarizer's `model_name`, if it has one."""
-        name = getattr(self._summarizer, "model_name", None)
-        return name if isinstance(name, str) else None
+        """What a marker records when the first summarizer writes the summary (see `writer_name`)."""
+        return self.writer_name(0)
+
+    @property
+    def summarizers(self) -> tuple[Summarizer, ...]:
+        """The chain, in the order it is tried (one summarizer unless a list was given)."""
+        return self._summarizers
+
+    def writer_name(self, index: int) -> str | None:
+        """What the marker records as the model when summarizer `index` wrote the summary: its
+        `model_name`; in a chain, a callable without that attribute is named by its qualified name
+        (the extractive summarizer's `model_name` is `None`: no model)."""
+        summarizer = self._summarizers[index]
+        name = getattr(summarizer, "model_name", None)
+        if isinstance(name, str):
+            return name
+        if len(self._summarizers) == 1 or hasattr(summarizer, "model_name"):
+            return None
+        return _callable_name(summarizer)
 
     # -- entry points -----------------------------------------------------------------------------
 
@@ -187,7 +243,11 @@ class Summarize(HistoryProcessor):
                 request = steps.send(reply)  # type: ignore[arg-type]
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            reply = self._summarize_sync(request)
+            if request.background:
+                self._start_thread(request)
+                reply = None
+            else:
+                reply = self._background_reply(request) or self._summarize_sync(request.inputs)
 
     async def aprocess(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         steps = self._compact(messages, ctx)
@@ -197,18 +257,29 @@ class Summarize(HistoryProcessor):
                 request = steps.send(reply)  # type: ignore[arg-type]
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            reply = await self._summarize_async(request)
+            if request.background:
+                self._start_task(request)
+                reply = None
+            else:
+                reply = await self._abackground_reply(request) or await self._summarize_async(request.inputs)
 
     # -- the compaction -------------------------------------------------------------------------------
 
     def _compact(
         self, messages: list[Message], ctx: ProcessContext
-    ) -> Generator[list[Message], _Reply, tuple[list[Message], StepNotes]]:
-        """Compacts this call's history if it must; yields summarizer inputs, receives their replies."""
+    ) -> Generator[_Request, _Reply | None, tuple[list[Message], StepNotes]]:
+        """Compacts this call's history if it must; yields summarizer requests, receives their
+        replies (`None` for a background request, which the driver only starts)."""
         state = CompactionState(messages, ctx, self.trigger())
         notes = state.notes
         point = state.current_call()
         if not state.fires(point):
+            for ahead in self._background_requests(state, point):
+                yield ahead
+                notes.details.append(
+                    f"started a background summary of {len(ahead.inputs)} messages at "
+                    f"{point.tokens:,} tokens, for the call that crosses {state.high:,}"
+                )
             return state.result()
         plan = self._plan(state, point)
         if plan is None:
@@ -226,13 +297,18 @@ class Summarize(HistoryProcessor):
         cached = self._cache.get(key)
         if cached is not None:
             self._cache.move_to_end(key)
+        failures: list[str] = []
+        reply: _Reply | None = None
         if cached is None:
-            reply = yield inputs
-            cached = _Cached(reply.text, reply.error)
-            if reply.text is not None:
-                cached.text = self._finish_text(reply.text, inputs)
+            reply = yield _Request(inputs, key)
+            assert reply is not None
+            writer = self.writer_name(reply.writer) if reply.writer is not None else None
+            cached = _Cached(reply.text, reply.error, writer=writer)
+            if reply.text is not None and reply.writer is not None:
+                cached.text = self._finish_text(reply.text, inputs, self._summarizers[reply.writer])
             self._remember(key, cached)
             fresh = True
+            failures = reply.failures
         else:
             fresh = False
         if cached.text is None:
@@ -249,6 +325,7 @@ class Summarize(HistoryProcessor):
         state.apply(cut, summary)
         if fresh:
             notes.markers.append(marker)
+            notes.details.extend(f"summarizer failed ({failure}), tried the next" for failure in failures)
         covered = marker.covered_to - marker.covered_from
         notes.details.append(
             f"{'summarized' if fresh else 're-applied the summary of'} messages "
@@ -256,6 +333,7 @@ class Summarize(HistoryProcessor):
             f"{sum(len(p.messages) for p in cut.kept)} kept verbatim) "
             f"before message {point.end}: {marker.tokens_before:,} -> {marker.tokens_after:,} tokens"
             + (f" ({marker.model})" if marker.model else "")
+            + (" (written in the background)" if reply is not None and reply.background else "")
         )
         return state.result()
 
@@ -272,17 +350,24 @@ class Summarize(HistoryProcessor):
         swing = high - low if high is not None and low is not None else 0
         return max(self.min_gain, swing)
 
-    def _plan(self, state: CompactionState, point: Point) -> tuple[Cut, int] | None:
-        """Where a summary at `point` cuts, and the size expected after it; `None` when nothing to cover."""
-        last = state.last_cut_unit(point)
+    def _plan(
+        self, state: CompactionState, point: Point, growth: int | None = None, units: int = 1
+    ) -> tuple[Cut, int] | None:
+        """Where a summary at `point` cuts, and the size expected after it; `None` when nothing to cover.
+
+        With `growth`, a prediction: where the summary of a later call cuts, one that sees this
+        history plus `growth` more tokens in `units` more units; `None` when that cut would fall in
+        what has not arrived yet."""
+        predicting = growth is not None
+        more = growth or 0
+        last = len(state.units) if predicting else state.last_cut_unit(point)
         if last <= state.live_unit:
             return None
-        end_unit = state.unit_at(point.end)
+        end_unit = len(state.units) + units if predicting else state.unit_at(point.end)
+        end_tokens = state.cum[point.end] + more
         unit = max(state.live_unit + 1, end_unit - self.keep_last)
         if self.keep_last_tokens is not None:
-            while (
-                unit < last and state.cum[point.end] - state.cum[state.start_of(unit)] > self.keep_last_tokens
-            ):
+            while unit < last and end_tokens - state.cum[state.start_of(unit)] > self.keep_last_tokens:
                 unit += 1
         unit = min(unit, last)
         walk = state.walk("summarize")
@@ -294,10 +379,56 @@ class Summarize(HistoryProcessor):
             expected_summary = max(expected_summary, state.ctx.counter.count_message(previous))
         while True:
             tokens, count = state.tokens_after(walk, point, unit, expected_summary)
-            if unit >= last or state.trigger.satisfied(tokens, count, state.ctx):
-                return walk.cut(unit, state.start_of(unit)), tokens
+            if state.trigger.satisfied(tokens + more, count + (2 if predicting else 0), state.ctx):
+                return walk.cut(unit, state.start_of(unit)), tokens + more
+            if unit >= last:
+                return None if predicting else (walk.cut(unit, state.start_of(unit)), tokens)
             state.advance(walk, unit)
             unit += 1
+
+    def _background_requests(self, state: CompactionState, point: Point) -> list[_Request]:
+        """At a call past `background_at` but under the trigger: the summaries the call that
+        crosses the high-water mark may write, those not known or under way already.
+
+        Between two compactions (a cycle) one starts at `background_at`, predicted as if the
+        coming calls each add a unit of the recent mean size until one crosses the mark. When the
+        next call may cross it (one more unit as large as a recent one would), the prediction is
+        best: one summary per distinct span that a next unit the size of each recent one would
+        give. At most `_STARTS_PER_CYCLE` per cycle: an LLM summary costs money."""
+        high = state.high
+        if self.background_at is None or high is None or point.tokens < self.background_at * high:
+            return []
+        recent = state.units[max(state.live_unit, len(state.units) - _RECENT_UNITS) :]
+        if not recent:
+            return []
+        sizes = [state.cum[u.end] - state.cum[u.start] for u in recent]
+        gap = high + 1 - point.tokens
+        cycle = self._digests.key(state.messages[: state.live])
+        started = self._cycles.setdefault(cycle, [])
+        while len(self._cycles) > _MAX_PENDING:
+            self._cycles.popitem(last=False)
+        if max(sizes) >= gap:
+            guesses = [(max(size, gap), 1) for size in sorted(set(sizes), reverse=True)]
+        elif not started:
+            step = max(1, sum(sizes) // len(sizes))
+            ahead = -(-gap // step)
+            guesses = [(ahead * step, ahead)]
+        else:
+            return []
+        requests: list[_Request] = []
+        for growth, units in guesses:
+            if len(started) >= _STARTS_PER_CYCLE:
+                break
+            plan = self._plan(state, point, growth=growth, units=units)
+            if plan is None or not plan[0].covered:
+                continue
+            inputs = self._inputs(state, plan[0])
+            key = self._digests.key(inputs)
+            if key in started or key in self._cache or key in self._pending:
+                continue
+            started.append(key)
+            requests.append(_Request(inputs, key, background=True))
+        return requests
 
     def _inputs(self, state: CompactionState, cut: Cut) -> list[Message]:
         """What the summarizer gets: the task, the summary to update, the messages to cover."""
@@ -306,8 +437,8 @@ class Summarize(HistoryProcessor):
         previous = [cut.previous_summary] if cut.previous_summary is not None else []
         return [*task, *previous, *cut.covered]
 
-    def _finish_text(self, text: str, inputs: list[Message]) -> str:
-        text = complete_summary(text.strip(), inputs, self._summarizer)
+    def _finish_text(self, text: str, inputs: list[Message], writer: Summarizer) -> str:
+        text = complete_summary(text.strip(), inputs, writer)
         if text.startswith(SUMMARY_HEADER):
             return text
         return f"{SUMMARY_HEADER}\n\n{text}"
@@ -345,7 +476,7 @@ class Summarize(HistoryProcessor):
                 tokens_before=point.tokens,
                 tokens_after=after,
                 strategy="summarize",
-                model=self.model_name,
+                model=cached.writer,
                 created_at=self.clock(),
                 automatic=self.automatic,
             )
@@ -362,58 +493,183 @@ class Summarize(HistoryProcessor):
     def _wait(self) -> Any:
         return self.retry_wait if self.retry_wait is not None else tenacity.wait_exponential(1, min=1, max=20)
 
-    def _summarize_sync(self, inputs: list[Message]) -> _Reply:
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.attempts),
-            wait=self._wait(),
-            retry=tenacity.retry_if_exception_type(Exception),
-            reraise=True,
-        )
-        try:
-            for attempt in retrying:
-                with attempt:
-                    return _Reply(_checked(_call_blocking(self._summarizer, inputs)), None)
-        except Exception as exc:
-            return self._failed(exc)
-        raise AssertionError("unreachable")  # pragma: no cover
+    def _summarize_sync(self, inputs: list[Message], background: bool = False) -> _Reply:
+        """The chain in order, each summarizer with its retries, until one writes a summary."""
+        failures: list[str] = []
+        for index, summarizer in enumerate(self._summarizers):
+            retrying = tenacity.Retrying(
+                stop=tenacity.stop_after_attempt(self.attempts),
+                wait=self._wait(),
+                retry=tenacity.retry_if_exception_type(Exception),
+                reraise=True,
+            )
+            try:
+                text = retrying(lambda s=summarizer: _checked(_call_blocking(s, inputs)))
+            except Exception as exc:
+                failures.append(self._failed(index, exc, background))
+                continue
+            return _Reply(text, None, index, failures)
+        return _Reply(None, "; ".join(failures), None, failures)
 
-    async def _summarize_async(self, inputs: list[Message]) -> _Reply:
-        retrying = tenacity.AsyncRetrying(
-            stop=tenacity.stop_after_attempt(self.attempts),
-            wait=self._wait(),
-            retry=tenacity.retry_if_exception_type(Exception),
-            reraise=True,
-        )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    return _Reply(_checked(await _call_async(self._summarizer, inputs)), None)
-        except Exception as exc:
-            return self._failed(exc)
-        raise AssertionError("unreachable")  # pragma: no cover
+    async def _summarize_async(self, inputs: list[Message], background: bool = False) -> _Reply:
+        failures: list[str] = []
+        for index, summarizer in enumerate(self._summarizers):
+            retrying = tenacity.AsyncRetrying(
+                stop=tenacity.stop_after_attempt(self.attempts),
+                wait=self._wait(),
+                retry=tenacity.retry_if_exception_type(Exception),
+                reraise=True,
+            )
 
-    def _failed(self, exc: Exception) -> _Reply:
-        """The reply of a summarizer that failed every attempt; the cause is logged the first time.
+            async def attempt(s: Summarizer = summarizer) -> str:
+                return _checked(await _call_async(s, inputs))
+
+            try:
+                text: str = await retrying(attempt)
+            except Exception as exc:
+                failures.append(self._failed(index, exc, background))
+                continue
+            return _Reply(text, None, index, failures)
+        return _Reply(None, "; ".join(failures), None, failures)
+
+    def _failed(self, index: int, exc: Exception, background: bool = False) -> str:
+        """Describes summarizer `index` failing every attempt; the cause is logged the first time.
 
         A summarizer that cannot work (a misspelt model name, a missing provider package) would
-        otherwise only ever show in the notes, as compactions that truncate instead."""
-        cause = f"{type(exc).__qualname__}: {exc}"
+        otherwise only ever show in the notes, as compactions that fall back."""
+        name = self._log_name(index)
+        # A background failure is its own cause: what follows it differs (the foreground tries).
+        cause = f"{index}/{name}/{background}/{type(exc).__qualname__}: {exc}"
         if cause not in self._warned:
             self._warned.add(cause)
+            then = (
+                f"trying {self._log_name(index + 1)} next"
+                if index + 1 < len(self._summarizers)
+                else "the call that needs it summarizes in the foreground"
+                if background
+                else "truncating instead"
+            )
             _log.warning(
-                "the summarizer %s failed after %d attempt%s; truncating instead (logged once per cause)",
-                self.model_name or type(self._summarizer).__qualname__,
+                "the summarizer %s failed after %d attempt%s; %s (logged once per cause)",
+                name,
                 self.attempts,
                 "s" if self.attempts != 1 else "",
+                then,
                 exc_info=exc,
             )
-        return _Reply(None, _describe(exc, self.attempts))
+        described = _describe(exc, self.attempts)
+        # One summarizer: the description alone, as the notes have always said it.
+        return f"{name}: {described}" if len(self._summarizers) > 1 else described
+
+    def _log_name(self, index: int) -> str:
+        return self.writer_name(index) or _callable_name(self._summarizers[index])
+
+    # -- background summaries ---------------------------------------------------------------------
+
+    def _keep_pending(self, request: _Request, job: _Job) -> None:
+        self._pending[request.key] = job
+        # Mispredicted spans are never asked for: keep only the latest few.
+        while len(self._pending) > _MAX_PENDING:
+            self._pending.popitem(last=False)
+
+    def _start_task(self, request: _Request) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._summarize_async(request.inputs, background=True), name="historykit-background-summary"
+        )
+        self._keep_pending(request, task)
+
+    def _start_thread(self, request: _Request) -> None:
+        if self._threads is None:
+            self._threads = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="historykit-background-summary"
+            )
+        self._keep_pending(request, self._threads.submit(self._summarize_sync, request.inputs, True))
+
+    def _background_reply(self, request: _Request) -> _Reply | None:
+        """The background summary of exactly these inputs, waited for; `None` when there is none or
+        it failed (the foreground then tries again)."""
+        job = self._pending.pop(request.key, None)
+        if job is None:
+            return None
+        if not isinstance(job, concurrent.futures.Future) and not (job.done() and not job.cancelled()):
+            return None  # a task of another event loop, still running: it cannot be waited for here
+        reply = job.result()
+        return _background(reply)
+
+    async def _abackground_reply(self, request: _Request) -> _Reply | None:
+        job = self._pending.pop(request.key, None)
+        if job is None:
+            return None
+        if isinstance(job, concurrent.futures.Future):
+            reply = await asyncio.wrap_future(job)
+        elif job.get_loop() is asyncio.get_running_loop():
+            try:
+                # Shielded: a cancelled caller must not cancel the summary itself.
+                reply = await asyncio.shield(job)
+            except asyncio.CancelledError:
+                if job.cancelled():
+                    return None
+                raise
+        elif job.done() and not job.cancelled():
+            reply = job.result()
+        else:
+            return None
+        return _background(reply)
+
+
+_RECENT_UNITS = 4
+"""Units whose mean size predicts what the coming calls add."""
+_STARTS_PER_CYCLE = 4
+"""Background summaries started between two compactions: one early, the others just before the mark."""
+_MAX_PENDING = _STARTS_PER_CYCLE
+"""Background summaries kept until the call that fires asks for them."""
+
+
+def _background(reply: _Reply) -> _Reply | None:
+    if reply.text is None:
+        return None
+    reply.background = True
+    return reply
+
+
+def _as_chain(value: Any, name: str) -> tuple[Any, ...]:
+    """A list or tuple is a chain; anything else is one summarizer (a model name is a str)."""
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise ValueError(f"{name} is an empty list: give at least one")
+        return tuple(value)
+    return (value,)
+
+
+def _callable_name(fn: object) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else type(fn).__qualname__
+
+
+@dataclass
+class _Request:
+    """What the compaction asks its driver for: a summary of `inputs`, now or in the background."""
+
+    inputs: list[Message]
+    key: str
+    """The digest of `inputs`: a background summary is used only for the very same inputs."""
+    background: bool = False
 
 
 @dataclass
 class _Reply:
     text: str | None
     error: str | None
+    writer: int | None = None
+    """Index of the summarizer that wrote `text`."""
+    failures: list[str] = field(default_factory=list)
+    """The summarizers of the chain that failed before it, described."""
+    background: bool = False
+    """Written by a background summary."""
+
+
+_Job: TypeAlias = "asyncio.Task[_Reply] | concurrent.futures.Future[_Reply]"
+"""A background summary under way: a task on the caller's event loop, or a thread's future."""
 
 
 @dataclass
@@ -421,6 +677,8 @@ class _Cached:
     text: str | None
     """The finished summary text; `None` when the summarizer failed."""
     error: str | None
+    writer: str | None = None
+    """What the marker records as the model: the summarizer of the chain that wrote it."""
     messages: dict[tuple[int, int, int, int], Message] = field(default_factory=dict)
     """The summary messages made from it, by marker numbers: the same call gives the same object."""
     tokens: int | None = None

@@ -175,10 +175,12 @@ class Meter:
     result: Result = field(default_factory=Result)
     _previous: Sequence[Message] = ()
     _digests: MessageDigests = field(default_factory=MessageDigests)
-    _produced: dict[tuple[str, str | None, str | None], bytes] = field(default_factory=dict)
-    """A thinking block (text, signature, id) -> the digest of the history it was produced after.
+    _produced: dict[tuple[str, str | None, str | None], set[bytes]] = field(default_factory=dict)
+    """A thinking block (text, signature, id) -> the digests of the histories it was produced after.
     By content, not identity: an anchor that converts messages to its framework and back still
-    replays the same block."""
+    replays the same block. The corpus has no signatures, and a few blocks repeat word for word
+    ("Let's view."): such a block passes if any of its productions matches (a real signature tells
+    them apart)."""
 
     def add(
         self,
@@ -224,7 +226,7 @@ class Meter:
                     continue
                 replays = True
                 produced = self._produced.get((part.text, part.signature, part.id))
-                if produced is not None and produced != chain[index]:
+                if produced is not None and chain[index] not in produced:
                     rejected = True
         r.thinking_calls += replays
         r.binding_rejected += rejected
@@ -237,7 +239,7 @@ class Meter:
         bound_to = self._chain(self._previous)[-1]
         for part in response.parts:
             if isinstance(part, ThinkingPart):
-                self._produced.setdefault((part.text, part.signature, part.id), bound_to)
+                self._produced.setdefault((part.text, part.signature, part.id), set()).add(bound_to)
 
     def _chain(self, messages: Sequence[Message]) -> list[bytes]:
         """Digest of `messages[:i]` for every i (a hash chain over the message digests)."""

@@ -71,10 +71,12 @@ class _Remembered(NamedTuple):
     fields: list[Any]
     """The forms' field dicts and extras, listed once: what the messages are compared with."""
     extras: list[Any]
+    written: bool
+    """The list's objects are a writer's: known when written again, never handed to a read."""
 
     @classmethod
-    def of(cls, known: KnownList) -> _Remembered:
-        return cls(known, list(map(_fields, known.forms)), list(map(_extras, known.forms)))
+    def of(cls, known: KnownList, written: bool) -> _Remembered:
+        return cls(known, list(map(_fields, known.forms)), list(map(_extras, known.forms)), written)
 
 
 def _all_same(messages: Sequence[Any], remembered: _Remembered) -> int:
@@ -130,7 +132,8 @@ class _Row(NamedTuple):
     form: Any
     """The private copy of the row's message."""
     handed: Any
-    """The object last handed out (or stored) for the row; handed out again while it is unchanged."""
+    """The object last handed out for the row, handed out again while it is unchanged; `None`
+    until a read asks for it (a written message is the writer's object, never handed out)."""
 
 
 class _ThreadMessages:
@@ -216,7 +219,7 @@ class MessageCache:
         with self._lock:
             entry = self._get(thread_id, create=False)
             remembered = entry.lists.get(key) if entry is not None else None
-        if remembered is None or remembered.known.runs != runs:
+        if remembered is None or remembered.written or remembered.known.runs != runs:
             return None
         known = remembered.known
         count = _all_same(known.messages, remembered)
@@ -227,8 +230,10 @@ class MessageCache:
             for message, form in zip(known.messages, known.forms)
         ]
 
-    def remember_list(self, thread_id: str, key: Hashable, known: KnownList) -> None:
-        remembered = _Remembered.of(known)
+    def remember_list(
+        self, thread_id: str, key: Hashable, known: KnownList, *, written: bool = False
+    ) -> None:
+        remembered = _Remembered.of(known, written)
         with self._lock:
             entry = self._get(thread_id, create=True)
             if entry is not None:
@@ -247,7 +252,7 @@ class MessageCache:
         refreshed: list[tuple[int, _Row]] = []
         for seq, row in rows.items():
             forms[seq] = row.form
-            if same(row.handed, row.form):
+            if row.handed is not None and same(row.handed, row.form):
                 out[seq] = row.handed
             else:  # edited in place by whoever holds it: that is not what the row holds
                 fresh = copy.deepcopy(row.form)
@@ -260,10 +265,21 @@ class MessageCache:
                     entry.by_seq.update(refreshed)
         return out, forms, seqs.difference(rows)
 
-    def add(self, thread_id: str, stored: Iterable[tuple[int, Any, Any, str | None, bool]]) -> None:
+    def add(
+        self,
+        thread_id: str,
+        stored: Iterable[tuple[int, Any, Any, str | None, bool]],
+        *,
+        written: bool = False,
+    ) -> None:
         """Remember that each message object is stored in `thread_id` under its `seq`, in the form
         `form` (its private copy, from `snapshot`), at that transcript position (`None`: unknown);
-        and, when the row holds that very form (last flag), that it is the row's message."""
+        and, when the row holds that very form (last flag), that it is the row's message.
+
+        `written`: the objects are the writer's (a `put`): they are recognised when written again,
+        but a read gets a copy of its own, as from the official savers, so that editing what a
+        read returned never edits what the application still holds (a model's scripted message,
+        another thread's state)."""
         with self._lock:
             entry = self._get(thread_id, create=True)
             if entry is None:
@@ -274,7 +290,7 @@ class MessageCache:
                 if entry.anchor is None:
                     entry.anchor = seq
                 if same_form:
-                    entry.by_seq[seq] = _Row(form, message)
+                    entry.by_seq[seq] = _Row(form, None if written else message)
                 entry.by_obj[id(message)] = Known(message, seq, form, form.id, position)
 
     def forget(self, thread_id: str) -> None:

@@ -1119,7 +1119,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
 
         def remember() -> None:
             for key, known in remembered:
-                cache.remember_list(thread_id, key, known)
+                cache.remember_list(thread_id, key, known, written=True)
 
         txn.after_commit(remember)
         return out
@@ -1191,7 +1191,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             if hit is not None and seqs[i] in lower
         ]
         if learned:
-            txn.after_commit(lambda: cache.add(thread_id, learned))
+            txn.after_commit(lambda: cache.add(thread_id, learned, written=True))
         if without_id is not None:
             without_id[:] = [message_id is None for message_id in ids]
         return seqs, forms

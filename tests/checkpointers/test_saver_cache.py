@@ -76,6 +76,32 @@ def test_what_a_read_hands_out_is_the_callers_to_change(database_url: str) -> No
     assert [m.content for m in saver.transcript("reads").messages] == ["hello", "echo: hello"]
 
 
+def test_a_read_never_hands_out_the_writers_objects(database_url: str) -> None:
+    """LangGraph's `test_state_graph_packets`: a fake model's scripted message, read back through
+    `get_state` and edited there, must not change what the model emits next (the official savers
+    return copies)."""
+    scripted = AIMessage("scripted answer", id="a1")
+
+    def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        return {"messages": [scripted]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    graph = builder.compile(checkpointer=SQLModelSaver(database_url))
+    one = {"configurable": {"thread_id": "one"}}
+    graph.invoke({"messages": [HumanMessage("hi", id="h1")]}, one)
+    read = graph.get_state(one).values["messages"][1]
+    assert read == scripted and read is not scripted
+    read.content = "edited by a reviewer"
+    graph.update_state(one, {"messages": [read]})
+    assert scripted.content == "scripted answer"
+    two = {"configurable": {"thread_id": "two"}}
+    graph.invoke({"messages": [HumanMessage("hi", id="h2")]}, two)
+    assert _contents(graph.get_state(two).values["messages"]) == ["human:hi", "ai:scripted answer"]
+    assert _contents(graph.get_state(one).values["messages"])[1] == "ai:edited by a reviewer"
+
+
 def test_one_message_object_reused_across_threads(database_url: str) -> None:
     saver = SQLModelSaver(database_url)
     graph = _echo_graph(saver)

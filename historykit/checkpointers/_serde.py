@@ -131,7 +131,12 @@ class StateSerializer(JsonPlusSerializer):
         if key in SAFE_MSGPACK_TYPES or key in self._granted:
             cls = getattr(importlib.import_module(module), name)
         else:
-            cls = self._state_type(code, module, name)
+            found = self._state_type(code, module, name)
+            if found is None:
+                # As LangGraph's reader: a model whose class cannot be found (defined inside a
+                # function) comes back as its fields, plain data.
+                return args
+            cls = found
             self._granted.add(key)
         if code == jsonplus.EXT_CONSTRUCTOR_SINGLE_ARG:
             return cls(args)
@@ -146,8 +151,10 @@ class StateSerializer(JsonPlusSerializer):
         except Exception:  # as LangGraph: a model that no longer validates its stored fields
             return cls.model_construct(**args)
 
-    def _state_type(self, code: int, module: str, name: str) -> type:
-        """The class a row names, when it is a state type of an imported module; else refused."""
+    def _state_type(self, code: int, module: str, name: str) -> type | None:
+        """The class a row names, when it is a state type of an imported module; `None` for a
+        pydantic model or dataclass its imported module does not hold at top level (a class defined
+        in a function); else refused."""
         where = f"{module}.{name}"
         allow = (
             f"list it in historykit.checkpointers.StateSerializer(allowed_types=[{where}]) and pass it "
@@ -166,6 +173,8 @@ class StateSerializer(JsonPlusSerializer):
             jsonplus.EXT_CONSTRUCTOR_KW_ARGS: isinstance(cls, type) and dataclasses.is_dataclass(cls),
             jsonplus.EXT_PYDANTIC_V2: isinstance(cls, type) and issubclass(cls, BaseModel),
         }
+        if cls is None and loaded is not None and code != jsonplus.EXT_CONSTRUCTOR_SINGLE_ARG:
+            return None
         if cls is None:
             raise RefusedTypeError(
                 f"the stored value names the type {where}, whose module is not imported: the saver "

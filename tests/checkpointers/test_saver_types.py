@@ -197,3 +197,29 @@ def test_messages_still_decode_strictly(sqlite_url: str) -> None:
         checkpointer=SQLModelSaver(sqlite_url, serde=StateSerializer(state_types="declared"))
     )
     assert fresh.get_state(config).values["messages"][0].content == "hi"
+
+
+def test_a_model_defined_in_a_function_comes_back_as_its_fields(database_url: str) -> None:
+    """As with LangGraph's own reader (its `test_in_one_fan_out_state_graph_waiting_edge_custom_state_
+    class_pydantic_input`): a pydantic model whose class cannot be found by module and name (defined
+    inside a function) is read back as plain data, not refused, and nothing is imported or called."""
+
+    class Inner(BaseModel):
+        hello: str
+
+    # The functional form: the annotations are the classes themselves, not names to resolve later.
+    local = TypedDict("local", {"inner": Inner, "turns": int})  # type: ignore[misc]  # noqa: UP013
+
+    def step(state: dict[str, Any]) -> dict[str, Any]:
+        return {"turns": state["turns"] + 1}
+
+    builder = StateGraph(local)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    graph = builder.compile(checkpointer=SQLModelSaver(database_url))
+    config = {"configurable": {"thread_id": "local-model"}}
+    graph.invoke({"inner": Inner(hello="world"), "turns": 0}, config)
+    fresh = builder.compile(checkpointer=SQLModelSaver(database_url))
+    values = fresh.get_state(config).values
+    assert values["turns"] == 1
+    assert values["inner"] == {"hello": "world"} or values["inner"] == Inner(hello="world")

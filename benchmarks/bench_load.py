@@ -68,6 +68,9 @@ class LoadResult:
     """Per conversation, the seconds from the start at which each of its steps returned."""
     latencies: list[float] = field(default_factory=list)
     elapsed: float = 0.0
+    cpu_seconds: float = 0.0
+    """CPU time of the benchmark's own process(es) while stepping: LangGraph, the saver's client side,
+    the driver; not the database server's."""
     errors: list[str] = field(default_factory=list)
     capped: bool = False
     database_bytes: int | None = None
@@ -211,8 +214,10 @@ async def drive(result: LoadResult, graphs: list[Any], cap: float) -> None:
             result.finished_at[i].append(ended - start)
             result.done[i] = step + 1
 
+    cpu = time.process_time()
     await asyncio.gather(*(conversation(i, graph) for i, graph in enumerate(graphs)))
     result.elapsed = time.perf_counter() - start
+    result.cpu_seconds = time.process_time() - cpu
 
 
 def postgres_size(url: str) -> int:
@@ -279,6 +284,7 @@ def sqlite_worker(
     out["finished"] = {i: [] for i in threads}
     out["errors"], out["capped"] = [], False
     live = list(threads)
+    cpu = time.process_time()
     for step in range(steps):
         for i in list(live):
             began = time.perf_counter()
@@ -298,6 +304,7 @@ def sqlite_worker(
             out["done"][i] = step + 1
         if not live:
             break
+    out["cpu"] = time.process_time() - cpu
     if kind == HISTORYKIT:
         saver.close()
     else:
@@ -333,6 +340,7 @@ def run_sqlite(kind: str, conversations: int, steps: int, processes: int, cap: f
                 result.done[i] = out["done"][key]
                 result.latencies += [t - s for t, s in zip(times, out["starts"][key])]
             result.errors += out["errors"]
+            result.cpu_seconds += out["cpu"]
             result.capped = result.capped or out["capped"]
         result.elapsed = max((t[-1] for t in result.finished_at if t), default=0.0)
         result.database_bytes = sum(p.stat().st_size for p in directory.iterdir())
@@ -376,7 +384,9 @@ def describe(result: LoadResult, name: str) -> str:
         f"{name:<24} {steps}\n"
         f"{'':<24} {result.throughput():8.1f} steps/s   p50 {result.latency(0.5) * 1e3:7.1f} ms   "
         f"p99 {result.latency(0.99) * 1e3:7.1f} ms   DB {_mb(result.database_bytes)}   "
-        f"errors {len(result.errors)}   incomplete conversations {len(result.incomplete)}"
+        f"errors {len(result.errors)}   incomplete conversations {len(result.incomplete)}\n"
+        f"{'':<24} client CPU {result.cpu_seconds / max(result.total_steps, 1) * 1e3:.1f} ms a step "
+        f"({result.cpu_seconds:.0f} s)"
     )
 
 

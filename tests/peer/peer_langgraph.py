@@ -29,13 +29,11 @@ from peer_plugin import SCRATCH, libpq_url, sqlalchemy_url
 from historykit.checkpointers import SQLModelSaver
 from tests import conftest_checkpointer as upstream  # the sdist's module, not historykit's tests
 
-PAIRS = {
-    "hk_sqlite": "sqlite",
-    "hk_postgres": "postgres",
-    "hk_sqlite_aio": "sqlite_aio",
-    "hk_postgres_aio": "postgres_aio",
-}
-"""Each historykit fixture and the official saver its results are compared with."""
+
+def _test_id(name: str) -> str:
+    # Ids that no other parameter of the suite uses (its `cache` fixture has a "sqlite" too), so the
+    # report can tell which saver a test ran with: official_sqlite, ..., hk_postgres_aio.
+    return name if name.startswith("hk_") else f"official_{name}"
 
 
 def _empty_tables(pattern: str) -> None:
@@ -104,13 +102,13 @@ ASYNC: dict[str, Callable[[Path], AbstractAsyncContextManager[BaseCheckpointSave
 }
 
 
-@pytest.fixture(scope="function", params=list(SYNC))
+@pytest.fixture(scope="function", params=list(SYNC), ids=_test_id)
 def sync_checkpointer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseCheckpointSaver]:
     with SYNC[request.param](tmp_path) as checkpointer:
         yield checkpointer
 
 
-@pytest.fixture(scope="function", params=list(ASYNC))
+@pytest.fixture(scope="function", params=list(ASYNC), ids=_test_id)
 async def async_checkpointer(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[BaseCheckpointSaver]:

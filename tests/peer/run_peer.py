@@ -15,6 +15,7 @@ the JUnit reports, the table and the list of differences go to .peer/results.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import importlib.metadata
 import os
 import re
@@ -31,6 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CACHE = REPO / ".peer"
+DOC = REPO / "docs" / "peer-suites.md"
 PATCH_LINE = (
     "\nfrom peer_langgraph import *  # noqa: F403  (appended by historykit's tests/peer/run_peer.py)\n"
 )
@@ -61,11 +63,13 @@ CHECKPOINT_SUITE_FILES = {
     ],
 }
 LANGGRAPH_PAIRS = {
-    "hk_sqlite": "sqlite",
-    "hk_postgres": "postgres",
-    "hk_sqlite_aio": "sqlite_aio",
-    "hk_postgres_aio": "postgres_aio",
+    "hk_sqlite": "official_sqlite",
+    "hk_postgres": "official_postgres",
+    "hk_sqlite_aio": "official_sqlite_aio",
+    "hk_postgres_aio": "official_postgres_aio",
 }
+"""The test ids of SQLModelSaver's checkpointer fixtures (`peer_langgraph.py`) and of the official saver
+each is compared with."""
 
 
 def sdist(distribution: str) -> Path:
@@ -174,6 +178,71 @@ def fmt(counts: Counter[str]) -> str:
     return f"{counts['passed']} / {counts['failed']} / {counts['skipped']}"
 
 
+@dataclass(frozen=True)
+class Difference:
+    """A test the official saver passes and historykit does not."""
+
+    suite: str
+    saver: str
+    outcome: str
+    test: str
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.suite}\t{self.saver}\t{self.outcome}\t{self.test}\t{self.reason}"
+
+
+def documented() -> list[tuple[str, str, str]]:
+    """`(suite, saver, test pattern)` of each difference explained in docs/peer-suites.md: the rows of
+    its tables whose third cell is a test id (or an fnmatch pattern) in backquotes."""
+    rules = []
+    for line in DOC.read_text().splitlines() if DOC.exists() else []:
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[2].startswith("`") and cells[2].endswith("`"):
+            rules.append((cells[0], cells[1].strip("`"), cells[2].strip("`")))
+    return rules
+
+
+def explained(difference: Difference, rules: list[tuple[str, str, str]]) -> bool:
+    return any(
+        difference.suite == suite
+        and fnmatch.fnmatchcase(difference.saver, saver)
+        and fnmatch.fnmatchcase(difference.test, pattern)
+        for suite, saver, pattern in rules
+    )
+
+
+def node_id(root: Path, test: str, saver: str) -> str:
+    """The pytest node id of a langgraph report key (`tests.test_x::name[*-sync]`) for one saver."""
+    classname, _, name = test.partition("::")
+    parts = classname.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = "/".join(parts[:cut]) + ".py"
+        if (root / path).exists():
+            return "::".join([path, *parts[cut:], name.replace("*", saver)])
+    return test
+
+
+def run_again(root: Path, found: list[Difference], results: Path) -> tuple[list[Difference], list[str]]:
+    """Run the langgraph tests historykit failed once more, alone: a test that then passes was timing
+    (some of LangGraph's tests race threads against the clock) and is reported as such, not counted."""
+    if not found:
+        return found, []
+    ids = {node_id(root, d.test, d.saver): d for d in found}
+    junit = results / f"langgraph-again-{found[0].saver}.xml"
+    pytest_run("langgraph", root, list(ids), junit, swap=False, workers=1)
+    outcomes, _ = read_junit(junit)
+    passed = {test for test, outcome in outcomes.items() if outcome == "passed"}
+    again = [node for node in ids if _junit_key(node) in passed]
+    return [d for node, d in ids.items() if node not in again], again
+
+
+def _junit_key(node: str) -> str:
+    # tests/test_x.py::name[...] as JUnit names it: tests.test_x::name[...]
+    path, *classes, name = node.split("::")
+    return f"{'.'.join([path.removesuffix('.py').replace('/', '.'), *classes])}::{name}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -188,7 +257,8 @@ def main() -> int:
     results.mkdir(parents=True, exist_ok=True)
 
     rows: list[tuple[str, str, str, str, str, int]] = []
-    differences: list[str] = []
+    differences: list[Difference] = []
+    flaky: list[str] = []
     durations: dict[str, float] = {}
     for suite in suites:
         root = sdist(DISTRIBUTIONS[suite])
@@ -235,10 +305,14 @@ def main() -> int:
             rows.append(
                 (version, hk_name, official_name, fmt(hk.counts()), fmt(official.counts()), len(missing))
             )
-            differences += [
-                f"{suite}\t{hk_name}\t{hk.by_test.get(t, 'absent')}\t{t}\t{hk.reasons.get(t, '')}"
+            found = [
+                Difference(suite, hk_name, hk.by_test.get(t, "absent"), t, hk.reasons.get(t, ""))
                 for t in missing
             ]
+            if suite == "langgraph":
+                found, passed_again = run_again(root, found, results)
+                flaky += passed_again
+            differences += found
 
     table = [
         "| suite | historykit | official | historykit passed / failed / skipped | official passed / failed / "
@@ -249,10 +323,20 @@ def main() -> int:
     timing = ", ".join(f"{suite} {seconds:.0f} s" for suite, seconds in durations.items())
     summary = "\n".join([*table, "", f"Duration: {timing} (workers: {options.workers})."])
     (results / "summary.md").write_text(summary + "\n")
-    (results / "differences.tsv").write_text("".join(f"{line}\n" for line in differences))
+    (results / "differences.tsv").write_text("".join(f"{d.line()}\n" for d in differences))
     print(summary)
-    print(f"{len(differences)} difference(s) listed in {results / 'differences.tsv'}")
-    return 0
+    for test in flaky:
+        print(f"failed, then passed when run again: {test}")
+    rules = documented()
+    unexplained = [d for d in differences if not explained(d, rules)]
+    print(f"{len(differences)} difference(s) listed in {results / 'differences.tsv'}; "
+          f"{len(unexplained)} not explained in {DOC.relative_to(REPO)}")  # fmt: skip
+    for difference in unexplained:
+        print(f"  UNEXPLAINED {difference.line()}")
+    stale = [rule for rule in rules if not any(explained(d, [rule]) for d in differences)]
+    for suite, saver, pattern in stale:
+        print(f"  no longer differs (documented): {suite} {saver} {pattern}")
+    return 1 if unexplained else 0
 
 
 if __name__ == "__main__":

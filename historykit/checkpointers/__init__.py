@@ -17,9 +17,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from historykit.checkpointers._serde import RefusedTypeError, StateSerializer
     from historykit.checkpointers.conversation_store import SQLModelConversationStore
     from historykit.checkpointers.database import (
         CorruptRowError,
+        ReadOnlyDatabaseError,
         SchemaError,
         SchemaVersionError,
         create_async_engine,
@@ -31,10 +33,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CorruptRowError",
+    "ReadOnlyDatabaseError",
+    "RefusedTypeError",
     "SQLModelConversationStore",
     "SQLModelSaver",
     "SchemaError",
     "SchemaVersionError",
+    "StateSerializer",
     "StoredCompaction",
     "Transcript",
     "create_async_engine",
@@ -46,6 +51,9 @@ _LAZY = {
     "SQLModelSaver": "historykit.checkpointers.saver",
     "SQLModelConversationStore": "historykit.checkpointers.conversation_store",
     "CorruptRowError": "historykit.checkpointers.database",
+    "ReadOnlyDatabaseError": "historykit.checkpointers.database",
+    "RefusedTypeError": "historykit.checkpointers._serde",
+    "StateSerializer": "historykit.checkpointers._serde",
     "SchemaError": "historykit.checkpointers.database",
     "SchemaVersionError": "historykit.checkpointers.database",
     "create_async_engine": "historykit.checkpointers.database",

@@ -4,25 +4,38 @@ A checkpoint's message list is mostly the previous checkpoint's list plus a mess
 LangGraph hands the saver the very same message objects step after step. Remembering each stored
 object's `seq` lets `put` turn the list into references without serializing or hashing the
 messages it already stored; remembering the last list stored for each channel lets it skip even
-the lookups for the unchanged head of the list (one identity comparison per message, in C), so a
-step costs the same at message 20 and at message 2,000. The same map serves reads: a message
-decoded once is handed out again instead of being decoded at every `get_tuple`, which is what
-keeps `get_state` fast on long threads.
+the lookups for the unchanged head of the list, so a step costs the same at message 20 and at
+message 2,000. The same map serves reads: a message decoded once is not decoded again at every
+`get_tuple`, which is what keeps `get_state` fast on long threads.
+
+The cache never disagrees with the database:
+- each stored message has a private copy of its stored form (`Known.form`), which nobody else
+  ever sees. An object is only taken for a stored message while its fields equal that form (one
+  C-level dict comparison, shared strings compare by identity): a message edited in place since
+  it was stored or read is a new message to `put`, and a read hands out a fresh copy instead of
+  the edited object. So an edit is written when it is `put`, older checkpoints keep what they
+  had, and a caller reusing an object in another thread changes nothing stored;
+- entries are per thread, and an object of one thread is never handed out for another;
+- the saver checks, in each write transaction, that the thread's log still holds a number this
+  cache learned (`anchor`): a thread deleted (or deleted and created again) by another process
+  is forgotten before anything is written from the cache.
 
 Objects are held strongly (an `id()` is only meaningful while its object is alive), for the most
-recently used threads only. Messages are shared, not copied, between the checkpoints that
-contain them: like LangGraph's own channels, the saver treats state messages as immutable.
+recently used threads only.
 
 Example:
     ```python
     cache = MessageCache(max_threads=8)
-    cache.add("t1", [(5, message, message.id, None, True)])
-    assert cache.seqs_of("t1", [message]) == [(5, None, message.id)]
+    cache.add("t1", [(5, message, snapshot(message), None, True)])
+    assert cache.seqs_of("t1", [message])[0].seq == 5
+    message.content = "edited in place"
+    assert cache.seqs_of("t1", [message]) == [None]
     ```
 """
 
 from __future__ import annotations
 
+import copy
 import operator
 import threading
 from collections import OrderedDict
@@ -31,26 +44,105 @@ from typing import Any, NamedTuple
 
 from historykit.checkpointers._refs import Run
 
+_fields = operator.attrgetter("__dict__")
+_extras = operator.attrgetter("__pydantic_extra__")
+
+
+def _extra(message: Any) -> Any:
+    return getattr(message, "__pydantic_extra__", None) or None
+
+
+def snapshot(message: Any) -> Any | None:
+    """A private deep copy of `message` as it is now (`None` when it cannot be copied: such a
+    message is never cached, so it is serialized at every `put`)."""
+    try:
+        return copy.deepcopy(message)
+    except Exception:  # an artifact that refuses to be copied: correctness over speed
+        return None
+
+
+def same(message: Any, form: Any) -> bool:
+    """`message` holds exactly what `form` holds (its fields compared deeply)."""
+    return bool(message.__dict__ == form.__dict__) and _extra(message) == _extra(form)
+
+
+class _Remembered(NamedTuple):
+    known: KnownList
+    fields: list[Any]
+    """The forms' field dicts and extras, listed once: what the messages are compared with."""
+    extras: list[Any]
+
+    @classmethod
+    def of(cls, known: KnownList) -> _Remembered:
+        return cls(known, list(map(_fields, known.forms)), list(map(_extras, known.forms)))
+
+
+def _all_same(messages: Sequence[Any], remembered: _Remembered) -> int:
+    """How many leading `messages` (a prefix of the remembered list) equal their forms: all of
+    them in two C-level comparisons when nothing changed (the dicts share their strings with the
+    forms, compared by identity)."""
+    count = len(messages)
+    fields, extras = remembered.fields, remembered.extras
+    if count < len(fields):
+        fields, extras = fields[:count], extras[:count]
+    if list(map(_fields, messages)) == fields and list(map(_extras, messages)) == extras:
+        return count
+    for i, (message, form) in enumerate(zip(messages, remembered.known.forms)):
+        if not same(message, form):
+            return i
+    return len(messages)
+
+
+class Known(NamedTuple):
+    """A message object known to be stored under `seq`, and the private copy of that form."""
+
+    message: Any
+    seq: int
+    form: Any
+    message_id: str | None
+    position: str | None
+    """Its transcript position, if known."""
+
 
 class KnownList(NamedTuple):
-    """The last message list stored (or read) under a key, with its numbers and runs."""
+    """The last message list stored (or read) under a key, with its numbers, runs and forms."""
 
     messages: list[Any]
     seqs: list[int]
     runs: list[Run]
+    forms: list[Any]
 
 
-_NOTHING_KNOWN = KnownList([], [], [])
+_NOTHING_KNOWN = KnownList([], [], [], [])
+
+
+def _cut_runs(runs: Sequence[Run], count: int) -> list[Run]:
+    out: list[Run] = []
+    for first, length in runs:
+        if count <= 0:
+            break
+        out.append((first, min(length, count)))
+        count -= length
+    return out
+
+
+class _Row(NamedTuple):
+    form: Any
+    """The private copy of the row's message."""
+    handed: Any
+    """The object last handed out (or stored) for the row; handed out again while it is unchanged."""
 
 
 class _ThreadMessages:
-    __slots__ = ("by_obj", "by_seq", "lists")
+    __slots__ = ("anchor", "by_obj", "by_seq", "lists")
 
     def __init__(self) -> None:
-        self.by_seq: dict[int, Any] = {}
-        self.by_obj: dict[int, tuple[Any, int, str | None, str | None]] = {}
-        """`id(message) -> (message, seq, message.id as stored, transcript position if known)`."""
-        self.lists: dict[Hashable, KnownList] = {}
+        self.by_seq: dict[int, _Row] = {}
+        self.by_obj: dict[int, Known] = {}
+        self.lists: dict[Hashable, _Remembered] = {}
+        self.anchor: int | None = None
+        """A number of the thread's log this cache learned: while the log holds it, the thread was
+        not deleted since (numbers are never reused, see `MessageRow.seq`)."""
 
 
 class MessageCache:
@@ -73,87 +165,118 @@ class MessageCache:
             self._threads.popitem(last=False)
         return entry
 
-    def seqs_of(
-        self, thread_id: str, messages: Sequence[Any]
-    ) -> list[tuple[int, str | None, str | None] | None]:
-        """`(seq, position, message id)` of each message object already stored in `thread_id`,
-        `None` for the others (including an object given an id since it was stored: it is no
-        longer that message)."""
+    def anchor(self, thread_id: str) -> int | None:
+        """A number the thread's log must still hold for this cache's knowledge of it to be valid."""
+        with self._lock:
+            entry = self._threads.get(thread_id)
+            return entry.anchor if entry is not None else None
+
+    def seqs_of(self, thread_id: str, messages: Sequence[Any]) -> list[Known | None]:
+        """What is known of each message object already stored in `thread_id` and unchanged
+        since, `None` for the others (edited in place, or given an id since)."""
         with self._lock:
             entry = self._get(thread_id, create=False)
             if entry is None:
                 return [None] * len(messages)
-            by_obj = entry.by_obj
-            out: list[tuple[int, str | None, str | None] | None] = []
-            for message in messages:
-                hit = by_obj.get(id(message))
-                if hit is not None and hit[0] is message and hit[2] == message.id:
-                    out.append((hit[1], hit[3], hit[2]))
-                else:
-                    out.append(None)
-            return out
+            hits = list(map(entry.by_obj.get, map(id, messages)))
+        return [
+            hit if hit is not None and hit.message is message and same(message, hit.form) else None
+            for message, hit in zip(messages, hits)
+        ]
 
     def known_prefix(self, thread_id: str, key: Hashable, messages: Sequence[Any]) -> KnownList:
-        """The last list remembered under `key` when `messages` starts with its very objects,
-        else an empty one: its messages need no lookup at all."""
+        """The part of the last list remembered under `key` that `messages` starts with, as the
+        very objects, unchanged: those messages need no lookup at all."""
         with self._lock:
             entry = self._get(thread_id, create=False)
-            known = entry.lists.get(key) if entry is not None else None
-        if known is None or len(known.messages) > len(messages):
+            remembered = entry.lists.get(key) if entry is not None else None
+        if remembered is None or not remembered.known.messages:
             return _NOTHING_KNOWN
-        if all(map(operator.is_, messages, known.messages)):  # stops at the shorter: the prefix
+        known = remembered.known
+        count = min(len(known.messages), len(messages))
+        head = messages[:count]
+        if not all(map(operator.is_, head, known.messages)):
+            count = next(i for i, (a, b) in enumerate(zip(head, known.messages)) if a is not b)
+            head = head[:count]
+        count = _all_same(head, remembered)
+        if count == len(known.messages):
             return known
-        return _NOTHING_KNOWN
+        if count == 0:
+            return _NOTHING_KNOWN
+        return KnownList(
+            list(known.messages[:count]),
+            known.seqs[:count],
+            _cut_runs(known.runs, count),
+            known.forms[:count],
+        )
 
-    def known_list(self, thread_id: str, key: Hashable) -> KnownList | None:
-        """The last list remembered under `key`."""
+    def read_list(self, thread_id: str, key: Hashable, runs: Sequence[Run]) -> list[Any] | None:
+        """The messages of the last list remembered under `key`, when it has these runs: objects
+        unchanged since, fresh copies of the others (`None`: not remembered)."""
         with self._lock:
             entry = self._get(thread_id, create=False)
-            return entry.lists.get(key) if entry is not None else None
+            remembered = entry.lists.get(key) if entry is not None else None
+        if remembered is None or remembered.known.runs != runs:
+            return None
+        known = remembered.known
+        count = _all_same(known.messages, remembered)
+        if count == len(known.messages):
+            return list(known.messages)
+        return [
+            message if same(message, form) else copy.deepcopy(form)
+            for message, form in zip(known.messages, known.forms)
+        ]
 
     def remember_list(self, thread_id: str, key: Hashable, known: KnownList) -> None:
+        remembered = _Remembered.of(known)
         with self._lock:
             entry = self._get(thread_id, create=True)
             if entry is not None:
-                entry.lists[key] = known
+                entry.lists[key] = remembered
 
-    def lookup(self, thread_id: str, seqs: set[int]) -> tuple[dict[int, Any], set[int]]:
-        """A `seq -> message` map holding every known one of `seqs`, and the unknown ones.
-
-        The map may be the cache's own (read it, do not change it).
-        """
+    def lookup(self, thread_id: str, seqs: set[int]) -> tuple[dict[int, Any], dict[int, Any], set[int]]:
+        """For the known ones of `seqs`: `seq -> message` to hand out (unchanged objects, or fresh
+        copies of the stored form) and `seq -> form`; and the unknown ones."""
         with self._lock:
             entry = self._get(thread_id, create=False)
             if entry is None:
-                return {}, set(seqs)
-            return entry.by_seq, seqs.difference(entry.by_seq.keys())
+                return {}, {}, set(seqs)
+            rows = {seq: entry.by_seq[seq] for seq in seqs if seq in entry.by_seq}
+        out: dict[int, Any] = {}
+        forms: dict[int, Any] = {}
+        refreshed: list[tuple[int, _Row]] = []
+        for seq, row in rows.items():
+            forms[seq] = row.form
+            if same(row.handed, row.form):
+                out[seq] = row.handed
+            else:  # edited in place by whoever holds it: that is not what the row holds
+                fresh = copy.deepcopy(row.form)
+                out[seq] = fresh
+                refreshed.append((seq, _Row(row.form, fresh)))
+        if refreshed:
+            with self._lock:
+                entry = self._get(thread_id, create=False)
+                if entry is not None:
+                    entry.by_seq.update(refreshed)
+        return out, forms, seqs.difference(rows)
 
-    def add(self, thread_id: str, stored: Iterable[tuple[int, Any, str | None, str | None, bool]]) -> None:
-        """Remember that each message object is stored in `thread_id` under its `seq`, as it was
-        when serialized (with that message id), at that transcript position (`None`: unknown);
-        and, when the row holds that very form of it (last flag), that it is the row's message."""
+    def add(self, thread_id: str, stored: Iterable[tuple[int, Any, Any, str | None, bool]]) -> None:
+        """Remember that each message object is stored in `thread_id` under its `seq`, in the form
+        `form` (its private copy, from `snapshot`), at that transcript position (`None`: unknown);
+        and, when the row holds that very form (last flag), that it is the row's message."""
         with self._lock:
             entry = self._get(thread_id, create=True)
             if entry is None:
                 return
-            for seq, message, message_id, position, same_form in stored:
+            for seq, message, form, position, same_form in stored:
+                if form is None:
+                    continue
+                if entry.anchor is None:
+                    entry.anchor = seq
                 if same_form:
-                    entry.by_seq[seq] = message
-                entry.by_obj[id(message)] = (message, seq, message_id, position)
+                    entry.by_seq[seq] = _Row(form, message)
+                entry.by_obj[id(message)] = Known(message, seq, form, form.id, position)
 
     def forget(self, thread_id: str) -> None:
         with self._lock:
             self._threads.pop(thread_id, None)
-
-    def copy(self, source: str, target: str) -> None:
-        """After `copy_thread`: the target's log holds the same messages under the same numbers."""
-        with self._lock:
-            entry = self._threads.get(source)
-            if entry is None:
-                return
-            clone = self._get(target, create=True)
-            if clone is None:
-                return
-            clone.by_seq.update(entry.by_seq)
-            clone.by_obj.update(entry.by_obj)
-            clone.lists.update(entry.lists)

@@ -29,6 +29,11 @@ REFS_ENCODING = "historykit.refs"
 
 _FORMAT = 2
 """Runs stored as `[first, length, gap, length, ...]`, each `gap` from the end of the run before."""
+_MAX_MESSAGES = 1_000_000
+"""The most messages a reference blob may refer to: far beyond any conversation, and a bound
+that keeps a crafted run length from allocating the machine's memory."""
+_MAX_SEQ = 2**63 - 1
+"""Message numbers are 64-bit integers in the database."""
 _FORMAT_ABSOLUTE = 1
 """Runs stored as `[first, length, first, length, ...]`: the first development versions wrote
 it, and it is still read."""
@@ -190,6 +195,11 @@ def decode_refs(data: bytes | None) -> Refs:
     lengths = flat[1::2]
     if lengths and min(lengths) <= 0:
         raise ValueError(f"the reference blob has a run of length {min(lengths)}")
+    total = sum(lengths)
+    if total > _MAX_MESSAGES:
+        raise ValueError(
+            f"the reference blob refers to {total} messages, more than the {_MAX_MESSAGES:,} a list may hold"
+        )
     if doc["v"] == _FORMAT_ABSOLUTE:
         runs: list[Run] = list(zip(flat[0::2], lengths))
     else:
@@ -198,8 +208,9 @@ def decode_refs(data: bytes | None) -> Refs:
         for gap, length in zip(flat[0::2], lengths):
             runs.append((end + gap, length))
             end += gap + length
+    if runs and (min(runs)[0] < 0 or max(first + length for first, length in runs) > _MAX_SEQ):
+        raise ValueError("the reference blob refers to message numbers outside 0..2**63-1")
     without_id = doc.get("without_id", [])
-    total = sum(lengths)
     if not isinstance(without_id, list) or not all(type(i) is int and 0 <= i < total for i in without_id):
         raise ValueError("the reference blob's without_id is not a list of indexes into it")
     refs = Refs(runs, bool(doc.get("snapshot", False)), bool(doc.get("single", False)), tuple(without_id))

@@ -1,12 +1,24 @@
 """How the LangGraph saver turns values into `(encoding, bytes)` columns and back, never with pickle.
 
-The saver takes any LangGraph `SerializerProtocol`. The default is LangGraph's msgpack
-`JsonPlusSerializer` in strict mode: decoding builds only LangChain messages, a few standard
-library types and the types of the graph's own state schema (LangGraph adds those through
-`with_allowlist` when it compiles a graph), and never unpickles. A serializer that may fall back
-to pickle is refused, and so is a stored pickle. An `EncryptedSerializer` works as is; a message's
-address (its hash) is computed on its serialized form before encryption, so identical messages
-are still stored once.
+The saver takes any LangGraph `SerializerProtocol`. The default is `StateSerializer`, LangGraph's
+msgpack `JsonPlusSerializer` with a stricter reading: decoding builds LangChain messages and the
+types LangGraph deems safe, and the graph's own state types, never anything else. A stored row
+names the types it holds; one is built only when it is:
+- one of LangGraph's safe types (messages, standard-library values), or a type the graph
+  declared (LangGraph passes them through `with_allowlist` when `LANGGRAPH_STRICT_MSGPACK=true`)
+  or `allowed_types` lists;
+- or (`state_types="loaded"`, the default) a pydantic model, dataclass or Enum whose module this
+  process has already imported: the kinds of type a graph's state schema declares, as
+  `InMemorySaver` and `SqliteSaver` restore them. No module is ever imported because a row names
+  it, no other callable or method is ever called.
+Anything else is refused with `RefusedTypeError` naming the type and the setting that allows it,
+instead of coming back silently as a dict.
+
+A serializer that may fall back to pickle is refused, and so is a stored pickle. An
+`EncryptedSerializer` works, strictly: every row must be encrypted with its cipher (an
+unencrypted row is an error, not decoded), and its inner serializer is read as above whatever it
+was configured to allow. A message's address (its hash) is computed on its serialized form before
+encryption, so identical messages are still stored once.
 
 Example:
     ```python
@@ -18,19 +30,159 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
-from typing import Any
+import importlib
+import sys
+from collections.abc import Iterable
+from typing import Any, Literal
 
+import ormsgpack
+from langgraph.checkpoint.serde import jsonplus
+from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_TYPES
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from pydantic import BaseModel
 
 from historykit.checkpointers.database import CorruptRowError
 
+StateTypes = Literal["loaded", "declared"]
 
-def default_serializer() -> JsonPlusSerializer:
-    """LangGraph's msgpack serializer, strict: no pickle, only allow-listed types are built."""
-    return JsonPlusSerializer(pickle_fallback=False, allowed_msgpack_modules=None)
+
+class RefusedTypeError(CorruptRowError):
+    """A stored value names a type the saver does not build from a database."""
+
+
+def _type_key(typ: type | tuple[str, ...]) -> tuple[str, str]:
+    if isinstance(typ, tuple):
+        return (typ[0], typ[1])
+    return (typ.__module__, typ.__qualname__)
+
+
+class StateSerializer(JsonPlusSerializer):
+    """LangGraph's msgpack serializer, decoding only safe types and the graph's own state types.
+
+    Example:
+        ```python
+        serde = StateSerializer(allowed_types=[MyState])  # or state_types="loaded" (the default)
+        saver = SQLModelSaver("sqlite:///agent.db", serde=serde)
+        ```
+    """
+
+    def __init__(
+        self, *, state_types: StateTypes = "loaded", allowed_types: Iterable[type | tuple[str, ...]] = ()
+    ) -> None:
+        """Args:
+        state_types: `"loaded"` also builds pydantic models, dataclasses and Enums of modules the
+            process has imported; `"declared"` builds only safe types and the declared ones.
+        allowed_types: more types to build (classes, or `(module, name)`), as `with_allowlist`.
+        """
+        if state_types not in ("loaded", "declared"):
+            raise ValueError(f"state_types must be 'loaded' or 'declared', got {state_types!r}")
+        super().__init__(pickle_fallback=False, allowed_msgpack_modules=None)
+        self.state_types: StateTypes = state_types
+        self.allowed_types: frozenset[tuple[str, str]] = frozenset(map(_type_key, allowed_types))
+        # LangGraph's strict reader builds the safe types (and what this saver allowed): types are
+        # added to its set once they passed `_allowed` below.
+        self._granted: set[tuple[str, ...]] = set(self.allowed_types)
+        self._safe_hook = jsonplus._create_msgpack_ext_hook(self._granted)
+
+    def with_msgpack_allowlist(self, extra_allowlist: Iterable[tuple[str, ...] | type]) -> StateSerializer:
+        """A copy that also builds the graph's declared types (LangGraph calls it in strict mode)."""
+        extra = frozenset(map(_type_key, extra_allowlist)) - self.allowed_types
+        if not extra:
+            return self
+        return StateSerializer(state_types=self.state_types, allowed_types=self.allowed_types | extra)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        encoding, payload = data
+        if encoding != "msgpack":
+            return super().loads_typed(data)
+        refused: list[RefusedTypeError] = []
+
+        def hook(code: int, ext: bytes) -> Any:
+            try:
+                return self._ext(code, ext, hook)
+            except RefusedTypeError as exc:  # ormsgpack replaces a hook's exception with its own
+                refused.append(exc)
+                raise
+
+        try:
+            return ormsgpack.unpackb(payload, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        except Exception:
+            if refused:
+                raise refused[0] from None
+            raise
+
+    def _ext(self, code: int, ext: bytes, hook: Any) -> Any:
+        if code not in (
+            jsonplus.EXT_CONSTRUCTOR_SINGLE_ARG,
+            jsonplus.EXT_CONSTRUCTOR_POS_ARGS,
+            jsonplus.EXT_CONSTRUCTOR_KW_ARGS,
+            jsonplus.EXT_PYDANTIC_V2,
+        ):
+            # Delta snapshots, numpy arrays, safe method calls: LangGraph's strict reader.
+            return self._safe_hook(code, ext)
+        parts = ormsgpack.unpackb(ext, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        module, name, args = parts[0], parts[1], parts[2]
+        key = (module, name)
+        if key in SAFE_MSGPACK_TYPES or key in self._granted:
+            cls = getattr(importlib.import_module(module), name)
+        else:
+            cls = self._state_type(code, module, name)
+            self._granted.add(key)
+        if code == jsonplus.EXT_CONSTRUCTOR_SINGLE_ARG:
+            return cls(args)
+        if code == jsonplus.EXT_CONSTRUCTOR_POS_ARGS:
+            if key == ("langgraph.types", "Send"):
+                return jsonplus._send_from_args(args)
+            return cls(*args)
+        if code == jsonplus.EXT_CONSTRUCTOR_KW_ARGS:
+            return cls(**args)
+        try:
+            return cls(**args)
+        except Exception:  # as LangGraph: a model that no longer validates its stored fields
+            return cls.model_construct(**args)
+
+    def _state_type(self, code: int, module: str, name: str) -> type:
+        """The class a row names, when it is a state type of an imported module; else refused."""
+        where = f"{module}.{name}"
+        allow = (
+            f"list it in historykit.checkpointers.StateSerializer(allowed_types=[{where}]) and pass it "
+            "as the saver's serde "
+            "(or run LangGraph with LANGGRAPH_STRICT_MSGPACK=true, which declares the graph's types)"
+        )
+        if self.state_types != "loaded":
+            raise RefusedTypeError(
+                f"the stored value names the type {where}, which is not a type LangGraph deems safe "
+                f"nor one declared by the graph: to build it, {allow}"
+            )
+        loaded = sys.modules.get(module)
+        cls = getattr(loaded, name, None) if loaded is not None else None
+        kinds = {
+            jsonplus.EXT_CONSTRUCTOR_SINGLE_ARG: isinstance(cls, type) and issubclass(cls, enum.Enum),
+            jsonplus.EXT_CONSTRUCTOR_KW_ARGS: isinstance(cls, type) and dataclasses.is_dataclass(cls),
+            jsonplus.EXT_PYDANTIC_V2: isinstance(cls, type) and issubclass(cls, BaseModel),
+        }
+        if cls is None:
+            raise RefusedTypeError(
+                f"the stored value names the type {where}, whose module is not imported: the saver "
+                f"never imports a module a row names; import it first, or {allow}"
+            )
+        if not kinds.get(code, False):
+            raise RefusedTypeError(
+                f"the stored value asks to call {where}, which is not a pydantic model, dataclass or "
+                f"Enum (the state types the saver builds): refused; if it is yours, {allow}"
+            )
+        assert isinstance(cls, type)
+        return cls
+
+
+def default_serializer() -> StateSerializer:
+    """Safe types and the graph's own state types; never pickle (see `StateSerializer`)."""
+    return StateSerializer()
 
 
 def _refuse_pickle(serde: SerializerProtocol) -> None:
@@ -46,10 +198,53 @@ def _is_pickle(encoding: str) -> bool:
     return encoding == "pickle" or encoding.startswith("pickle+")
 
 
+_MSGPACK_DEPTH = 200
+"""Nesting that msgpack (ormsgpack) may refuse: it stops at 255 levels, the envelope included."""
+
+
+def _depth(value: Any, limit: int) -> int:
+    """How deeply `value` nests lists, dicts and models (counted up to `limit`), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest >= limit:
+            return deepest
+        if isinstance(item, BaseModel):
+            item = item.__dict__
+        if isinstance(item, dict):
+            stack.extend((child, level + 1) for child in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, level + 1) for child in item)
+    return deepest
+
+
+def _unstorable(obj: Any, exc: BaseException) -> Exception:
+    """The error for a value the serializer cannot write, saying why when it can tell."""
+    depth = _depth(obj, _MSGPACK_DEPTH)
+    if depth >= _MSGPACK_DEPTH:
+        return ValueError(
+            f"cannot store a {type(obj).__name__}: it nests lists or dicts {depth} or more levels deep, "
+            "deeper than msgpack encodes (flatten it, or store it as a JSON string)"
+        )
+    return TypeError(f"cannot store a {type(obj).__name__}: {type(exc).__name__}: {exc}")
+
+
+def _reader_for(serde: SerializerProtocol) -> SerializerProtocol:
+    """What decodes stored values: a LangGraph msgpack serializer is read strictly whatever it
+    allows (`StateSerializer`, keeping the types it lists); another serializer as it is."""
+    if isinstance(serde, StateSerializer) or not isinstance(serde, JsonPlusSerializer):
+        return serde
+    listed = serde._allowed_msgpack_modules
+    keys = [key for key in listed if len(key) >= 2] if isinstance(listed, (set, frozenset)) else []
+    return StateSerializer(allowed_types=keys)
+
+
 class RowCodec:
     """A serializer bound to the saver, with hashing and clear errors for undecodable rows."""
 
-    __slots__ = ("_cipher", "_plain", "serde")
+    __slots__ = ("_cipher", "_plain", "_reader", "serde")
 
     def __init__(self, serde: SerializerProtocol) -> None:
         _refuse_pickle(serde)
@@ -60,14 +255,21 @@ class RowCodec:
         else:
             self._plain = serde
             self._cipher = None
+        self._reader = _reader_for(self._plain)
 
     def dumps(self, obj: Any) -> tuple[str, bytes]:
-        encoding, data = self.serde.dumps_typed(obj)
+        try:
+            encoding, data = self.serde.dumps_typed(obj)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _unstorable(obj, exc) from exc
         return encoding, data
 
     def dumps_hashed(self, obj: Any) -> tuple[str, bytes, str]:
         """Encoding, stored bytes, and the SHA-256 of the unencrypted serialized form."""
-        encoding, plain = self._plain.dumps_typed(obj)
+        try:
+            encoding, plain = self._plain.dumps_typed(obj)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _unstorable(obj, exc) from exc
         digest = hashlib.sha256(encoding.encode() + b"\0" + plain).hexdigest()
         if self._cipher is None:
             return encoding, plain, digest
@@ -75,14 +277,32 @@ class RowCodec:
         return f"{encoding}+{cipher_name}", ciphertext, digest
 
     def loads(self, encoding: str, data: bytes | None, *, where: str) -> Any:
-        """Decode a stored value; `CorruptRowError` naming `where` when it cannot be decoded."""
+        """Decode a stored value; `CorruptRowError` naming `where` when it cannot be decoded (a
+        pickle, a row not encrypted when the saver encrypts, a type it does not build)."""
         if _is_pickle(encoding):
             raise CorruptRowError(
                 f"{where} holds a pickle, which historykit never writes and refuses to load "
                 "(unpickling can run arbitrary code)"
             )
+        payload = data if data is not None else b""
+        if self._cipher is not None:
+            plain_encoding, encrypted, cipher_name = encoding.partition("+")
+            if not encrypted:
+                raise CorruptRowError(
+                    f"{where} is not encrypted (encoding {encoding!r}) but the saver's serializer "
+                    "encrypts: refused (a row written without the key is never decoded)"
+                )
+            try:
+                payload = self._cipher.decrypt(cipher_name, payload)
+            except Exception as exc:
+                raise CorruptRowError(
+                    f"{where} cannot be decrypted (cipher {cipher_name!r}): {type(exc).__name__}: {exc}"
+                ) from exc
+            encoding = plain_encoding
         try:
-            return self.serde.loads_typed((encoding, data if data is not None else b""))
+            return self._reader.loads_typed((encoding, payload))
+        except RefusedTypeError as exc:
+            raise RefusedTypeError(f"{where}: {exc}") from None
         except Exception as exc:
             raise CorruptRowError(
                 f"{where} cannot be decoded (encoding {encoding!r}): {type(exc).__name__}: {exc}"

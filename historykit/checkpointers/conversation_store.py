@@ -62,7 +62,12 @@ from historykit.checkpointers.conversation_schema import (
     ConversationEntryRow,
     ConversationRow,
 )
-from historykit.checkpointers.database import CorruptRowError, create_engine, prepare_database
+from historykit.checkpointers.database import (
+    CorruptRowError,
+    create_engine,
+    prepare_database,
+    read_only_reason,
+)
 from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, ThreadRow
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
 from historykit.messages import COMPACTION_KEY, CompactionMarker
@@ -159,7 +164,9 @@ class SQLModelConversationStore(ConversationStore):
             self._engine = create_engine(database)
         if self._engine is not None:
             # Eagerly, so a database from a newer historykit is refused when the store is made.
-            with self._engine.execution_options(historykit_write=True).begin() as conn:
+            # A database that can only be read is checked, never created or migrated.
+            write = read_only_reason(self._engine) is None
+            with self._engine.execution_options(historykit_write=write).begin() as conn:
                 prepare_database(conn, [CORE, CONVERSATIONS])
             self._prepared = True
 
@@ -275,7 +282,18 @@ class _EncodedEntry:
     ) -> _EncodedEntry:
         message = entry.message
         # One element of the list the adapter writes: the same JSON a whole history is read back from.
-        payload = ModelMessagesTypeAdapter.dump_json([message])[1:-1]
+        where = f"entry {entry.id!r} of conversation {conversation_id!r}"
+        try:
+            payload = ModelMessagesTypeAdapter.dump_json([message])[1:-1]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: the {type(message).__name__} cannot be stored: {exc}") from None
+        try:
+            # What cannot be read back is refused now, not found unreadable on the next load.
+            ModelMessagesTypeAdapter.validate_json(b"[" + payload + b"]")
+        except ValidationError as exc:
+            raise ValueError(
+                f"{where}: the {type(message).__name__} is not a valid Pydantic AI message: {exc}"
+            ) from None
         encoding, data = (JSON_ENCODING, payload) if serde is None else serde.dumps_typed(payload)
         return cls(
             entry=entry,
@@ -314,7 +332,34 @@ def _marker_of(message: ModelMessage, entry_id: str, conversation_id: str) -> Co
         raise ValueError(f"{where} carries a malformed compaction marker: {exc}") from exc
 
 
+def _cipher_of(serde: MessageSerializer | None) -> Any:
+    """The cipher of a LangGraph `EncryptedSerializer` (duck-typed: LangGraph stays optional)."""
+    if serde is None or type(serde).__name__ != "EncryptedSerializer":
+        return None
+    return getattr(serde, "cipher", None)
+
+
 def _payload(encoding: str, data: bytes, serde: MessageSerializer | None, where: str) -> bytes:
+    cipher = _cipher_of(serde)
+    if cipher is not None:
+        # Strict: every row must be encrypted with this cipher. A row written without the key
+        # (plain JSON, or plain bytes) is refused, and the inner serializer is never asked to
+        # decode anything: the plaintext is the message's JSON itself.
+        kind, encrypted, cipher_name = encoding.partition("+")
+        if kind != "bytes" or not encrypted:
+            raise CorruptRowError(
+                f"{where} is not encrypted (encoding {encoding!r}) but the store's serializer "
+                "encrypts: refused (a row written without the key is never decoded)"
+            )
+        try:
+            payload = cipher.decrypt(cipher_name, data)
+        except Exception as exc:
+            raise CorruptRowError(
+                f"{where} cannot be decrypted (cipher {cipher_name!r}): {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(payload, bytes):
+            raise CorruptRowError(f"{where} decrypts to {type(payload).__name__}, not bytes")
+        return payload
     if encoding == JSON_ENCODING:
         return data
     if encoding != "bytes" and not encoding.startswith("bytes+"):

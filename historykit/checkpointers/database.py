@@ -23,9 +23,12 @@ Example:
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
@@ -43,9 +46,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
     "CorruptRowError",
     "Plan",
     "Query",
+    "ReadOnlyDatabaseError",
     "SchemaError",
     "SchemaVersionError",
     "async_session",
@@ -53,6 +58,7 @@ __all__ = [
     "create_engine",
     "normalize_url",
     "prepare_database",
+    "read_only_reason",
     "run_plan",
     "run_plan_async",
     "session",
@@ -60,6 +66,10 @@ __all__ = [
 
 DEFAULT_BUSY_TIMEOUT = 30.0
 """Seconds a SQLite writer waits for another process's write lock before giving up."""
+
+DEFAULT_CONNECT_TIMEOUT = 5.0
+"""Seconds a PostgreSQL connection may take to be established (a server that accepts and never
+answers fails then, instead of blocking)."""
 
 SCHEMA_TABLE = SchemaVersionRow.__table__  # type: ignore[attr-defined]
 
@@ -77,8 +87,22 @@ class CorruptRowError(ValueError):
 
 
 def normalize_url(url: str | URL, *, asynchronous: bool = False) -> URL:
-    """The SQLAlchemy URL to use: psycopg 3 for PostgreSQL, aiosqlite for async SQLite."""
-    parsed = make_url(url)
+    """The SQLAlchemy URL to use: psycopg 3 for PostgreSQL, aiosqlite for async SQLite.
+
+    A plain path (`agent.db`, `/data/agent.db`: no `scheme://`) means that SQLite file, as the CLI
+    takes it.
+    """
+    if isinstance(url, str) and "://" not in url:
+        if not url.strip():
+            raise ValueError("the database URL is empty: use sqlite:///path.db or postgresql+psycopg://...")
+        url = URL.create("sqlite", database=url)
+    try:
+        parsed = make_url(url)
+    except Exception as exc:
+        raise ValueError(
+            f"cannot parse the database URL {url!s} ({exc}): use sqlite:///path.db, a plain file path, "
+            "or postgresql+psycopg://user@host/db"
+        ) from None
     backend, _, driver = parsed.drivername.partition("+")
     if backend in ("postgresql", "postgres"):
         if driver not in ("", "psycopg"):
@@ -97,7 +121,65 @@ def _is_sqlite(url: URL) -> bool:
     return url.get_backend_name() == "sqlite"
 
 
-def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
+def _check_sqlite_file(url: URL) -> None:
+    """A clear error, naming the path, for a SQLite file that cannot be opened or created."""
+    if url.database in (None, "", ":memory:") or url.database.startswith("file:"):
+        return
+    path = Path(url.database)
+    if path.is_dir():
+        raise ValueError(f"the SQLite database {str(path)!r} is a directory, not a file")
+    if not path.exists() and not path.parent.is_dir():
+        raise ValueError(
+            f"the SQLite database {str(path)!r} cannot be created: its directory "
+            f"{str(path.parent)!r} does not exist (create it first)"
+        )
+
+
+_READ_ONLY: dict[str, str] = {}
+"""Why each read-only SQLite URL this process opened can only be read (by rendered URL: engines
+with other execution options share their URL)."""
+
+
+def read_only_reason(engine: Engine | AsyncEngine) -> str | None:
+    """Why `engine` (made by `create_engine`) can only read its SQLite file; `None` if it can write."""
+    return _READ_ONLY.get(engine.url.render_as_string(hide_password=False))
+
+
+class ReadOnlyDatabaseError(PermissionError):
+    """A write to a SQLite database that can only be read (the message says why)."""
+
+
+def _read_only_sqlite(url: URL) -> tuple[URL, str | None]:
+    """The URL that opens a SQLite file that cannot be written read-only, and why (`None`: the
+    file can be written, the URL is unchanged).
+
+    A read-only file is opened with `mode=ro`; in a directory that cannot be written (a read-only
+    filesystem), also `immutable=1` unless a `-wal` file holds transactions: WAL readers otherwise
+    need to create the `-shm` file there.
+    """
+    if not url.database or url.database.startswith("file:") or url.query.get("mode"):
+        return url, None
+    path = Path(url.database).expanduser().resolve()
+    if not path.exists():
+        return url, None
+    if not os.access(path.parent, os.W_OK):
+        why = f"its directory {str(path.parent)!r} cannot be written (a read-only filesystem?)"
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            # Transactions not yet copied into the file: read them through the existing -wal and
+            # -shm files (an immutable connection would ignore them).
+            query = {"mode": "ro", "uri": "true"}
+        else:
+            query = {"mode": "ro", "immutable": "1", "uri": "true"}
+    elif not os.access(path, os.W_OK):
+        why = f"the file {str(path)!r} cannot be written"
+        query = {"mode": "ro", "uri": "true"}
+    else:
+        return url, None
+    return url.set(database=f"file:{path}").update_query_dict(query), why
+
+
+def _configure_sqlite(sync_engine: Engine, busy_timeout: float, read_only: str | None = None) -> None:
     """WAL, a busy timeout and explicit transactions for every SQLite connection.
 
     pysqlite's own transaction handling starts transactions lazily and never as `IMMEDIATE`; a
@@ -114,6 +196,8 @@ def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            if read_only is not None:
+                return  # the journal mode is the file's own; nothing is written
             cursor.execute("PRAGMA journal_mode = WAL")
             # NORMAL is durable across a crashed or killed process in WAL mode; only a power
             # loss can cost the last transactions, never consistency.
@@ -121,13 +205,34 @@ def _configure_sqlite(sync_engine: Engine, busy_timeout: float) -> None:
         finally:
             cursor.close()
 
+    if read_only is not None:
+        _READ_ONLY[sync_engine.url.render_as_string(hide_password=False)] = read_only
+
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
         write = conn.get_execution_options().get("historykit_write", False)
+        if write and read_only is not None:
+            raise ReadOnlyDatabaseError(
+                f"the SQLite database {sync_engine.url.database!r} is opened read-only because {read_only}: "
+                "reading works, writing does not"
+            )
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def create_engine(url: str | URL, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **kwargs: Any) -> Engine:
+def _postgres_connect_args(kwargs: dict[str, Any], connect_timeout: float) -> dict[str, Any]:
+    connect_args = dict(kwargs.pop("connect_args", {}))
+    # libpq counts whole seconds (and at least 2); psycopg applies it to the whole handshake.
+    connect_args.setdefault("connect_timeout", max(2, math.ceil(connect_timeout)))
+    return connect_args
+
+
+def create_engine(
+    url: str | URL,
+    *,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    **kwargs: Any,
+) -> Engine:
     """A synchronous engine for `url` (SQLite in WAL mode with a busy timeout, or PostgreSQL)."""
     parsed = normalize_url(url)
     if _is_sqlite(parsed):
@@ -136,18 +241,25 @@ def create_engine(url: str | URL, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
                 "an in-memory SQLite database is private to one connection; use a file "
                 "(sqlite:///path.db) so every connection and process sees the same data"
             )
+        _check_sqlite_file(parsed)
+        parsed, why = _read_only_sqlite(parsed)
         connect_args = dict(kwargs.pop("connect_args", {}))
         connect_args.setdefault("timeout", busy_timeout)
         connect_args.setdefault("check_same_thread", False)
         engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
-        _configure_sqlite(engine, busy_timeout)
+        _configure_sqlite(engine, busy_timeout, why)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
+    kwargs["connect_args"] = _postgres_connect_args(kwargs, connect_timeout)
     return sa.create_engine(parsed, **kwargs)
 
 
 def create_async_engine(
-    url: str | URL, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, **kwargs: Any
+    url: str | URL,
+    *,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    **kwargs: Any,
 ) -> AsyncEngine:
     """An asyncio engine for `url` (aiosqlite for SQLite, psycopg 3 async for PostgreSQL)."""
     from sqlalchemy.ext.asyncio import create_async_engine as sa_create_async_engine
@@ -156,12 +268,15 @@ def create_async_engine(
     if _is_sqlite(parsed):
         if parsed.database in (None, "", ":memory:"):
             raise ValueError("use a SQLite file (sqlite:///path.db), not an in-memory database")
+        _check_sqlite_file(parsed)
+        parsed, why = _read_only_sqlite(parsed)
         connect_args = dict(kwargs.pop("connect_args", {}))
         connect_args.setdefault("timeout", busy_timeout)
         engine = sa_create_async_engine(parsed, connect_args=connect_args, **kwargs)
-        _configure_sqlite(engine.sync_engine, busy_timeout)
+        _configure_sqlite(engine.sync_engine, busy_timeout, why)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
+    kwargs["connect_args"] = _postgres_connect_args(kwargs, connect_timeout)
     return sa_create_async_engine(parsed, **kwargs)
 
 

@@ -56,7 +56,7 @@ from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
 import sqlalchemy as sa
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -77,7 +77,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Row
 
-from historykit.checkpointers._message_cache import KnownList, MessageCache
+from historykit.checkpointers._message_cache import KnownList, MessageCache, snapshot
 from historykit.checkpointers._refs import (
     REFS_ENCODING,
     Refs,
@@ -93,6 +93,7 @@ from historykit.checkpointers._refs import (
 from historykit.checkpointers._serde import RowCodec, default_serializer
 from historykit.checkpointers.database import (
     DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
     CorruptRowError,
     Plan,
     Query,
@@ -100,6 +101,7 @@ from historykit.checkpointers.database import (
     create_engine,
     normalize_url,
     prepare_database,
+    read_only_reason,
     run_plan,
     run_plan_async,
 )
@@ -173,7 +175,17 @@ class _Statements:
         )
 
         self.insert_thread = _insert(dialect, THREADS).on_conflict_do_nothing(index_elements=["thread_id"])
-        self.lock_thread = (
+        # PostgreSQL row locks on the thread: each writer holds it (FOR NO KEY UPDATE) from its
+        # first statement, so writers of one thread take turns numbering new messages and
+        # `delete_thread` (FOR UPDATE) waits for them; taken at once at that strength, never
+        # upgraded, so a writer and a delete cannot deadlock.
+        anchored = sa.exists().where(MESSAGES.c.thread_id == bp("thread_id"), MESSAGES.c.seq == bp("anchor"))
+        self.check_thread = sa.select(THREADS.c.thread_id, anchored.label("anchored")).where(
+            THREADS.c.thread_id == bp("thread_id")
+        )
+        if dialect == "postgresql":
+            self.check_thread = self.check_thread.with_for_update(key_share=True, of=THREADS)
+        self.lock_thread_exclusive = (
             sa.select(THREADS.c.thread_id).where(THREADS.c.thread_id == bp("thread_id")).with_for_update()
         )
         self.find_hashes = sa.select(MESSAGES.c.seq, MESSAGES.c.hash, MESSAGES.c.position).where(
@@ -283,6 +295,10 @@ class _Statements:
             *(sa.delete(table).where(cond) for table, cond in ours.items()),
         ]
         self.delete_checkpoint_data = [sa.delete(table).where(cond) for table, cond in thread_is.items()]
+        self.delete_namespace = [
+            sa.delete(table).where(cond, table.c.checkpoint_ns == bp("ns"))
+            for table, cond in thread_is.items()
+        ]
         self.thread_has_data = sa.select(
             sa.exists().where(CHECKPOINT_ROWS.c.thread_id == bp("thread_id")).label("checkpoints"),
             sa.exists().where(MESSAGES.c.thread_id == bp("thread_id")).label("messages"),
@@ -459,11 +475,17 @@ class _Connections:
     """Engines (one sync, one async per event loop), schema readiness and caches."""
 
     def __init__(
-        self, url: str | URL, busy_timeout: float, engine_kwargs: Mapping[str, Any], cache_threads: int
+        self,
+        url: str | URL,
+        busy_timeout: float,
+        engine_kwargs: Mapping[str, Any],
+        cache_threads: int,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ):
         self.url = url
         self.dialect = normalize_url(url).get_backend_name()
         self.busy_timeout = busy_timeout
+        self.connect_timeout = connect_timeout
         self.engine_kwargs = dict(engine_kwargs)
         self.lock = threading.Lock()
         self.engines: tuple[Engine, Engine] | None = None
@@ -500,15 +522,26 @@ class _Connections:
         if engines is None:
             with self.lock:
                 if self.engines is None:
-                    engine = create_engine(self.url, busy_timeout=self.busy_timeout, **self.engine_kwargs)
+                    engine = create_engine(
+                        self.url,
+                        busy_timeout=self.busy_timeout,
+                        connect_timeout=self.connect_timeout,
+                        **self.engine_kwargs,
+                    )
                     self.engines = (
                         engine.execution_options(historykit_write=False),
                         engine.execution_options(historykit_write=True),
                     )
                 engines = self.engines
         if not self.ready:
-            with engines[1].begin() as conn:
-                prepare_database(conn, _COMPONENTS)
+            # A database that can only be read is checked in a read transaction (it is never
+            # created or migrated then: that would be a write).
+            preparing = engines[0] if read_only_reason(engines[0]) else engines[1]
+            try:
+                with preparing.begin() as conn:
+                    prepare_database(conn, _COMPONENTS)
+            except sa.exc.OperationalError as exc:
+                raise self.unreachable(exc) from exc
             self.ready = True
         return engines[1] if write else engines[0]
 
@@ -516,17 +549,40 @@ class _Connections:
         loop = asyncio.get_running_loop()
         engines = self.async_engines.get(loop)
         if engines is None:
-            engine = create_async_engine(self.url, busy_timeout=self.busy_timeout, **self.engine_kwargs)
+            engine = create_async_engine(
+                self.url,
+                busy_timeout=self.busy_timeout,
+                connect_timeout=self.connect_timeout,
+                **self.engine_kwargs,
+            )
             engines = (
                 engine.execution_options(historykit_write=False),
                 engine.execution_options(historykit_write=True),
             )
             self.async_engines[loop] = engines
         if not self.ready:
-            async with engines[1].begin() as conn:
-                await conn.run_sync(prepare_database, _COMPONENTS)
+            preparing = engines[0] if read_only_reason(engines[0]) else engines[1]
+            try:
+                async with preparing.begin() as conn:
+                    await conn.run_sync(prepare_database, _COMPONENTS)
+            except sa.exc.OperationalError as exc:
+                raise self.unreachable(exc) from exc
             self.ready = True
         return engines[1] if write else engines[0]
+
+    def unreachable(self, exc: sa.exc.OperationalError) -> Exception:
+        """The error for a database that cannot be opened: where, and why (the driver's words)."""
+        where = normalize_url(self.url).render_as_string(hide_password=True)
+        reason = str(exc.orig).strip() if exc.orig is not None else str(exc)
+        if self.dialect == "postgresql":
+            return ConnectionError(
+                f"cannot connect to the database {where} "
+                f"(connect timeout {self.connect_timeout:g} s): {reason}"
+            )
+        why = read_only_reason(self.engines[0]) if self.engines is not None else None
+        if why is not None:
+            reason = f"{reason} (it is opened read-only because {why})"
+        return ConnectionError(f"cannot open the database {where}: {reason}")
 
     def close(self) -> None:
         with self.lock:
@@ -577,6 +633,26 @@ def _configurable(config: RunnableConfig | None, what: str) -> Mapping[str, Any]
     return configurable
 
 
+_MAX_KEY_BYTES = 1000
+"""The longest thread id, namespace or checkpoint id (UTF-8 bytes): PostgreSQL's index entries
+hold a few kilobytes at most, and every backend takes the same ids."""
+
+
+def _key(value: object, name: str, what: str) -> str:
+    text = str(value)
+    if "\x00" in text:
+        raise ValueError(
+            f"{what}: the {name} {text!r} contains a NUL character, which databases cannot store"
+        )
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > _MAX_KEY_BYTES:
+        raise ValueError(
+            f"{what}: the {name} is {size:,} bytes long ({text[:40]!r}...); "
+            f"at most {_MAX_KEY_BYTES:,} are stored"
+        )
+    return text
+
+
 def _thread_of(config: RunnableConfig, what: str) -> tuple[str, str, str | None]:
     configurable = _configurable(config, what)
     thread_id = configurable.get("thread_id")
@@ -584,7 +660,11 @@ def _thread_of(config: RunnableConfig, what: str) -> tuple[str, str, str | None]
         raise ValueError(f"{what}: the config has no configurable 'thread_id'")
     ns = configurable.get("checkpoint_ns") or ""
     checkpoint_id = configurable.get("checkpoint_id")
-    return str(thread_id), str(ns), str(checkpoint_id) if checkpoint_id else None
+    return (
+        _key(thread_id, "thread id", what),
+        _key(ns, "checkpoint namespace", what),
+        _key(checkpoint_id, "checkpoint id", what) if checkpoint_id else None,
+    )
 
 
 def _check_json(value: Any, path: str) -> None:
@@ -621,19 +701,55 @@ def _parse_json(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def _contains(actual: Any, expected: Any) -> bool:
-    """JSON containment as PostgreSQL's `@>` defines it (booleans are not numbers)."""
+def _matches(metadata: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
+    """`InMemorySaver`'s metadata filter: each value equals the metadata's (Python equality: a
+    missing key is `None`, `1 == True == 1.0`, a dict or list equals only an equal one)."""
+    return all(_json_equal(metadata.get(key), value) for key, value in filter.items())
+
+
+def _json_equal(actual: Any, expected: Any) -> bool:
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(map(_json_equal, actual, expected))
+        )
     if isinstance(expected, Mapping):
-        return isinstance(actual, Mapping) and all(
-            key in actual and _contains(actual[key], value) for key, value in expected.items()
+        return (
+            isinstance(actual, Mapping)
+            and actual.keys() == expected.keys()
+            and all(_json_equal(actual[key], value) for key, value in expected.items())
         )
-    if isinstance(expected, (list, tuple)):
-        return isinstance(actual, (list, tuple)) and all(
-            any(_contains(a, e) for a in actual) for e in expected
-        )
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return type(expected) is type(actual) and expected == actual
     return bool(actual == expected)
+
+
+def _calls_before_results(
+    entries: Sequence[tuple[int, BaseMessage]],
+) -> builtins.list[tuple[int, BaseMessage]]:
+    """`entries` with every tool result after the AI message that calls it.
+
+    Transcript positions come from the checkpoints and writes that had each message; when a run
+    stops between LangGraph's out-of-order background saves, a tool result can be logged from its
+    write while the call is only logged later (from the next checkpoint, on resume), at a later
+    position. The result then moves to just after its call.
+    """
+    caller: dict[str, int] = {}
+    for i, (_, message) in enumerate(entries):
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                caller.setdefault(str(call.get("id")), i)
+    if not caller:
+        return list(entries)
+    waiting: dict[int, builtins.list[tuple[int, BaseMessage]]] = defaultdict(list)
+    out: builtins.list[tuple[int, BaseMessage]] = []
+    for i, entry in enumerate(entries):
+        message = entry[1]
+        if isinstance(message, ToolMessage) and caller.get(str(message.tool_call_id), -1) > i:
+            waiting[caller[str(message.tool_call_id)]].append(entry)
+            continue
+        out.append(entry)
+        out.extend(waiting.pop(i, ()))
+    return out
 
 
 def _chunks(items: Sequence[T], size: int = _CHUNK) -> Iterator[Sequence[T]]:
@@ -702,6 +818,15 @@ class _ListQuery:
     limit: int | None = None
 
 
+class _Done:
+    """What `setup()` returns: already done, and awaitable (`await saver.setup()`)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Iterator[None]:
+        return iter(())
+
+
 # ---------------------------------------------------------------------------------------------
 # The saver
 # ---------------------------------------------------------------------------------------------
@@ -736,6 +861,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         cached_threads: int = 32,
         engine_kwargs: Mapping[str, Any] | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         """Args:
         url: `sqlite:///path.db` or `postgresql+psycopg://user@host/db` (`postgresql://` works too).
@@ -745,10 +871,12 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         cached_threads: how many threads' message objects to remember (0 turns the cache off;
             then every step serializes its whole message list again to find the new messages).
         engine_kwargs: extra arguments for SQLAlchemy's `create_engine` (pool size, echo, ...).
+        connect_timeout: seconds a PostgreSQL connection may take to open (whole seconds, at
+            least 2): a server that accepts and never answers fails then with `ConnectionError`.
         """
         super().__init__(serde=serde or default_serializer())
         self._codec_cache = RowCodec(self.serde)
-        self._db = _Connections(url, busy_timeout, engine_kwargs or {}, cached_threads)
+        self._db = _Connections(url, busy_timeout, engine_kwargs or {}, cached_threads, connect_timeout)
         self._sql = _statements(self._db.dialect)
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -776,9 +904,14 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         txn.committed()
         return value
 
-    def setup(self) -> None:
-        """Create or migrate the tables now (otherwise the first call does it)."""
+    def setup(self) -> _Done:
+        """Create or migrate the tables now (otherwise the first call does it).
+
+        `await saver.setup()` works too, as with LangGraph's async savers (the work is done when
+        `setup()` returns; `asetup()` does it on the event loop's engine).
+        """
         self._db.sync(write=True)
+        return _Done()
 
     async def asetup(self) -> None:
         await self._db.asynchronous(write=True)
@@ -816,6 +949,35 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             counter = int(str(current).split(".")[0])
         return f"{counter + 1:012}.{random.getrandbits(32):08x}"
 
+    def _check_thread_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
+        """Make sure the thread's row exists, and that what the cache knows of it still holds.
+
+        Another process may have deleted the thread (and maybe started it again) since this
+        process cached its messages: the cache's anchor (a number its log held) is then gone, and
+        the thread is forgotten before anything refers to a message that is no longer there. On
+        PostgreSQL the check locks the thread's row until the commit, so a `delete_thread` waits
+        for this write, or this write sees the deletion.
+        """
+        db, cache = self._db, self._db.cache
+        anchor = cache.anchor(thread_id)
+        postgres = self._sql.dialect == "postgresql"
+        if not postgres and anchor is None and thread_id not in db.known_threads:
+            rows: Sequence[Row[Any]] = ()
+        else:
+            rows = yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": anchor or -1})
+        if rows and (anchor is None or rows[0].anchored):
+            return
+        if anchor is not None or thread_id in db.known_threads:
+            self._forget(thread_id)  # deleted by another process: nothing cached holds any more
+        if not rows:
+            yield Query(
+                self._sql.insert_thread,
+                {"thread_id": thread_id, "framework": FRAMEWORK, "created_at": utcnow()},
+            )
+            if postgres:
+                yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": -1})
+        txn.after_commit(lambda: db.known_threads.add(thread_id))
+
     # -- put ------------------------------------------------------------------------------------
 
     def put(
@@ -849,6 +1011,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> Plan[RunnableConfig]:
         thread_id, ns, parent_id = _thread_of(config, "put")
+        yield from self._check_thread_plan(txn, thread_id)
         codec = self._codec
         values = checkpoint["channel_values"]
         body = {key: value for key, value in checkpoint.items() if key != "channel_values"}
@@ -879,12 +1042,6 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             encoding, data = codec.dumps(value)
             blobs.append(self._blob(thread_id, ns, channel, str(version), encoding, data))
 
-        if thread_id not in self._db.known_threads:
-            yield Query(
-                self._sql.insert_thread,
-                {"thread_id": thread_id, "framework": FRAMEWORK, "created_at": utcnow()},
-            )
-            txn.after_commit(lambda: self._db.known_threads.add(thread_id))
         if message_channels:
             stored = yield from self._store_messages_plan(
                 txn, thread_id, ns, checkpoint["id"], message_channels
@@ -941,20 +1098,24 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         through `_log_plan`.
         """
         cache = self._db.cache
-        tail_seqs: builtins.list[builtins.list[int]] = []
+        tail_seqs: builtins.list[tuple[builtins.list[int], builtins.list[Any]]] = []
         for item in channels:
             start = len(item.known.messages)
             tail = item.messages[start:]
             positions = [_position(checkpoint_id, 0, ns, item.channel, start + i) for i in range(len(tail))]
-            tail_seqs.append((yield from self._log_plan(txn, thread_id, tail, positions)) if tail else [])
+            tail_seqs.append(
+                (yield from self._log_plan(txn, thread_id, tail, positions)) if tail else ([], [])
+            )
         out: builtins.list[builtins.list[Run]] = []
         remembered: builtins.list[tuple[tuple[str, str], KnownList]] = []
-        for item, resolved in zip(channels, tail_seqs, strict=True):
+        for item, (resolved, forms) in zip(channels, tail_seqs, strict=True):
             runs = extend_runs(item.known.runs, resolved)
             out.append(runs)
-            remembered.append(
-                ((ns, item.channel), KnownList(list(item.messages), item.known.seqs + resolved, runs))
-            )
+            if None not in forms:  # a message that cannot be copied is never taken as known
+                known = KnownList(
+                    list(item.messages), item.known.seqs + resolved, runs, item.known.forms + forms
+                )
+                remembered.append(((ns, item.channel), known))
 
         def remember() -> None:
             for key, known in remembered:
@@ -970,29 +1131,32 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         messages: Sequence[BaseMessage],
         positions: Sequence[str],
         without_id: builtins.list[bool] | None = None,
-    ) -> Plan[builtins.list[int]]:
+    ) -> Plan[tuple[builtins.list[int], builtins.list[Any]]]:
         """The log number of each message, adding to the log the ones it lacks (at `positions` of
-        the transcript); `without_id` learns which messages had no id as they were stored.
+        the transcript), with the private copy of each message's stored form (`None` for one that
+        cannot be copied); `without_id` learns which messages had no id as they were stored.
 
-        Objects the cache knows cost a lookup; the others are serialized and hashed, and looked
-        up in (or added to) the log.
+        Objects the cache knows, unchanged, cost a lookup; the others are serialized and hashed,
+        and looked up in (or added to) the log.
         """
         cache = self._db.cache
         hits = cache.seqs_of(thread_id, messages)
         seqs: builtins.list[int] = [0] * len(messages)
         ids: builtins.list[str | None] = [None] * len(messages)
+        forms: builtins.list[Any] = [None] * len(messages)
         pending: dict[str, _Pending] = {}
-        unknown: builtins.list[tuple[int, str, str | None]] = []
+        unknown: builtins.list[tuple[int, str]] = []
         lower: dict[int, str] = {}  # seq -> an earlier position than the one it is known at
         for i, hit in enumerate(hits):
             if hit is not None:
-                seqs[i], known_position, ids[i] = hit
-                if known_position is None or positions[i] < known_position:
+                seqs[i], ids[i], forms[i] = hit.seq, hit.message_id, hit.form
+                if hit.position is None or positions[i] < hit.position:
                     lower[seqs[i]] = min(positions[i], lower.get(seqs[i], positions[i]))
                 continue
             message = messages[i]
-            message_id, encoding, data, digest = self._serialize(message)
-            ids[i] = message_id
+            form, message_id, encoding, data, digest = self._serialize(message)
+            ids[i], forms[i] = message_id, form
+            stored = form if form is not None else message
             if digest in pending:
                 pending[digest] = pending[digest]._replace(
                     position=min(pending[digest].position, positions[i])
@@ -1000,13 +1164,13 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             else:
                 anonymous = digest
                 if message_id is not None:
-                    _, _, anonymous = self._codec.dumps_hashed(message.model_copy(update={"id": None}))
-                pending[digest] = _Pending(encoding, data, message, message_id, positions[i], anonymous)
-            unknown.append((i, digest, message_id))
+                    _, _, anonymous = self._codec.dumps_hashed(stored.model_copy(update={"id": None}))
+                pending[digest] = _Pending(encoding, data, stored, message_id, positions[i], anonymous)
+            unknown.append((i, digest))
         found: dict[str, _Found] = {}
         if pending:
             found = yield from self._append_to_log_plan(thread_id, pending)
-            for i, digest, _ in unknown:
+            for i, digest in unknown:
                 seqs[i], stored_position, _ = found[digest]
                 if stored_position is None or positions[i] < stored_position:
                     lower[seqs[i]] = min(positions[i], lower.get(seqs[i], positions[i]))
@@ -1018,11 +1182,11 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 [{"t": thread_id, "s": seq, "p": position} for seq, position in lower.items()],
             )
         learned = [
-            (seqs[i], messages[i], message_id, lower.get(seqs[i], found[digest].position), found[digest].same)
-            for i, digest, message_id in unknown
+            (seqs[i], messages[i], forms[i], lower.get(seqs[i], found[digest].position), found[digest].same)
+            for i, digest in unknown
         ]
         learned += [
-            (seqs[i], messages[i], messages[i].id, lower[seqs[i]], False)
+            (seqs[i], messages[i], forms[i], lower[seqs[i]], False)
             for i, hit in enumerate(hits)
             if hit is not None and seqs[i] in lower
         ]
@@ -1030,26 +1194,32 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             txn.after_commit(lambda: cache.add(thread_id, learned))
         if without_id is not None:
             without_id[:] = [message_id is None for message_id in ids]
-        return seqs
+        return seqs, forms
 
-    def _serialize(self, message: BaseMessage) -> tuple[str | None, str, bytes, str]:
-        """`(id, encoding, data, hash)` of a message as one consistent form.
+    def _serialize(self, message: BaseMessage) -> tuple[Any, str | None, str, bytes, str]:
+        """`(form, id, encoding, data, hash)` of a message as one consistent form, `form` being a
+        private copy of the message as serialized (what the cache compares it with later; `None`
+        when the message cannot be copied).
 
-        LangGraph may give the message an id (on this very object, from another thread) while we
-        serialize it: the id is read before and after, and a form that changed is taken again.
+        The serialized copy is the message the log holds: LangGraph may give the message an id
+        (on this very object, from another thread) while we copy it, and the caller may change it
+        later; the copy does not move.
         """
-        while True:
-            message_id = message.id
-            encoding, data, digest = self._codec.dumps_hashed(message)
-            if message.id == message_id:
-                return message_id, encoding, data, digest
+        form = snapshot(message)
+        if form is None:  # cannot be copied: serialize the object itself, as one consistent form
+            while True:
+                message_id = message.id
+                encoding, data, digest = self._codec.dumps_hashed(message)
+                if message.id == message_id:
+                    return None, message_id, encoding, data, digest
+        encoding, data, digest = self._codec.dumps_hashed(form)
+        return form, form.id, encoding, data, digest
 
     def _append_to_log_plan(self, thread_id: str, pending: Mapping[str, _Pending]) -> Plan[dict[str, _Found]]:
         """Where each hashed message is in the log, adding the ones the log lacks (with their
         markers)."""
-        if self._sql.dialect == "postgresql":
-            # Numbers are allocated per thread: serialize concurrent writers of one thread.
-            yield Query(self._sql.lock_thread, {"thread_id": thread_id})
+        # Numbers are allocated per thread: on PostgreSQL, concurrent writers of one thread take
+        # turns on the thread row, locked by `_check_thread_plan` at the start of the write.
         found: dict[str, _Found] = {}
         digests = list(pending)
         for chunk in _chunks(digests):
@@ -1239,13 +1409,9 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 }
             )
         if logged:
-            if thread_id not in self._db.known_threads:
-                yield Query(
-                    self._sql.insert_thread,
-                    {"thread_id": thread_id, "framework": FRAMEWORK, "created_at": utcnow()},
-                )
+            yield from self._check_thread_plan(txn, thread_id)
             without_id: builtins.list[bool] = []
-            seqs = yield from self._log_plan(txn, thread_id, logged, positions, without_id)
+            seqs, _ = yield from self._log_plan(txn, thread_id, logged, positions, without_id)
             for row_index, first, count, single in as_refs:
                 rows[row_index]["encoding"] = REFS_ENCODING
                 rows[row_index]["data"] = encode_refs(
@@ -1350,25 +1516,40 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 if not isinstance(key, str) or not key:
                     raise TypeError(f"list(filter=...) keys must be non-empty strings, got {key!r}")
                 _check_json(value, f"list(filter=...)[{key!r}]")
-                if self._db.dialect == "postgresql":
-                    continue
-                if isinstance(value, (dict, list, tuple)) or '"' in key or "\\" in key:
-                    python_filter[key] = value
-                    continue
-                path = f'$."{key}"'
-                kind = sa.func.json_type(meta, path)
-                extracted = sa.func.json_extract(meta, path)
-                if value is None:
-                    conditions.append(kind == "null")
-                elif isinstance(value, bool):
-                    conditions.append(kind == ("true" if value else "false"))
-                elif isinstance(value, (int, float)):
-                    conditions.append(sa.and_(kind.in_(("integer", "real")), extracted == value))
-                else:
-                    conditions.append(sa.and_(kind == "text", extracted == value))
-            if self._db.dialect == "postgresql" and filter:
-                conditions.append(sa.type_coerce(meta, pg_dialect.JSONB).contains(dict(filter)))
+                # The database narrows the rows down (a condition that every match meets); the
+                # exact test, InMemorySaver's, runs on what it returns (`_matches`).
+                python_filter[key] = value
+                condition = self._filter_condition(meta, key, value)
+                if condition is not None:
+                    conditions.append(condition)
         return _ListQuery(conditions, python_filter, limit)
+
+    def _filter_condition(
+        self, meta: sa.ColumnElement[Any], key: str, value: Any
+    ) -> sa.ColumnElement[bool] | None:
+        """A condition every checkpoint whose metadata matches `{key: value}` meets, or `None`."""
+        if value is None:  # matches a missing key too
+            return None
+        if self._db.dialect == "postgresql":
+            jsonb = sa.type_coerce(meta, pg_dialect.JSONB)
+            if isinstance(value, str):
+                return jsonb.contains({key: value})
+            if isinstance(value, (bool, int, float)):  # 1 matches true, as in Python
+                return sa.func.jsonb_typeof(jsonb[key]).in_(("number", "boolean"))
+            return jsonb.has_key(key)
+        # SQLite stores keys JSON-escaped (non-ASCII as \uXXXX), which its path syntax does not
+        # match: such keys, and quotes, are left to the exact test.
+        if not key.isascii() or '"' in key or "\\" in key:
+            return None
+        path = f'$."{key}"'
+        kind = sa.func.json_type(meta, path)
+        if isinstance(value, str):
+            return sa.and_(kind == "text", sa.func.json_extract(meta, path) == value)
+        if isinstance(value, (bool, int, float)):
+            return sa.and_(
+                kind.in_(("integer", "real", "true", "false")), sa.func.json_extract(meta, path) == value
+            )
+        return kind.in_(("object",) if isinstance(value, Mapping) else ("array",))
 
     def _list_page(
         self, query: _ListQuery, cursor: tuple[str, str, str] | None, remaining: int | None
@@ -1413,7 +1594,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             rows = [
                 row
                 for row in fetched
-                if _contains(
+                if _matches(
                     _parse_json(
                         row.metadata,
                         f"metadata of checkpoint {row.checkpoint_id} of thread {row.thread_id!r}",
@@ -1489,9 +1670,9 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                     f"blob {key[2]!r}@{key[3]} of thread {key[0]!r} (historykit_blob)", data
                 )
                 refs[key] = decoded
-                known = self._db.cache.known_list(key[0], (key[1], key[2]))
-                if known is not None and known.runs == decoded.runs:
-                    known_lists[key] = known.messages
+                known = self._db.cache.read_list(key[0], (key[1], key[2]), decoded.runs)
+                if known is not None:
+                    known_lists[key] = known
                 else:
                     list_runs[key[0]].extend(decoded.runs)
         # The lists of a page overlap (each is mostly its predecessor plus a message or two):
@@ -1509,7 +1690,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                         self._decode_refs(where, w.data)
                     )
                     needed[thread_id].update(expand_runs(decoded.runs))
-        messages = (yield from self._messages_plan(needed)) if needed else {}
+        messages, forms = (yield from self._messages_plan(needed)) if needed else ({}, {})
         sliced = {thread_id: RunValues(merged, messages[thread_id]) for thread_id, merged in ranges.items()}
         cache = self._db.cache
 
@@ -1531,15 +1712,17 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                     decoded = refs[key]
                     known_messages = known_lists.get(key)
                     if known_messages is not None:
-                        values = list(known_messages)
+                        values = known_messages
                     else:
                         values = sliced[thread_id].get(decoded.runs)
                         if remember and not decoded.snapshot:
-                            cache.remember_list(
-                                thread_id,
-                                (ns, channel),
-                                KnownList(list(values), expand_runs(decoded.runs), decoded.runs),
-                            )
+                            seqs = expand_runs(decoded.runs)
+                            thread_forms = forms[thread_id]
+                            if all(seq in thread_forms for seq in seqs):
+                                read = KnownList(
+                                    list(values), seqs, decoded.runs, [thread_forms[seq] for seq in seqs]
+                                )
+                                cache.remember_list(thread_id, (ns, channel), read)
                     channel_values[channel] = _DeltaSnapshot(values) if decoded.snapshot else values
                 else:
                     blob_where = f"blob {channel!r}@{version} of thread {thread_id!r} (historykit_blob)"
@@ -1581,12 +1764,17 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         except ValueError as exc:
             raise CorruptRowError(f"{where}: {exc}") from None
 
-    def _messages_plan(self, needed: Mapping[str, Iterable[int]]) -> Plan[dict[str, dict[int, BaseMessage]]]:
-        """The message objects of the given numbers, from the cache or the log (decoded once)."""
+    def _messages_plan(
+        self, needed: Mapping[str, Iterable[int]]
+    ) -> Plan[tuple[dict[str, dict[int, BaseMessage]], dict[str, dict[int, Any]]]]:
+        """The message objects of the given numbers, from the cache or the log (decoded once), and
+        the private copies of their stored forms (for the ones that could be copied)."""
         cache = self._db.cache
         out: dict[str, dict[int, BaseMessage]] = {}
+        out_forms: dict[str, dict[int, Any]] = {}
         for thread_id, seq_iter in needed.items():
-            known, missing_set = cache.lookup(thread_id, set(seq_iter))
+            known, forms, missing_set = cache.lookup(thread_id, set(seq_iter))
+            out_forms[thread_id] = forms
             if not missing_set:
                 out[thread_id] = known
                 continue
@@ -1604,18 +1792,19 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             for query in queries:
                 for row in (yield query):
                     fetched.append((row.seq, self._decode_message(thread_id, row)))
-            have = dict(known)
-            have.update(fetched)
-            cache.add(thread_id, [(seq, message, message.id, None, True) for seq, message in fetched])
-            absent = [seq for seq in missing if seq not in have]
+            known.update(fetched)
+            learned = [(seq, message, snapshot(message), None, True) for seq, message in fetched]
+            forms.update((seq, form) for seq, _, form, _, _ in learned if form is not None)
+            cache.add(thread_id, learned)
+            absent = [seq for seq in missing if seq not in known]
             if absent:
                 raise CorruptRowError(
                     f"thread {thread_id!r} refers to {len(absent)} message(s) missing from "
                     "historykit_message "
                     f"(seq {', '.join(map(str, absent[:5]))}{', ...' if len(absent) > 5 else ''})"
                 )
-            out[thread_id] = have
-        return out
+            out[thread_id] = known
+        return out, out_forms
 
     def _decode_message(self, thread_id: str, row: Row[Any]) -> BaseMessage:
         where = f"message seq {row.seq} of thread {thread_id!r} (historykit_message)"
@@ -1691,7 +1880,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         }
         thread_messages: dict[int, BaseMessage] = {}
         if needed:
-            thread_messages = (yield from self._messages_plan({thread_id: needed}))[thread_id]
+            thread_messages = (yield from self._messages_plan({thread_id: needed}))[0][thread_id]
 
         result: dict[str, DeltaChannelHistory] = {}
         for name in names:
@@ -1734,12 +1923,22 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints, writes, blobs, messages and compaction markers."""
-        self._run(lambda txn: self._delete_thread_plan(txn, str(thread_id)), write=True)
+        self._run(
+            lambda txn: self._delete_thread_plan(txn, _key(thread_id, "thread id", "delete_thread")),
+            write=True,
+        )
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._arun(lambda txn: self._delete_thread_plan(txn, str(thread_id)), write=True)
+        await self._arun(
+            lambda txn: self._delete_thread_plan(txn, _key(thread_id, "thread id", "delete_thread")),
+            write=True,
+        )
 
     def _delete_thread_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
+        if self._sql.dialect == "postgresql":
+            # Waits for the writers that hold the thread (`_check_thread_plan`), so none of their
+            # rows is left referring to a message deleted here.
+            yield Query(self._sql.lock_thread_exclusive, {"thread_id": thread_id})
         for statement in self._sql.delete_thread:
             yield Query(statement, {"thread_id": thread_id})
         txn.after_commit(lambda: self._forget(thread_id))
@@ -1776,7 +1975,6 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         )
         for statement in self._sql.copy_thread:
             yield Query(statement, {"source": source, "target": target})
-        txn.after_commit(lambda: self._db.cache.copy(source, target))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) made by these runs; messages stay in the log."""
@@ -1890,7 +2088,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             raise ValueError(
                 f"unknown prune strategy {strategy!r}: use 'keep_latest', 'keep_last' or 'delete'"
             )
-        return keep, list(dict.fromkeys(str(t) for t in thread_ids))
+        return keep, list(dict.fromkeys(_key(t, "thread id", "prune") for t in thread_ids))
 
     def _prune_plan(self, thread_id: str, keep: int | None) -> Plan[None]:
         if keep is None:
@@ -1901,6 +2099,12 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         by_ns: dict[str, builtins.list[Row[Any]]] = defaultdict(list)
         for row in rows:
             by_ns[row.checkpoint_ns].append(row)
+        root_ids = sorted((row.checkpoint_id for row in by_ns.get("", ())), reverse=True)
+        kept_roots = set(root_ids[:keep])
+        for ns in [ns for ns in by_ns if self._finished_call(ns, by_ns[ns], set(root_ids), kept_roots)]:
+            for statement in self._sql.delete_namespace:
+                yield Query(statement, {"thread_id": thread_id, "ns": ns})
+            del by_ns[ns]
         for ns, ns_rows in by_ns.items():
             by_id = {row.checkpoint_id: row for row in ns_rows}
             versions = {
@@ -1920,6 +2124,21 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 yield Query(self._sql.delete_writes_of, params)
                 yield Query(self._sql.delete_checkpoints_of, params)
             yield from self._collect_garbage_plan(thread_id, ns, deleted, [by_id[cid] for cid in kept])
+
+    @staticmethod
+    def _finished_call(ns: str, rows: Sequence[Row[Any]], roots: set[str], kept_roots: set[str]) -> bool:
+        """A subgraph call's namespace (`node:task_id`) whose root checkpoint is pruned: it goes
+        with it, as with PostgresSaver. A `checkpointer=True` subgraph's namespace (no task id)
+        keeps its state across calls, and a call whose root checkpoint is not saved yet (runs
+        save in the background) may still be running: both stay."""
+        if ":" not in ns:
+            return False
+        newest = max(rows, key=lambda row: row.checkpoint_id)
+        parents = _parse_json(newest.metadata, f"metadata of checkpoint {newest.checkpoint_id}").get(
+            "parents"
+        )
+        root = parents.get("") if isinstance(parents, Mapping) else None
+        return root in roots and root not in kept_roots
 
     def _keep_delta_ancestors_plan(
         self,
@@ -1962,27 +2181,34 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
 
     def transcript(self, thread_id: str) -> Transcript:
         """Every message the thread ever had, in first-seen order, with its compaction markers."""
-        return self._run(lambda txn: self._transcript_plan(str(thread_id)), write=False)
+        return self._run(
+            lambda txn: self._transcript_plan(_key(thread_id, "thread id", "transcript")), write=False
+        )
 
     async def atranscript(self, thread_id: str) -> Transcript:
-        return await self._arun(lambda txn: self._transcript_plan(str(thread_id)), write=False)
+        return await self._arun(
+            lambda txn: self._transcript_plan(_key(thread_id, "thread id", "transcript")), write=False
+        )
 
     def _transcript_plan(self, thread_id: str) -> Plan[Transcript]:
         rows = yield Query(self._sql.transcript_messages, {"thread_id": thread_id})
         compaction_rows = yield Query(self._sql.transcript_compactions, {"thread_id": thread_id})
         cache = self._db.cache
-        known, _ = cache.lookup(thread_id, {row.seq for row in rows})
+        known, _, _ = cache.lookup(thread_id, {row.seq for row in rows})
         decoded: builtins.list[tuple[int, BaseMessage]] = []
-        messages: builtins.list[BaseMessage] = []
-        index: dict[int, int] = {}
+        entries: builtins.list[tuple[int, BaseMessage]] = []
         for row in rows:
             message = known.get(row.seq)
             if message is None:
                 message = self._decode_message(thread_id, row)
                 decoded.append((row.seq, message))
-            index[row.seq] = len(messages)
+            entries.append((row.seq, message))
+        messages: builtins.list[BaseMessage] = []
+        index: dict[int, int] = {}
+        for seq, message in _calls_before_results(entries):
+            index[seq] = len(messages)
             messages.append(message)
-        cache.add(thread_id, [(seq, message, message.id, None, True) for seq, message in decoded])
+        cache.add(thread_id, [(seq, message, snapshot(message), None, True) for seq, message in decoded])
         compactions: builtins.list[StoredCompaction] = []
         for row in compaction_rows:
             if row.summary_seq not in index:

@@ -52,6 +52,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     CompactionPart,
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     SystemPromptPart,
@@ -1120,3 +1121,74 @@ async def test_shares_a_database_with_the_langgraph_saver(store_url: str) -> Non
     assert [m.content for m in transcript.messages] == ["hello", "heard 1"]
     assert count_rows(store, "historykit_message") == 2
     sync_engine(store).dispose()
+
+
+async def test_encrypted_store_refuses_unencrypted_rows(store_url: str, tmp_path: Path) -> None:
+    """With a cipher, a row written without the key is an error, and the inner serializer (here
+    LangGraph's permissive default) never decodes a crafted row."""
+    pytest.importorskip("langgraph.checkpoint.serde.encrypted")
+    import ormsgpack
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+    from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_SINGLE_ARG
+
+    cipher = KeystreamCipher(b"k" * 32)
+    store = SQLModelConversationStore(store_url, serde=EncryptedSerializer(cipher))
+    result = await Agent(TestModel(custom_output_text="fine")).run("hello")
+    await store.save(result)
+    conversation_id = result.conversation.conversation_id
+
+    def overwrite(encoding: str, data: bytes) -> None:
+        with sync_engine(store).begin() as conn:
+            conn.execute(
+                sa.text("UPDATE historykit_message SET encoding = :e, data = :d WHERE thread_id = :t"),
+                {"e": encoding, "d": data, "t": conversation_id},
+            )
+
+    plain = ModelMessagesTypeAdapter.dump_json(result.all_messages()[:1])[1:-1]
+    overwrite("json", plain)
+    with pytest.raises(CorruptRowError, match=r"is not encrypted \(encoding 'json'\).*refused"):
+        await store.load(conversation_id)
+    canary = tmp_path / "ran"
+    attack = ormsgpack.packb(
+        ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, ormsgpack.packb(["os", "system", f"touch {canary}"]))
+    )
+    for encoding, data in [("msgpack", attack), ("msgpack+sha256ctr", cipher.encrypt(attack)[1])]:
+        overwrite(encoding, data)
+        with pytest.raises(CorruptRowError):
+            await store.load(conversation_id)
+    assert not canary.exists()
+    sync_engine(store).dispose()
+
+
+async def test_malformed_messages_are_refused_before_they_are_stored(
+    store: SQLModelConversationStore,
+) -> None:
+    no_parts = ModelRequest(parts=[UserPromptPart("x")])
+    no_parts.parts = None  # type: ignore[assignment]
+    no_content = UserPromptPart("x")
+    no_content.content = None  # type: ignore[assignment]
+    for conversation_id, message, match in [
+        ("no-parts", no_parts, r"the ModelRequest is not a valid Pydantic AI message.*request\.parts"),
+        (
+            "no-content",
+            ModelRequest(parts=[no_content]),
+            "the ModelRequest is not a valid Pydantic AI message",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=rf"(?s)entry .* of conversation '{conversation_id}': {match}"):
+            await store.save(Conversation(conversation_id=conversation_id, messages=[message]))
+        assert await store.load(conversation_id) is None  # nothing was written
+
+
+async def test_loaded_messages_are_the_callers_to_change(store: SQLModelConversationStore) -> None:
+    """The store keeps no objects: an in-place edit of what it handed out changes nothing stored."""
+    result = await Agent(TestModel(custom_output_text="stored answer")).run("question")
+    await store.save(result)
+    conversation_id = result.conversation.conversation_id
+    loaded = await store.load(conversation_id)
+    assert loaded is not None
+    part = loaded.messages[0].parts[0]
+    assert isinstance(part, UserPromptPart)
+    part.content = "edited in place"
+    again = await store.load(conversation_id)
+    assert again is not None and again.messages == result.all_messages()

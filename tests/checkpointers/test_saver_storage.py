@@ -520,38 +520,50 @@ def test_delete_for_runs_keeps_other_runs_readable(sqlite_url: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_list_filters_mean_the_same_on_every_backend(database_url: str) -> None:
+def test_list_filters_mean_what_they_mean_for_in_memory_saver(database_url: str) -> None:
     saver = SQLModelSaver(database_url)
-    thread = Thread(saver)
+    memory = InMemorySaver()
+    threads = [Thread(saver), Thread(memory)]  # type: ignore[arg-type]
+    threads[1].thread_id = threads[0].thread_id
+    threads[1].config = threads[1].base
+    thread = threads[0]
     variants: list[dict[str, Any]] = [
         {"flag": True, "score": 1, "tags": {"a": 1, "b": [1, 2]}, "note": None},
-        {"flag": False, "score": 1.5, "tags": {"a": 2, "b": [2]}, "note": "x"},
-        {"flag": 1, "score": 2, "tags": {"a": 1}, "note": "y"},
+        {"flag": False, "score": 1.5, "tags": {"a": 2, "b": [2]}, "note": "x", "ключ": "значение"},
+        {"flag": 1, "score": 2, "tags": {"a": 1}, "note": "y", "list": [1, "a"]},
     ]
-    ids = [
-        thread.put([HumanMessage(str(i), id=f"h{i}")], **v)["configurable"]["checkpoint_id"]
-        for i, v in enumerate(variants)
-    ]
+    for i, v in enumerate(variants):
+        for t in threads:
+            t.put([HumanMessage(str(i), id=f"h{i}")], index=i, **v)
 
-    def matching(filter: dict[str, Any], **kw: Any) -> list[int]:
-        return sorted(
-            ids.index(t.config["configurable"]["checkpoint_id"])
-            for t in saver.list(thread.base, filter=filter, **kw)
-        )
+    def matching(filter: dict[str, Any], on: Any = saver, **kw: Any) -> list[int]:
+        return sorted(t.metadata["index"] for t in on.list(thread.base, filter=filter, **kw))  # type: ignore[typeddict-item]
 
-    assert matching({"flag": True}) == [0]
-    assert matching({"flag": 1}) == [2]  # a bool is not a number
-    assert matching({"score": 1}) == [0]
-    assert matching({"score": 1.5}) == [1]
-    assert matching({"note": None}) == [0]
-    assert matching({"missing": None}) == []
-    assert matching({"note": "x", "score": 1.5}) == [1]
-    assert matching({"tags": {"a": 1}}) == [0, 2]
-    assert matching({"tags": {"b": [2]}}) == [0, 1]
-    assert matching({"source": "loop"}) == [0, 1, 2]
+    expected = {
+        "flag True": ({"flag": True}, [0, 2]),  # 1 == True, as in Python
+        "flag 1": ({"flag": 1}, [0, 2]),
+        "flag 0": ({"flag": 0}, [1]),
+        "score 1": ({"score": 1}, [0]),
+        "score 1.5": ({"score": 1.5}, [1]),
+        "note None": ({"note": None}, [0]),
+        "missing None": ({"missing": None}, [0, 1, 2]),  # a missing key is None
+        "two keys": ({"note": "x", "score": 1.5}, [1]),
+        "dict equal": ({"tags": {"a": 1}}, [2]),  # equality, not containment
+        "dict not contained": ({"tags": {"b": [2]}}, []),
+        "whole dict": ({"tags": {"a": 2, "b": [2]}}, [1]),
+        "list": ({"list": [1, "a"]}, [2]),
+        "tuple": ({"list": (1, "a")}, []),  # as InMemorySaver: a tuple is not the list stored
+        "non-ascii key": ({"ключ": "значение"}, [1]),
+        "source": ({"source": "loop"}, [0, 1, 2]),
+        "string vs number": ({"score": "1"}, []),
+    }
+    for name, (filter, indexes) in expected.items():
+        assert matching(filter, memory) == indexes, name
+        assert matching(filter) == indexes, name
     assert matching({"source": "loop"}, limit=2) == [1, 2]
     assert matching({"tags": {"a": 1}}, limit=1) == [2]
-    before = {"configurable": {"checkpoint_id": ids[2]}}
+    ids = [t.config["configurable"]["checkpoint_id"] for t in saver.list(thread.base)]
+    before = {"configurable": {"checkpoint_id": ids[0]}}
     assert matching({"source": "loop"}, before=before) == [0, 1]
 
     with pytest.raises(TypeError, match="must be a dict"):

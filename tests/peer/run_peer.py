@@ -194,20 +194,27 @@ class Difference:
 
 def documented() -> list[tuple[str, str, str]]:
     """`(suite, saver, test pattern)` of each difference explained in docs/peer-suites.md: the rows of
-    its tables whose third cell is a test id (or an fnmatch pattern) in backquotes."""
+    its tables that start with a suite's name and whose third cell is a test id (or an fnmatch pattern)
+    in backquotes."""
     rules = []
     for line in DOC.read_text().splitlines() if DOC.exists() else []:
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) >= 4 and cells[2].startswith("`") and cells[2].endswith("`"):
+        if (
+            len(cells) >= 4
+            and cells[0] in DISTRIBUTIONS
+            and cells[2].startswith("`")
+            and cells[2].endswith("`")
+        ):
             rules.append((cells[0], cells[1].strip("`"), cells[2].strip("`")))
     return rules
 
 
 def explained(difference: Difference, rules: list[tuple[str, str, str]]) -> bool:
+    # Only `*` and `?` are wildcards: test ids hold brackets (`name[*-sync]`), matched literally.
     return any(
         difference.suite == suite
         and fnmatch.fnmatchcase(difference.saver, saver)
-        and fnmatch.fnmatchcase(difference.test, pattern)
+        and fnmatch.fnmatchcase(difference.test, pattern.replace("[", "[[]"))
         for suite, saver, pattern in rules
     )
 

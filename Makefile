@@ -71,3 +71,17 @@ bench-tokens: $(VENV)/.installed
 .PHONY: bench-user-words
 bench-user-words: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_user_words.py
+
+# LangGraph's own test suites from the sdists of the installed langgraph, langgraph-checkpoint-sqlite
+# and -postgres (downloaded into .peer/), with SQLModelSaver beside the official savers; a table per
+# suite, differences in .peer/results. Needs the PostgreSQL server. PEER_WORKERS=1 runs without xdist.
+PEER_WORKERS ?= 2
+.PHONY: test-peer
+test-peer: $(VENV)/.installed
+	$(VENV)/bin/python tests/peer/run_peer.py --workers $(PEER_WORKERS) $(PEER_ARGS)
+
+# 100 concurrent conversations x 200 agent steps on PostgreSQL (SQLModelSaver against AsyncPostgresSaver),
+# then 8 processes on one SQLite file (against SqliteSaver). BENCH_LOAD_ARGS="--quick" for a short run.
+.PHONY: bench-load
+bench-load: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_load.py --json benchmarks/results/load.json $(BENCH_LOAD_ARGS)

@@ -85,3 +85,8 @@ test-peer: $(VENV)/.installed
 .PHONY: bench-load
 bench-load: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_load.py --json benchmarks/results/load.json $(BENCH_LOAD_ARGS)
+
+# The latency a background summary takes off the call that triggers a compaction (same views).
+.PHONY: bench-background-summary
+bench-background-summary: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_background_summary.py

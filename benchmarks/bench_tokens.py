@@ -15,15 +15,14 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+
+from replay import CORPUS
 
 from historykit.formats import read_chat_jsonl
 from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from historykit.plugins import Adapter, NeutralAdapter
 from historykit.tokens import TokenCounter
-
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "sessions"
 
 
 def generated_history(n_messages: int) -> list[Message]:

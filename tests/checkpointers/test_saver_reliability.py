@@ -136,18 +136,18 @@ async def test_async_tasks_writing_one_postgres_database_lose_nothing(postgres_u
 
     # Eight threads, plus two namespaces of one more thread writing its message log at once.
     await asyncio.gather(
-        *(writer(f"task-{i}") for i in range(8)), writer("shared", ""), writer("shared", "child:1")
+        *(writer(f"task-{i}") for i in range(8)), writer("common", ""), writer("common", "child:1")
     )
     for i in range(8):
         await asyncio.to_thread(check_thread, saver, f"task-{i}", steps)
     for ns in ("", "child:1"):
         listed = [
-            t async for t in saver.alist({"configurable": {"thread_id": "shared", "checkpoint_ns": ns}})
+            t async for t in saver.alist({"configurable": {"thread_id": "common", "checkpoint_ns": ns}})
         ]
         assert len(listed) == steps
-        assert listed[0].checkpoint["channel_values"]["messages"] == history_at(f"shared{ns}", steps)
-    shared = await saver.atranscript("shared")
-    assert len(shared.messages) == 2 * len(history_at("shared", steps))
+        assert listed[0].checkpoint["channel_values"]["messages"] == history_at(f"common{ns}", steps)
+    shared = await saver.atranscript("common")
+    assert len(shared.messages) == 2 * len(history_at("common", steps))
     await saver.aclose()
     saver.close()
 

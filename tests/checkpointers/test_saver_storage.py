@@ -717,7 +717,7 @@ def test_pickle_is_never_written_nor_loaded(sqlite_url: str, tmp_path: Path) -> 
 def test_namespaces_share_one_message_log(sqlite_url: str) -> None:
     saver = SQLModelSaver(sqlite_url)
     root, child = Thread(saver, "t"), Thread(saver, "t", ns="child:1")
-    shared = [HumanMessage("shared", id="s")]
+    shared = [HumanMessage("in both", id="s")]
     root.put([*shared, HumanMessage("root only", id="r")])
     child.put([*shared, HumanMessage("child only", id="c")])
     assert [m.id for m in saver.transcript("t").messages] == ["s", "r", "c"]

@@ -484,7 +484,7 @@ class Pipeline(HistoryProcessor):
         `.messages` are of the input's framework; untouched messages are the very same objects.
         """
         if counter is not None or on_report is not None:
-            return Pipeline(self.processors, counter=counter or self.counter, on_report=on_report).run(
+            return self._with(counter, on_report).run(
                 messages,
                 context_window,
                 window_source=window_source,
@@ -516,8 +516,7 @@ class Pipeline(HistoryProcessor):
     ) -> PipelineResult:
         """`run` for async code: processors that await (a summarizer) run on the caller's loop."""
         if counter is not None or on_report is not None:
-            pipeline = Pipeline(self.processors, counter=counter or self.counter, on_report=on_report)
-            return await pipeline.arun(
+            return await self._with(counter, on_report).arun(
                 messages,
                 context_window,
                 window_source=window_source,

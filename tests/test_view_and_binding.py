@@ -371,3 +371,18 @@ def test_random_pipelines_send_one_valid_view(raw: list[Message], steps: list[An
     for view in view_only:
         assert check(view, sent_before=previous, binds_thinking=binds) == []
         previous = view
+
+
+def test_a_call_with_its_own_counter_or_callback_continues_the_pipelines_views() -> None:
+    raw = [Message.user("task")]
+    for i in range(4):
+        raw += [
+            Message("assistant", (ToolCallPart(f"c{i}", "t", {}),)),
+            Message("tool", (ToolResultPart(f"c{i}", "t", "r"),)),
+        ]
+    pipeline = Pipeline([Repair()])
+    pipeline.run(raw, 10_000, mode="view")
+    grown = [*raw, Message("assistant", (TextPart("done"),)), Message.user("thanks")]
+    reports: list[Any] = []
+    again = pipeline.run(grown, 10_000, mode="view", on_report=reports.append, counter=pipeline.counter)
+    assert again.report.replayed_calls == 1 and reports == [again.report]

@@ -302,13 +302,19 @@ def test_both_modes_send_the_same_view_on_a_corpus_session(binds: bool) -> None:
         previous = view
 
 
-def test_view_replay_replays_only_what_is_new() -> None:
+def _tool_loop(calls: int) -> list[Message]:
+    """A task and `calls` tool exchanges: as many model calls, none of which compacts."""
     raw = [Message.user("task")]
-    for i in range(5):
+    for i in range(calls):
         raw += [
             Message("assistant", (ToolCallPart(f"c{i}", "t", {}),)),
             Message("tool", (ToolResultPart(f"c{i}", "t", "r"),)),
         ]
+    return raw
+
+
+def test_view_replay_replays_only_what_is_new() -> None:
+    raw = _tool_loop(5)
     pipeline = Pipeline([Repair()])
     cold = pipeline.run(raw, 10_000, mode="view")
     assert cold.report.replayed_calls == len(request_points(raw))
@@ -374,12 +380,7 @@ def test_random_pipelines_send_one_valid_view(raw: list[Message], steps: list[An
 
 
 def test_a_call_with_its_own_counter_or_callback_continues_the_pipelines_views() -> None:
-    raw = [Message.user("task")]
-    for i in range(4):
-        raw += [
-            Message("assistant", (ToolCallPart(f"c{i}", "t", {}),)),
-            Message("tool", (ToolResultPart(f"c{i}", "t", "r"),)),
-        ]
+    raw = _tool_loop(4)
     pipeline = Pipeline([Repair()])
     pipeline.run(raw, 10_000, mode="view")
     grown = [*raw, Message("assistant", (TextPart("done"),)), Message.user("thanks")]

@@ -1030,19 +1030,19 @@ def show(
             _say("no compaction markers")
             return
         _out.print(
-            f"{len(markers)} compaction marker(s) (summary: its index in the transcript; covered: the "
-            "messages it replaced, as indices of the history it saw)",
+            f"{len(markers)} compaction marker(s), every kind (at: originals logged before the message it "
+            "wrote; covered: the messages it replaced, as indices of the history it saw)",
             style="bold",
         )
         marks = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        for header in ("summary", "covered", "before", "after", "strategy", "model", "when", "auto"):
-            numeric = header in ("summary", "before", "after")
+        for header in ("at", "covered", "before", "after", "strategy", "model", "when", "auto"):
+            numeric = header in ("at", "before", "after")
             marks.add_column(
                 header, justify="right" if numeric else "left", no_wrap=numeric or header == "covered"
             )
         for m in markers:
             marks.add_row(
-                str(m["summary_index"]),
+                str(m["at"]),
                 f"{m['covered_from']}-{m['covered_to']}",
                 f"{m['tokens_before']:,}",
                 f"{m['tokens_after']:,}",
@@ -1091,12 +1091,14 @@ def _thread_details(db: _Database, info: _Thread) -> dict[str, Any]:
             summary["updated"] = record.updated_at
             if record.forked_from:
                 summary["forked from"] = record.forked_from
-    summary["messages ever (transcript)"] = len(transcript.messages) if transcript is not None else 0
+    summary["original messages (transcript)"] = len(transcript.messages) if transcript is not None else 0
+    if transcript is not None and transcript.view is not None:
+        summary["messages in the view"] = len(transcript.view)
     summary["messages stored (log rows)"] = info.messages
     summary["compaction markers"] = info.compactions
     summary["storage (total)"] = _size(sum(info.storage.values()))
     compactions = [
-        {"summary_index": c.summary_index, **c.marker.to_dict()}
+        {"at": c.at, **c.marker.to_dict()}
         for c in (transcript.compactions if transcript else [])
     ]
     return {
@@ -1122,8 +1124,16 @@ def export(
         ),
     ] = None,
     legacy_format: Annotated[str | None, _LEGACY_FORMAT] = None,
+    view: Annotated[
+        bool,
+        typer.Option(
+            "--view",
+            help="Write the view instead: the history as last stored, which is what the model was last "
+            "sent plus what came after (summaries, cleared copies and notices in place of what they replaced).",
+        ),
+    ] = False,
 ) -> None:
-    """Write a thread's full original transcript (every message it ever had) to a file."""
+    """Write a thread's original transcript (every original message, each once, never edited) to a file."""
     with _errors(), _working("exporting the thread"), _database(db_url) as db:
         fmt = _format_flags(to_format, legacy_format, "--to")
         _check_writable(output)
@@ -1142,12 +1152,16 @@ def export(
             finally:
                 asyncio.run(store.aclose())
             fmt = fmt or "pydantic-ai"
-        if transcript is None or not transcript.messages:
+        messages = (transcript.view or []) if view and transcript is not None else None
+        if transcript is not None and messages is None:
+            messages = transcript.messages
+        if transcript is None or not messages:
             raise CliError(f"thread {thread!r} has no messages to export", EXIT_NOT_FOUND)
-        write_transcript(transcript.messages, output, fmt)
+        write_transcript(messages, output, fmt)
+        what = "messages of the view" if view else "original messages"
         _say(
-            f"wrote {len(transcript.messages)} messages ({len(transcript.compactions)} compaction marker(s)) "
-            f"of thread {thread!r} to {output} ({fmt})"
+            f"wrote {len(messages)} {what} of thread {thread!r} to {output} ({fmt}); "
+            f"{len(transcript.compactions)} compaction marker(s): `historykit show` lists them"
         )
 
 

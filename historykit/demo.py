@@ -913,27 +913,39 @@ def _processor_table(run: ReplayRun) -> Table:
 
 
 def _transcript_view(run: ReplayRun, width: int, edge: int = 2) -> Group:
-    """The stored thread: its compaction markers, and the messages around each summary."""
+    """The stored thread: its compaction markers, and the logged messages around each summary."""
+    from collections import Counter
+
     from historykit.plugins import adapter_for
 
     transcript = run.transcript
-    messages = list(transcript.messages)
+    messages = transcript.logged()
     adapter = adapter_for(messages) if messages else None
     markers = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for header in ("marker", "summary at", "covers", "tokens before", "after", "strategy", "automatic"):
+    for header in ("marker", "logged at", "covers", "tokens before", "after", "strategy", "automatic"):
         markers.add_column(header, justify="left" if header == "strategy" else "right")
-    for number, compaction in enumerate(transcript.compactions, start=1):
+    # Where each compaction's message sits among the logged ones: after `at` originals and the
+    # compactions logged before it. Summaries and truncations get a row; the many small edits a count.
+    summaries: dict[int, int] = {}
+    small: Counter[str] = Counter()
+    for number, compaction in enumerate(transcript.compactions):
         m = compaction.marker
+        if m.strategy not in ("summarize", "truncate", "pairwise_truncate"):
+            small[m.strategy] += 1
+            continue
+        at = compaction.at + number
+        summaries[at] = len(summaries) + 1
         markers.add_row(
-            str(number),
-            f"message {compaction.summary_index}",
+            str(summaries[at]),
+            f"message {at}",
             f"{m.covered_from}-{m.covered_to}",
             f"{m.tokens_before:,}",
             f"{m.tokens_after:,}",
             m.strategy,
             "yes" if m.automatic else "no",
         )
-    summaries = {c.summary_index: n for n, c in enumerate(transcript.compactions, start=1)}
+    if small:
+        markers.caption = "and " + ", ".join(f"{n} {strategy}" for strategy, n in sorted(small.items()))
     shown = set(range(edge)) | set(range(len(messages) - edge, len(messages)))
     for index in summaries:
         shown |= {index - 1, index, index + 1}
@@ -956,8 +968,8 @@ def _transcript_view(run: ReplayRun, width: int, edge: int = 2) -> Group:
         lines.append(line)
         previous = index
     title = Text(
-        f"{run.framework}, {run.thread_id!r}: {len(messages)} messages stored, "
-        f"{run.history} in the current history",
+        f"{run.framework}, {run.thread_id!r}: {len(transcript.messages)} original messages and "
+        f"{len(transcript.compactions)} written by compactions stored, {run.history} in the current history",
         style="bold",
     )
     return Group(title, markers, *lines)
@@ -985,8 +997,12 @@ def _latest_summary(run: ReplayRun, lines: int = 18) -> Panel | None:
         return None
     from historykit.plugins import adapter_for
 
-    last = run.transcript.compactions[-1]
-    native = run.transcript.messages[last.summary_index]
+    numbered = list(enumerate(run.transcript.compactions))
+    found = [(n, c) for n, c in numbered if c.marker.strategy == "summarize"]
+    if not found:
+        return None
+    number, last = found[-1]
+    native = last.message
     text = "\n".join(_text(m) for m in adapter_for([native]).to_neutral([native]))
     shown = text.splitlines()
     body = "\n".join(shown[:lines]) + (
@@ -994,7 +1010,7 @@ def _latest_summary(run: ReplayRun, lines: int = 18) -> Panel | None:
     )
     return Panel(
         Text(body),
-        title=f"the latest summary, as the model reads it ({run.framework}, message {last.summary_index})",
+        title=f"the latest summary, as the model reads it ({run.framework}, message {last.at + number})",
         title_align="left",
         border_style="magenta",
     )

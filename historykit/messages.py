@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Literal, Union
 
 __all__ = [
     "COMPACTION_KEY",
+    "EDIT_KEY",
     "PIN_KEY",
     "CompactionMarker",
     "MediaPart",
@@ -58,6 +59,11 @@ PIN_KEY = "historykit_pinned"
 
 COMPACTION_KEY = "historykit_compaction"
 """Metadata key under which a native summary message carries its `CompactionMarker.to_dict()`."""
+
+EDIT_KEY = "historykit_edit"
+"""Metadata key under which any other message a compaction wrote (a cleared copy, a truncation
+notice, a message whose thinking was dropped, ...) carries its `CompactionMarker.to_dict()`: the
+stores tell such messages from the originals by it. It is never sent to a model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +255,9 @@ class Message:
     model: str | None = None
     """For assistant messages: the name of the model that produced it, when the framework records it
     (it tells whether the provider binds thinking to the history, `historykit.binding`)."""
+    marker: CompactionMarker | None = field(default=None, compare=False)
+    """The compaction that wrote this message (set by the pipeline on every message a processor
+    made, and read back from native metadata, `EDIT_KEY`); `None` for an original."""
     native: Any = field(default=None, compare=False, repr=False)
     """The native message this one was made from (`None` when a processor made it)."""
     source: tuple[Role, tuple[Part, ...], bool] | None = field(default=None, compare=False, repr=False)

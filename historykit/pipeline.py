@@ -23,11 +23,12 @@ import html
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from historykit.binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
-from historykit.messages import CompactionMarker, Message
+from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
 from historykit.view import Mode, ViewReplay
 
@@ -343,6 +344,7 @@ class Pipeline(HistoryProcessor):
         for proc in self.processors:
             before = messages
             messages, notes = proc.process(list(before), ctx)
+            messages = mark_written(before, messages, proc.name, notes, ctx)
             steps.append(self._step_report(proc.name, before, messages, notes, ctx))
         return self._settle_thinking(given, messages, steps, ctx), steps
 
@@ -354,6 +356,7 @@ class Pipeline(HistoryProcessor):
         for proc in self.processors:
             before = messages
             messages, notes = await proc.aprocess(list(before), ctx)
+            messages = mark_written(before, messages, proc.name, notes, ctx)
             steps.append(self._step_report(proc.name, before, messages, notes, ctx))
         return self._settle_thinking(given, messages, steps, ctx), steps
 
@@ -370,11 +373,13 @@ class Pipeline(HistoryProcessor):
                     f"gave {restored} assistant message(s) of the current tool-use cycle their thinking "
                     "back: the provider needs it there (an edit made an older exchange the cycle's)"
                 )
+                out = mark_written(processed, out, CYCLE_STEP, notes, ctx)
                 steps.append(self._step_report(CYCLE_STEP, processed, out, notes, ctx))
             return out
         out, drop = drop_unbound_thinking(given, processed)
         if drop.blocks:
             notes = StepNotes(replaced=drop.blocks, removed=drop.messages_removed)
+            out = mark_written(processed, out, BINDING_STEP, notes, ctx)
             step = self._step_report(BINDING_STEP, processed, out, notes, ctx)
             notes.details.append(
                 f"dropped {drop.blocks} thinking block(s), "
@@ -564,6 +569,73 @@ class Pipeline(HistoryProcessor):
         if self.on_report is not None:
             self.on_report(report)
         return PipelineResult(native, report)
+
+
+def strategy_of(processor: str) -> str:
+    """The marker strategy of a processor's report name: `ClearToolResults` -> `clear_tool_results`."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", processor).lower()
+
+
+def mark_written(
+    before: list[Message], after: list[Message], processor: str, notes: StepNotes, ctx: ProcessContext
+) -> list[Message]:
+    """`after` with a marker on every message the step wrote (one that is not an object of `before`).
+
+    The marker says what it replaced: the messages of `before` between the step's kept neighbours
+    (a cleared copy stands in for one result, a summary or a notice for a run of messages), tokens
+    before and after, and which processor wrote it. A summary keeps the marker its summarizer gave
+    it; a truncation that a processor reported keeps that strategy. The stores tell originals from
+    what a compaction wrote by this marker (`EDIT_KEY`), so the original transcript is never mixed
+    with copies."""
+    if len(before) == len(after) and all(a is b for a, b in zip(before, after)):
+        return after
+    position = {id(m): i for i, m in enumerate(before)}
+    if all(id(m) in position for m in after):
+        return after  # only removals: no message to carry a marker (the report has them)
+    count = ctx.counter.count_message
+    reported = [m for m in notes.markers if m.strategy != "summarize"]
+    strategy = reported[-1].strategy if reported else strategy_of(processor)
+    out = list(after)
+    # Gaps: runs of written messages between two kept messages, and the `before` range between them.
+    index = 0
+    previous_kept = -1
+    while index < len(out):
+        if id(out[index]) in position:
+            previous_kept = position[id(out[index])]
+            index += 1
+            continue
+        end = index
+        while end < len(out) and id(out[end]) not in position:
+            end += 1
+        next_kept = position[id(out[end])] if end < len(out) else len(before)
+        written = range(index, end)
+        replaced = list(range(previous_kept + 1, next_kept))
+        one_to_one = len(replaced) == len(written)
+        for offset, at in enumerate(written):
+            msg = out[at]
+            covered = replaced[offset : offset + 1] if one_to_one else replaced
+            marker = _summary_marker(msg)
+            if marker is None:
+                covered_from = covered[0] if covered else previous_kept + 1
+                covered_to = covered[-1] + 1 if covered else covered_from
+                marker = CompactionMarker(
+                    covered_from=covered_from,
+                    covered_to=covered_to,
+                    tokens_before=sum(count(before[i]) for i in covered),
+                    tokens_after=count(msg),
+                    strategy=strategy,
+                )
+            if msg.marker != marker:
+                out[at] = replace(msg, marker=marker)
+        index = end
+    return out
+
+
+def _summary_marker(msg: Message) -> CompactionMarker | None:
+    for part in msg.parts:
+        if isinstance(part, SummaryPart) and part.marker is not None:
+            return part.marker
+    return None
 
 
 def _check_mode(mode: object) -> None:

@@ -444,7 +444,8 @@ def test_threads_lists_both_frameworks(pristine_db: Path) -> None:
     with _saver(pristine_db) as saver:
         transcript = saver.transcript("t-read")
         checkpoints = list(saver.list(_config("t-read")))
-    assert threads["t-read"]["messages"] == len(transcript.messages)
+    # Log rows: the originals and the messages compactions wrote.
+    assert threads["t-read"]["messages"] == len(transcript.messages) + len(transcript.compactions)
     assert threads["t-read"]["checkpoints"] == len(checkpoints)
     assert threads["t-read"]["compactions"] == len(transcript.compactions) >= 1
     assert threads["c-ok"]["entries"] > 0 and threads["t-read"]["storage_bytes"] > 0
@@ -459,12 +460,14 @@ def test_show_a_thread_with_its_markers(pristine_db: Path) -> None:
     with _saver(pristine_db) as saver:
         transcript = saver.transcript("t-read")
         state = saver.get_tuple(_config("t-read")).checkpoint["channel_values"]["messages"]
-    assert [(c["summary_index"], c["covered_from"], c["covered_to"]) for c in shown["compactions"]] == [
-        (c.summary_index, c.marker.covered_from, c.marker.covered_to) for c in transcript.compactions
+    assert [(c["at"], c["strategy"], c["covered_from"], c["covered_to"]) for c in shown["compactions"]] == [
+        (c.at, c.marker.strategy, c.marker.covered_from, c.marker.covered_to) for c in transcript.compactions
     ]
     summary = shown["summary"]
-    assert summary["messages in the state"] == len(state) < summary["messages ever (transcript)"]
-    assert summary["messages ever (transcript)"] == len(transcript.messages)
+    assert summary["messages in the state"] == len(state) < summary["original messages (transcript)"]
+    assert summary["messages in the view"] == len(state)
+    assert summary["original messages (transcript)"] == len(transcript.messages)
+    assert "summarize" in {c["strategy"] for c in shown["compactions"]}
     human = run("show", pristine_db, "t-read")
     assert "compaction marker(s)" in human.stdout and "summarize" in human.stdout
     conversation = run("show", pristine_db, "c-ok", "--json")

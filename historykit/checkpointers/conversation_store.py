@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio.to_thread
 import sqlalchemy as sa
@@ -42,6 +42,8 @@ try:
         ConversationRecord,
         ConversationStore,
     )
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.run import AgentRunResult
 except ImportError as exc:  # Pydantic AI 1.x has no conversation stores, or it isn't installed
     raise ImportError(
         "SQLModelConversationStore implements pydantic_ai.conversation_store.ConversationStore, which "
@@ -70,9 +72,9 @@ from historykit.checkpointers.database import (
 )
 from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, ThreadRow
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
-from historykit.messages import COMPACTION_KEY, CompactionMarker
+from historykit.messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
 
-__all__ = ["MessageSerializer", "SQLModelConversationStore"]
+__all__ = ["MessageSerializer", "SQLModelConversationStore", "ViewSaving"]
 
 DEFAULT_URL = "sqlite:///historykit.db"
 FRAMEWORK = "pydantic_ai"
@@ -113,7 +115,55 @@ class MessageSerializer(Protocol):
     def loads_typed(self, data: tuple[str, bytes]) -> Any: ...
 
 
-class SQLModelConversationStore(ConversationStore):
+class ViewSaving(ConversationStore):
+    """What makes a conversation store keep the view a historykit run was sent (mixed into
+    `SQLModelConversationStore`; any other `ConversationStore` can take it the same way)."""
+
+    async def save(
+        self, conversation: Conversation | AgentRunResult[Any], *, scope: str | None = None
+    ) -> list[ConversationEntry]:
+        """Save a conversation, as `ConversationStore.save` does, keeping the view a run was sent.
+
+        A history that holds messages historykit wrote (a summary, a cleared copy, a notice: the run
+        was processed persistently, `HistoryKit(persist=True)`) and starts where the stored one
+        starts is the view the model was last sent plus what came after. It is saved as it is: it
+        becomes the conversation's current history, which `load` gives back, so the next run
+        continues that view instead of compacting the originals again. The messages it replaced
+        stay stored: the history they were in is kept as a branch, the message log keeps each of
+        them, and `transcript()` returns them as the originals, with a marker for every message a
+        compaction wrote.
+
+        Any other history (or one loaded with `limit=`, which does not start where the stored one
+        does) is saved as Pydantic AI's stores save it: the run's new messages are appended.
+        """
+        result = conversation if isinstance(conversation, AgentRunResult) else None
+        # A result builds a new `Conversation` on every access: take it once, as the base class does.
+        held = result.conversation if result is not None else cast(Conversation, conversation)
+        if held.new_message_index is None or not any(_written_by_compaction(m) for m in held.messages):
+            return await super().save(conversation, scope=scope)
+        if not await self._holds_stored_start(held):
+            return await super().save(conversation, scope=scope)
+        # Compare with the stored history rather than append after the loaded messages: the run
+        # replaced some of them, and what is stored must be what the next run continues.
+        held.new_message_index = None
+        entries = await super().save(held, scope=scope)
+        if result is not None and held.revision is not None:
+            result._conversation_saved(held.revision)  # the base class tells the result the same way
+        return entries
+
+    async def _holds_stored_start(self, conversation: Conversation) -> bool:
+        """Whether `conversation` starts with the stored history's first messages (it was loaded
+        whole, not as a window of its last messages)."""
+        record = await self.read_record(conversation.conversation_id)
+        if record is None or record.head_id is None:
+            return False
+        stored = await self.read_history(record.head_id)
+        kept = conversation.new_message_index or 0
+        head = [entry.message for entry in stored[:kept]]
+        return len(head) == kept and head == conversation.messages[:kept]
+
+
+class SQLModelConversationStore(ViewSaving):
     """A Pydantic AI `ConversationStore` on SQLite (the default) or PostgreSQL.
 
     Example:
@@ -305,31 +355,47 @@ class _EncodedEntry:
 
 
 def _marker_of(message: ModelMessage, entry_id: str, conversation_id: str) -> CompactionMarker | None:
-    """The marker a summary written by historykit carries, `None` for any other message.
+    """The marker of the compaction that wrote `message`; `None` for an original.
 
-    The adapter writes it on the `CompactionPart` (`metadata` of the part survives Pydantic AI
-    merging the summary's request with the next one); a marker on the request itself is read too.
+    A summary carries it on its `CompactionPart` (`metadata` of the part survives Pydantic AI
+    merging the summary's request with the next one; a marker on the request itself is read too);
+    any other message a compaction wrote carries it in its own `metadata[EDIT_KEY]`.
     """
-    if not isinstance(message, ModelRequest):
-        return None
-    summaries = [part for part in message.parts if isinstance(part, CompactionPart)]
-    if not summaries:
-        return None
-    holders = [getattr(part, "metadata", None) for part in summaries] + [message.metadata]
-    found = [holder for holder in holders if isinstance(holder, dict) and COMPACTION_KEY in holder]
+    holders: list[tuple[str, Any]] = []
+    if isinstance(message, ModelRequest):
+        summaries = [part for part in message.parts if isinstance(part, CompactionPart)]
+        holders = [(COMPACTION_KEY, getattr(part, "metadata", None)) for part in summaries]
+        if summaries:
+            holders.append((COMPACTION_KEY, message.metadata))
+    holders.append((EDIT_KEY, message.metadata))
+    if isinstance(message, ModelRequest):
+        # A tool return a compaction wrote carries it too (merged requests keep part metadata).
+        holders.extend((EDIT_KEY, getattr(part, "metadata", None)) for part in message.parts)
+    found = [(key, holder) for key, holder in holders if isinstance(holder, dict) and key in holder]
     if not found:
         return None
-    data = found[0][COMPACTION_KEY]
-    where = f"the summary in entry {entry_id!r} of conversation {conversation_id!r}"
+    key, holder = found[0]
+    data = holder[key]
+    where = f"the message in entry {entry_id!r} of conversation {conversation_id!r}"
     if not isinstance(data, dict):
         raise TypeError(
-            f"{where} has metadata[{COMPACTION_KEY!r}] of type {type(data).__name__}, "
+            f"{where} has metadata[{key!r}] of type {type(data).__name__}, "
             "expected the dict CompactionMarker.to_dict() returns"
         )
     try:
         return CompactionMarker.from_dict(data)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{where} carries a malformed compaction marker: {exc}") from exc
+
+
+def _written_by_compaction(message: ModelMessage) -> bool:
+    """Whether a historykit compaction wrote `message` (its marker is on it), read without raising."""
+    if isinstance(message.metadata, dict) and (EDIT_KEY in message.metadata or COMPACTION_KEY in message.metadata):
+        return True
+    return isinstance(message, ModelRequest) and any(
+        isinstance(getattr(part, "metadata", None), dict) and (COMPACTION_KEY in part.metadata or EDIT_KEY in part.metadata)
+        for part in message.parts
+    )
 
 
 def _cipher_of(serde: MessageSerializer | None) -> Any:
@@ -767,21 +833,27 @@ def _read_transcript(
     conn: Connection, *, conversation_id: str, scope: str | None, serde: MessageSerializer | None
 ) -> Transcript | None:
     stored = conn.execute(
-        sa.select(_CONVERSATION.c.scope).where(_CONVERSATION.c.conversation_id == conversation_id)
+        sa.select(_CONVERSATION.c.scope, _CONVERSATION.c.head_id).where(
+            _CONVERSATION.c.conversation_id == conversation_id
+        )
     ).first()
     if stored is None or (scope is not None and stored.scope != scope):
         return None
     rows = conn.execute(sa.text(_TRANSCRIPT_SQL), {"conversation_id": conversation_id}).all()
-    messages = _decode_messages(_present(rows, lambda row: f"{_E} row #{row.first_row}"), serde)
-    return Transcript(
-        thread_id=conversation_id,
-        messages=messages,
-        compactions=[
-            StoredCompaction(marker=_marker_from_row(row), summary_index=index)
-            for index, row in enumerate(rows)
-            if row.marker_id is not None
-        ],
+    logged = _decode_messages(_present(rows, lambda row: f"{_E} row #{row.first_row}"), serde)
+    originals: list[ModelMessage] = []
+    compactions: list[StoredCompaction] = []
+    for row, message in zip(rows, logged):
+        if row.marker_id is None:
+            originals.append(message)
+        else:
+            compactions.append(StoredCompaction(marker=_marker_from_row(row), message=message, at=len(originals)))
+    view = (
+        []
+        if stored.head_id is None
+        else [entry.message for entry in _read_history(conn, head_id=stored.head_id, limit=None, serde=serde)]
     )
+    return Transcript(thread_id=conversation_id, messages=originals, compactions=compactions, view=view)
 
 
 def _marker_from_row(row: Any) -> CompactionMarker:

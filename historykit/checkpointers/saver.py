@@ -51,7 +51,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
@@ -120,7 +120,7 @@ from historykit.checkpointers.transcript import StoredCompaction, Transcript
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
-from historykit.messages import COMPACTION_KEY, CompactionMarker
+from historykit.messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
 
 __all__ = ["FRAMEWORK", "PruneStrategy", "SQLModelSaver"]
 
@@ -350,6 +350,7 @@ class _Statements:
             BLOBS.c.version.in_(bp("versions", expanding=True)),
         )
 
+        self.thread_known = sa.select(THREADS.c.thread_id).where(THREADS.c.thread_id == bp("thread_id"))
         self.transcript_messages = (
             sa.select(MESSAGES.c.seq, MESSAGES.c.encoding, MESSAGES.c.data)
             .where(MESSAGES.c.thread_id == bp("thread_id"), MESSAGES.c.framework == FRAMEWORK)
@@ -721,6 +722,13 @@ def _json_equal(actual: Any, expected: Any) -> bool:
             and all(_json_equal(actual[key], value) for key, value in expected.items())
         )
     return bool(actual == expected)
+
+
+def _with_view(transcript: Transcript, latest: CheckpointTuple | None) -> Transcript:
+    """`transcript` with its view: the root graph's `messages` channel at the latest checkpoint."""
+    messages = latest.checkpoint.get("channel_values", {}).get("messages") if latest is not None else None
+    view = list(messages) if isinstance(messages, list) else None
+    return replace(transcript, view=view)
 
 
 def _calls_before_results(
@@ -1330,12 +1338,16 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
 
     @staticmethod
     def _marker_of(message: BaseMessage, thread_id: str) -> CompactionMarker | None:
-        raw = message.additional_kwargs.get(COMPACTION_KEY) if message.additional_kwargs else None
+        """The marker of the compaction that wrote `message` (a summary's `COMPACTION_KEY`, any other
+        message's `EDIT_KEY`); `None` for an original."""
+        kwargs = message.additional_kwargs or {}
+        key = COMPACTION_KEY if kwargs.get(COMPACTION_KEY) is not None else EDIT_KEY
+        raw = kwargs.get(key)
         if raw is None:
             return None
         if not isinstance(raw, Mapping):
             raise ValueError(
-                f"message {message.id!r} of thread {thread_id!r}: additional_kwargs[{COMPACTION_KEY!r}] is a "
+                f"message {message.id!r} of thread {thread_id!r}: additional_kwargs[{key!r}] is a "
                 f"{type(raw).__name__}, expected the dict of CompactionMarker.to_dict()"
             )
         try:
@@ -2184,18 +2196,27 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
 
     # -- the transcript -------------------------------------------------------------------------
 
-    def transcript(self, thread_id: str) -> Transcript:
-        """Every message the thread ever had, in first-seen order, with its compaction markers."""
-        return self._run(
-            lambda txn: self._transcript_plan(_key(thread_id, "thread id", "transcript")), write=False
-        )
+    def transcript(self, thread_id: str) -> Transcript | None:
+        """The thread's original messages in first-seen order, every compaction made over them (with
+        the message it wrote), and the view: the `messages` of its latest checkpoint (`Transcript`).
+        `None` for a thread the saver does not have, as `SQLModelConversationStore.transcript`."""
+        key = _key(thread_id, "thread id", "transcript")
+        transcript = self._run(lambda txn: self._transcript_plan(key), write=False)
+        if transcript is None:
+            return None
+        return _with_view(transcript, self.get_tuple({"configurable": {"thread_id": key}}))
 
-    async def atranscript(self, thread_id: str) -> Transcript:
-        return await self._arun(
-            lambda txn: self._transcript_plan(_key(thread_id, "thread id", "transcript")), write=False
-        )
+    async def atranscript(self, thread_id: str) -> Transcript | None:
+        key = _key(thread_id, "thread id", "transcript")
+        transcript = await self._arun(lambda txn: self._transcript_plan(key), write=False)
+        if transcript is None:
+            return None
+        return _with_view(transcript, await self.aget_tuple({"configurable": {"thread_id": key}}))
 
-    def _transcript_plan(self, thread_id: str) -> Plan[Transcript]:
+    def _transcript_plan(self, thread_id: str) -> Plan[Transcript | None]:
+        known = yield Query(self._sql.thread_known, {"thread_id": thread_id})
+        if not known:
+            return None
         rows = yield Query(self._sql.transcript_messages, {"thread_id": thread_id})
         compaction_rows = yield Query(self._sql.transcript_compactions, {"thread_id": thread_id})
         cache = self._db.cache
@@ -2208,19 +2229,22 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 message = self._decode_message(thread_id, row)
                 decoded.append((row.seq, message))
             entries.append((row.seq, message))
-        messages: builtins.list[BaseMessage] = []
-        index: dict[int, int] = {}
-        for seq, message in _calls_before_results(entries):
-            index[seq] = len(messages)
-            messages.append(message)
         cache.add(thread_id, [(seq, message, snapshot(message), None, True) for seq, message in decoded])
-        compactions: builtins.list[StoredCompaction] = []
-        for row in compaction_rows:
-            if row.summary_seq not in index:
+        markers = {row.summary_seq: row for row in compaction_rows}
+        known_seqs = {seq for seq, _ in entries}
+        for seq, row in markers.items():
+            if seq not in known_seqs:
                 raise CorruptRowError(
                     f"compaction marker {row.id} of thread {thread_id!r} (historykit_compaction) refers to "
-                    f"message seq {row.summary_seq}, which is not in historykit_message"
+                    f"message seq {seq}, which is not in historykit_message"
                 )
-            marker = CompactionRow.model_validate(row._mapping).to_marker()
-            compactions.append(StoredCompaction(marker=marker, summary_index=index[row.summary_seq]))
-        return Transcript(thread_id=thread_id, messages=messages, compactions=compactions)
+        originals: builtins.list[BaseMessage] = []
+        compactions: builtins.list[StoredCompaction] = []
+        for seq, message in _calls_before_results(entries):
+            row = markers.get(seq)
+            if row is None:
+                originals.append(message)
+            else:
+                marker = CompactionRow.model_validate(row._mapping).to_marker()
+                compactions.append(StoredCompaction(marker=marker, message=message, at=len(originals)))
+        return Transcript(thread_id=thread_id, messages=originals, compactions=compactions)

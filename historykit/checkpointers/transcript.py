@@ -1,16 +1,23 @@
-"""The original transcript of a thread: every message it ever had, with its compaction markers.
+"""What a store gives back for a thread: the original transcript, the compactions, and the view.
 
-Compaction removes messages from the graph state (a summary replaces them), but the message log
-keeps them. `Transcript` is what a store returns for a thread: the messages in the order the
-thread first saw them, and one `StoredCompaction` per summary message.
+A compaction never edits what is stored. The message log keeps every message the thread ever had:
+the originals, each once, in the order the thread first saw them, and beside them the messages a
+compaction wrote (a summary, a cleared copy of a tool result, a truncation notice, a response whose
+thinking was dropped, ...), each with its `CompactionMarker`. `Transcript` separates the two:
+
+- `messages`: the originals, never edited: what `historykit export` writes by default;
+- `compactions`: one `StoredCompaction` per message a compaction wrote, every kind, in log order;
+- `view`: the history as the store last kept it, which is the view the model was last sent plus
+  what came after it (`historykit export --view`); `None` where the store keeps no history beyond
+  the log.
 
 Example:
     ```python
     transcript = saver.transcript("thread-1")
     for compaction in transcript.compactions:
-        summary = transcript.messages[compaction.summary_index]
-        replaced = compaction.marker.covered_to - compaction.marker.covered_from
-        print(f"{summary.id} replaced {replaced} messages")
+        marker = compaction.marker
+        print(f"{marker.strategy}: messages {marker.covered_from}-{marker.covered_to} of the history it saw, "
+              f"{marker.tokens_before} -> {marker.tokens_after} tokens, before original #{compaction.at}")
     ```
 """
 
@@ -26,18 +33,36 @@ __all__ = ["StoredCompaction", "Transcript"]
 
 @dataclass(frozen=True, slots=True)
 class StoredCompaction:
-    """A compaction marker as stored, located in its transcript."""
+    """A message a compaction wrote, with its marker, located among the originals."""
 
     marker: CompactionMarker
-    summary_index: int
-    """Index in `Transcript.messages` of the summary message that carries the marker."""
+    """What the compaction did: its strategy, what it replaced, tokens before and after, when."""
+    message: Any
+    """The native message it wrote (a summary, a cleared copy, a notice, ...)."""
+    at: int
+    """How many originals the thread had logged before it: its place in `Transcript.messages`."""
 
 
 @dataclass(frozen=True, slots=True)
 class Transcript:
-    """Every message of a thread, in first-seen order, and its compactions in the same order."""
+    """A thread's originals in first-seen order, the compactions made over them, and the latest view."""
 
     thread_id: str
     messages: list[Any] = field(default_factory=list)
-    """Native messages (LangChain `BaseMessage`s for the LangGraph saver)."""
+    """The original messages (native: LangChain `BaseMessage`s for the LangGraph saver, Pydantic AI
+    `ModelMessage`s for the conversation store), each once, never edited."""
     compactions: list[StoredCompaction] = field(default_factory=list)
+    """Every message a compaction wrote, with its marker, in the order they were logged."""
+    view: list[Any] | None = None
+    """The history as last stored: the view last sent plus what arrived after it."""
+
+    def logged(self) -> list[Any]:
+        """Originals and the messages compactions wrote, interleaved in the order they were logged."""
+        out: list[Any] = []
+        at = 0
+        for compaction in self.compactions:
+            out.extend(self.messages[at : compaction.at])
+            at = compaction.at
+            out.append(compaction.message)
+        out.extend(self.messages[at:])
+        return out

@@ -75,6 +75,7 @@ from langchain_core.messages.tool import tool_call_chunk as _make_tool_call_chun
 
 from historykit.messages import (
     COMPACTION_KEY,
+    EDIT_KEY,
     PIN_KEY,
     CompactionMarker,
     MediaPart,
@@ -159,6 +160,7 @@ class LangChainAdapter:
                     usage=reading.usage,
                     model=_model_of(native),
                     pinned=reading.pinned,
+                    marker=_edit_marker(native),
                 )
                 _CACHE.put(native, None, fingerprint, (message,))
                 out.append(message)
@@ -180,11 +182,33 @@ class LangChainAdapter:
             if isinstance(native, BaseMessage) and msg.is_untouched and _same_metadata(msg, native):
                 out.append(native)
             elif isinstance(native, BaseMessage) and not isinstance(native, RemoveMessage):
-                out.extend(_rebuild(msg, native, index))
+                out.extend(_with_edit(msg, built) for built in _rebuild(msg, native, index))
             else:
                 # No native (the corpus, a processor) or one from another framework: build anew.
-                out.extend(_build(msg, index))
+                out.extend(_with_edit(msg, built) for built in _build(msg, index))
         return out
+
+
+def _with_edit(msg: Message, native: BaseMessage) -> BaseMessage:
+    """`native` carrying the marker of the compaction that wrote `msg` (`EDIT_KEY`), if one did."""
+    if msg.marker is None or native is msg.native:
+        return native
+    data = msg.marker.to_dict()
+    if native.additional_kwargs.get(EDIT_KEY) == data:
+        return native
+    return native.model_copy(update={"additional_kwargs": {**native.additional_kwargs, EDIT_KEY: data}})
+
+
+def _edit_marker(native: BaseMessage) -> CompactionMarker | None:
+    """The marker of the compaction that wrote `native`; `None` for an original (or a damaged marker,
+    which is unknown data: the message keeps it, and reads as an original)."""
+    data = native.additional_kwargs.get(EDIT_KEY) if native.additional_kwargs else None
+    if not isinstance(data, dict):
+        return None
+    try:
+        return CompactionMarker.from_dict(data)
+    except (ValueError, TypeError):
+        return None
 
 
 def _same_metadata(msg: Message, native: BaseMessage) -> bool:

@@ -70,6 +70,7 @@ from pydantic_ai.usage import RequestUsage
 
 from historykit.messages import (
     COMPACTION_KEY,
+    EDIT_KEY,
     PIN_KEY,
     CompactionMarker,
     MediaPart,
@@ -300,7 +301,8 @@ def _request_to_neutral(request: Any, *, show_instructions: bool) -> list[Messag
     if leading or not groups:
         groups.append(("user", leading))
     pinned = _is_pinned(request.metadata)
-    return [Message.from_native(role, parts, request, pinned=pinned) for role, parts in groups]
+    marker = _edit_marker_of(request.metadata)
+    return [Message.from_native(role, parts, request, pinned=pinned, marker=marker) for role, parts in groups]
 
 
 def _own_message(part: Any, group: list[Part]) -> bool:
@@ -415,6 +417,7 @@ def _response_to_neutral(response: Any) -> Message:
         usage=_reported_usage(response.usage),
         model=response.model_name if isinstance(response.model_name, str) else None,
         pinned=_is_pinned(response.metadata),
+        marker=_edit_marker_of(response.metadata),
     )
 
 
@@ -509,8 +512,9 @@ class _Builder:
         if self.instructions != request.instructions:
             changes["instructions"] = self.instructions
         pinned = self._message_pin(run, _is_pinned(request.metadata))
-        if pinned != _is_pinned(request.metadata):
-            changes["metadata"] = _with_pin(request.metadata, pinned)
+        metadata = _with_edit(_with_pin(request.metadata, pinned), run)
+        if metadata != request.metadata:
+            changes["metadata"] = metadata
         return replace(request, **changes)
 
     def new_request(self, run: Sequence[Message]) -> Any:
@@ -518,7 +522,7 @@ class _Builder:
         # Provider rule R3: the results answering the previous turn's tool calls come first.
         parts.sort(key=lambda p: 0 if _answers_tool_call(p) else 1)
         pinned = any(msg.pinned for msg in run) or self.pin_message
-        return _pai.ModelRequest(parts=parts, metadata={PIN_KEY: True} if pinned else None)
+        return _pai.ModelRequest(parts=parts, metadata=_with_edit({PIN_KEY: True} if pinned else None, run))
 
     def _request_parts(self, msg: Message, request: Any) -> Iterator[Any]:
         """The native request parts for the neutral parts of `msg`; the items of one user prompt are
@@ -544,7 +548,10 @@ class _Builder:
                     # The request these instructions belong to is gone: keep them as a system prompt.
                     yield self._new_request_part(replace(part, native=None), "system")
                 continue
-            yield ref if msg.part_is_original(part) else self._request_part(part, msg.role)
+            if msg.part_is_original(part):
+                yield ref
+            else:
+                yield _with_part_edit(self._request_part(part, msg.role), msg)
         yield from _flush_prompt(group_prompt, group)
 
     def _request_part(self, part: Part, role: Role) -> Any:
@@ -700,8 +707,9 @@ class _Builder:
         if first.usage != _reported_usage(response.usage):
             changes["usage"] = _usage_with(response.usage, first.usage)
         pinned = self._message_pin(run, _is_pinned(response.metadata))
-        if pinned != _is_pinned(response.metadata):
-            changes["metadata"] = _with_pin(response.metadata, pinned)
+        metadata = _with_edit(_with_pin(response.metadata, pinned), run)
+        if metadata != response.metadata:
+            changes["metadata"] = metadata
         return replace(response, **changes) if changes else response
 
     def new_response(self, msg: Message) -> Any:
@@ -711,7 +719,7 @@ class _Builder:
             usage=_usage_with(None, msg.usage),
             model_name=msg.model,
             provider_response_id=msg.id,
-            metadata={PIN_KEY: True} if msg.pinned or self.pin_message else None,
+            metadata=_with_edit({PIN_KEY: True} if msg.pinned or self.pin_message else None, [msg]),
         )
 
     def _response_part(self, part: Part) -> Any:
@@ -851,6 +859,39 @@ def _with_pin(metadata: dict[str, Any] | None, pinned: bool) -> dict[str, Any] |
         return metadata
     rest = {key: value for key, value in metadata.items() if key != PIN_KEY}
     return rest or None
+
+
+def _with_edit(metadata: dict[str, Any] | None, run: Sequence[Message]) -> dict[str, Any] | None:
+    """`metadata` carrying the marker of the compaction that wrote a message of `run` (`EDIT_KEY`):
+    the stores tell what a compaction wrote from the originals by it; no model is sent it."""
+    marker = next((msg.marker for msg in run if msg.marker is not None and not msg.is_untouched), None)
+    if marker is None:
+        return metadata
+    return {**(metadata or {}), EDIT_KEY: marker.to_dict()}
+
+
+def _with_part_edit(native: Any, msg: Message) -> Any:
+    """A tool return a compaction wrote carries the marker on itself too: Pydantic AI merges
+    consecutive requests into one and keeps the parts' metadata, not the requests'."""
+    if msg.marker is None or not isinstance(native, _pai.ToolReturnPart):
+        return native
+    data = msg.marker.to_dict()
+    if isinstance(native.metadata, dict) and native.metadata.get(EDIT_KEY) == data:
+        return native
+    if native.metadata is not None and not isinstance(native.metadata, dict):
+        return native  # the application's own metadata, not a dict: left as it is
+    return replace(native, metadata={**(native.metadata or {}), EDIT_KEY: data})
+
+
+def _edit_marker_of(metadata: Any) -> CompactionMarker | None:
+    """The marker of the compaction that wrote a message (`EDIT_KEY`); `None` for an original, or
+    for a damaged marker (unknown data: the message keeps it and reads as an original)."""
+    if not isinstance(metadata, dict) or not isinstance(metadata.get(EDIT_KEY), dict):
+        return None
+    try:
+        return CompactionMarker.from_dict(metadata[EDIT_KEY])
+    except (ValueError, TypeError):
+        return None
 
 
 def _with_marker(metadata: dict[str, Any] | None, marker: CompactionMarker | None) -> dict[str, Any]:

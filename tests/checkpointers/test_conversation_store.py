@@ -67,6 +67,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import DeferredToolRequests
 
 from historykit.checkpointers.conversation_schema import CONVERSATIONS
+from historykit.checkpointers.conversation_store import ViewSaving
 from historykit.checkpointers.conversation_store import SQLModelConversationStore
 from historykit.checkpointers.database import CorruptRowError, create_async_engine, create_engine
 from historykit.checkpointers.schema import CORE
@@ -175,6 +176,12 @@ def _summary(text: str, covered: int) -> ModelRequest:
 
 # A small vocabulary and fixed timestamps, so equal messages recur: at several points of one
 # history (one message row, several entries) and across rewrites (where histories share a prefix).
+
+class _ViewSavingMemory(ViewSaving, InMemoryConversationStore):
+    """Pydantic AI's in-memory store, saving a compacted history as the view the way ours does: the
+    reference the SQL store is held to (`ViewSaving` is the one deliberate difference from it)."""
+
+
 MESSAGES = st.one_of(
     WORDS.map(lambda w: ModelRequest(parts=[UserPromptPart(w, timestamp=TS)], timestamp=TS)),
     WORDS.map(lambda w: ModelResponse(parts=[TextPart(w)], timestamp=TS)),
@@ -198,7 +205,7 @@ class StoreComparison(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
-        self.memory = InMemoryConversationStore()
+        self.memory = _ViewSavingMemory()
         with sync_engine(self.sql).begin() as conn:
             _empty(conn)
         # The conversation each store's copy of a conversation continues from, per id.
@@ -769,11 +776,14 @@ async def test_compaction_marker_and_complete_transcript(store: SQLModelConversa
 
     transcript = await store.transcript(conversation_id)
     assert transcript is not None
-    assert transcript.messages == everything
+    # The originals, without the summary; the summary is the compaction's message, in its place.
+    assert transcript.messages == everything[:12] + everything[13:]
+    assert transcript.logged() == everything
     assert len(transcript.compactions) == 1
     stored = transcript.compactions[0]
     assert stored.marker == marker
-    assert transcript.messages[stored.summary_index] == everything[12]
+    assert stored.message == everything[12] and stored.at == 12
+    assert transcript.view == current.messages
     assert count_rows(store, "historykit_compaction", thread_id=conversation_id) == 1
     # The three messages compaction kept verbatim are stored once, under two entries each.
     assert count_rows(store, "historykit_message", thread_id=conversation_id) == len(everything)
@@ -806,7 +816,9 @@ async def test_a_summary_written_by_the_adapter_records_its_marker(store: SQLMod
     transcript = await store.transcript("adapter-summary")
     assert transcript is not None
     assert [c.marker for c in transcript.compactions] == [marker]
-    assert transcript.compactions[0].summary_index == 0
+    assert transcript.compactions[0].at == 0
+    assert transcript.compactions[0].message == summary[0]
+    assert transcript.messages == conversation.messages[1:]
     assert count_rows(store, "historykit_compaction", thread_id="adapter-summary") == 1
 
 
@@ -825,7 +837,8 @@ async def test_delete_removes_every_row_but_what_a_fork_uses(store: SQLModelConv
     # The fork is whole: its shared entries, their messages and the summary's marker were kept.
     fork_transcript = await store.transcript("fork")
     assert fork_transcript is not None
-    assert fork_transcript.messages == forked.all_messages()
+    assert fork_transcript.logged() == forked.all_messages()
+    assert fork_transcript.view == forked.all_messages()
     assert [c.marker for c in fork_transcript.compactions] == [marker]
     assert count_rows(store, "historykit_message", thread_id=conversation_id) == 4
     assert count_rows(store, "historykit_compaction", thread_id=conversation_id) == 1

@@ -30,7 +30,7 @@ from pydantic import Field
 from historykit import Pipeline, Report, TokenCounter, check, default_pipeline
 from historykit.checkpointers import SQLModelSaver
 from historykit.context_window import ContextWindow
-from historykit.messages import COMPACTION_KEY
+from historykit.messages import COMPACTION_KEY, EDIT_KEY
 from historykit.plugins.langgraph import (
     HistoryKitHook,
     HistoryKitMiddleware,
@@ -215,7 +215,9 @@ async def test_create_agent_middleware_persistent_with_sqlmodel_saver_keeps_the_
     assert_untouched_transcript(transcript.messages)
     assert transcript.compactions
     for compaction in transcript.compactions:
-        assert COMPACTION_KEY in transcript.messages[compaction.summary_index].additional_kwargs
+        kwargs = compaction.message.additional_kwargs
+        assert (COMPACTION_KEY if compaction.marker.strategy == "summarize" else EDIT_KEY) in kwargs
+    assert any(c.marker.strategy == "summarize" for c in transcript.compactions)
 
 
 def test_persistent_node_in_a_plain_state_graph() -> None:

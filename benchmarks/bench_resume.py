@@ -1,0 +1,180 @@
+"""Cold resume: the first model call after loading a stored conversation, against the anchor.
+
+A web server that loads the conversation per request (the common deployment) makes every call the
+first call of a new pipeline on a freshly loaded history. This measures that call on a 1,000- and a
+10,000-message conversation built from the corpus (the histories of `bench_processors.py`):
+
+- the conversation is run persistently, call by call, through `historykit.default_pipeline()` at a
+  32,000-token window (extractive summaries, no LLM) and saved to a `SQLModelConversationStore` on a
+  SQLite file every ten calls, as the README's store recipe does (the store keeps the originals and
+  the view as last sent);
+- `historykit: resume`: a new store on the file and a new pipeline (empty token cache) load the
+  conversation and process it with the next exchange appended: load and first call, timed apart;
+- `historykit: view-only replay`: what the first call costs when the raw history is all there is
+  (view-only mode, no stored view): the whole conversation replayed, once;
+- `harness:TieredCompaction`: pydantic-ai-harness 0.62 on the whole history, one call through its
+  capability (its own environment, its own token estimate), as `bench_processors.py` runs it.
+
+Each historykit cell is the fastest of `--repeat` runs (other processes only ever add time).
+Target: the first call after a load at least 5x faster than TieredCompaction on the same history.
+
+Run: `python benchmarks/bench_resume.py` (or `make bench-resume`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from anchors import harness
+from bench_processors import SUMMARY_TOKENS, WINDOW, corpus_history
+from pydantic_ai.conversation import Conversation
+
+from historykit.checkpointers import SQLModelConversationStore
+from historykit.messages import Message
+from historykit.pipeline import Pipeline
+from historykit.plugins.pydantic_ai import PydanticAIAdapter
+from historykit.processors.default_pipeline import default_pipeline
+from historykit.view import request_points
+
+CALLS_PER_SAVE = 10
+
+
+def store_persistently(raw: list[Any], url: str, conversation_id: str) -> tuple[int, int]:
+    """Run `raw` (Pydantic AI messages) call by call through a persistent pipeline, saving the
+    conversation every `CALLS_PER_SAVE` calls; returns (model calls, messages in the stored view)."""
+    pipeline = default_pipeline()
+    store = SQLModelConversationStore(url)
+    points = request_points(PydanticAIAdapter().to_neutral(raw))
+
+    async def run() -> tuple[int, int]:
+        view: list[Any] = []
+        at = 0
+        history: list[Any] = []
+        for n, point in enumerate(points, start=1):
+            view = pipeline.run([*view, *raw[at:point]], WINDOW).messages
+            at = point
+            # The run's history after the call: the view sent and the response that followed.
+            history = [*view, *raw[point : point + 1]]
+            view, at = history, min(point + 1, len(raw))
+            if n % CALLS_PER_SAVE == 0 or n == len(points):
+                loaded = await store.load(conversation_id)
+                conversation = Conversation(
+                    conversation_id=conversation_id,
+                    messages=history,
+                    revision=loaded.revision if loaded is not None else None,
+                )
+                await store.save(conversation)
+        await store.aclose()
+        return len(points), len(history)
+
+    return asyncio.run(run())
+
+
+def resume(url: str, conversation_id: str, extra: list[Any], repeat: int) -> tuple[float, float, int]:
+    """Best-of-`repeat` ms to load the conversation with a new store, and for a new pipeline's first
+    call on it with `extra` appended; and the number of messages loaded."""
+    loads: list[float] = []
+    calls: list[float] = []
+    size = 0
+    for _ in range(repeat):
+        store = SQLModelConversationStore(url)
+        pipeline = default_pipeline()
+        start = time.perf_counter()
+        conversation = asyncio.run(store.load(conversation_id))
+        loads.append((time.perf_counter() - start) * 1000)
+        assert conversation is not None
+        size = len(conversation.messages)
+        start = time.perf_counter()
+        pipeline.run([*conversation.messages, *extra], WINDOW)
+        calls.append((time.perf_counter() - start) * 1000)
+        asyncio.run(store.aclose())
+    return min(loads), min(calls), size
+
+
+def view_only_replay(raw: list[Any], repeat: int) -> float:
+    """Best-of-`repeat` ms for a new pipeline's first view-only call on the whole raw history."""
+    best = float("inf")
+    for _ in range(repeat):
+        pipeline: Pipeline = default_pipeline()
+        start = time.perf_counter()
+        pipeline.run(raw, WINDOW, mode="view")
+        best = min(best, (time.perf_counter() - start) * 1000)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000])
+    parser.add_argument("--repeat", type=int, default=5, help="runs timed per historykit cell")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args()
+    adapter = PydanticAIAdapter()
+    histories: dict[int, tuple[list[Message], list[Message]]] = {
+        size: corpus_history(size) for size in args.sizes
+    }
+    tiered = harness.timing(
+        [(str(size), history) for size, (history, _) in histories.items()],
+        strategies=["tiered"],
+        window=WINDOW,
+        repeat=3,
+        summary_tokens=SUMMARY_TOKENS,
+    )
+    figures: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for size, (history, extra) in histories.items():
+            raw = adapter.to_native(history)
+            native_extra = adapter.to_native(extra)
+            url = f"sqlite:///{Path(tmp) / f'resume-{size}.db'}"
+            start = time.perf_counter()
+            calls, stored_view = store_persistently(raw, url, f"resume-{size}")
+            stored_s = time.perf_counter() - start
+            load_ms, first_ms, loaded = resume(url, f"resume-{size}", native_extra, args.repeat)
+            replay_ms = view_only_replay(raw, 1 if size >= 5_000 else min(args.repeat, 3))
+            anchor = tiered[(str(size), "tiered")]
+            figures.append(
+                {
+                    "messages": len(history),
+                    "model_calls": calls,
+                    "stored_in": round(stored_s, 1),
+                    "view_messages_loaded": loaded,
+                    "load_ms": round(load_ms, 2),
+                    "first_call_ms": round(first_ms, 2),
+                    "view_only_replay_ms": round(replay_ms, 1),
+                    "tiered_ms": round(anchor, 1),
+                    "speedup_first_call": round(anchor / first_ms, 1),
+                    "speedup_load_and_call": round(anchor / (load_ms + first_ms), 1),
+                    "speedup_view_only_replay": round(anchor / replay_ms, 2),
+                }
+            )
+    print(f"window {WINDOW:,} tokens; stored every {CALLS_PER_SAVE} calls on SQLite; best of {args.repeat}")
+    header = (
+        f"{'messages':>9} {'calls':>6} {'view':>5} {'load ms':>8} {'1st call':>9} {'Tiered ms':>10} "
+        f"{'x (call)':>9} {'x (load+call)':>14} {'view-only replay ms':>20} {'x':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for f in figures:
+        print(
+            f"{f['messages']:>9,} {f['model_calls']:>6,} {f['view_messages_loaded']:>5} {f['load_ms']:>8.1f} "
+            f"{f['first_call_ms']:>9.1f} {f['tiered_ms']:>10.1f} {f['speedup_first_call']:>8.1f}x "
+            f"{f['speedup_load_and_call']:>13.1f}x {f['view_only_replay_ms']:>20.1f} "
+            f"{f['speedup_view_only_replay']:>5.2f}x"
+        )
+    for f in figures:
+        verdict = "met" if f["speedup_first_call"] >= 5 else "MISSED"
+        print(
+            f"target at {f['messages']:,} messages: first call after a load {f['speedup_first_call']:.1f}x "
+            f"TieredCompaction's speed (>= 5x: {verdict}); with the load {f['speedup_load_and_call']:.1f}x"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

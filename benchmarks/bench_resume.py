@@ -132,7 +132,7 @@ def main() -> None:
             native_extra = adapter.to_native(extra)
             url = f"sqlite:///{Path(tmp) / f'resume-{size}.db'}"
             start = time.perf_counter()
-            calls, stored_view = store_persistently(raw, url, f"resume-{size}")
+            calls, _ = store_persistently(raw, url, f"resume-{size}")
             stored_s = time.perf_counter() - start
             load_ms, first_ms, loaded = resume(url, f"resume-{size}", native_extra, args.repeat)
             replay_ms = view_only_replay(raw, 1 if size >= 5_000 else min(args.repeat, 3))

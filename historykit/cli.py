@@ -1097,10 +1097,7 @@ def _thread_details(db: _Database, info: _Thread) -> dict[str, Any]:
     summary["messages stored (log rows)"] = info.messages
     summary["compaction markers"] = info.compactions
     summary["storage (total)"] = _size(sum(info.storage.values()))
-    compactions = [
-        {"at": c.at, **c.marker.to_dict()}
-        for c in (transcript.compactions if transcript else [])
-    ]
+    compactions = [{"at": c.at, **c.marker.to_dict()} for c in (transcript.compactions if transcript else [])]
     return {
         "thread_id": info.thread_id,
         "summary": summary,
@@ -1129,7 +1126,8 @@ def export(
         typer.Option(
             "--view",
             help="Write the view instead: the history as last stored, which is what the model was last "
-            "sent plus what came after (summaries, cleared copies and notices in place of what they replaced).",
+            "sent plus what came after (summaries, cleared copies and notices in place of what they "
+            "replaced).",
         ),
     ] = False,
 ) -> None:

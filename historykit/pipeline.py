@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from historykit import provenance
 from historykit.binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
 from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
@@ -553,6 +554,9 @@ class Pipeline(HistoryProcessor):
         # A history nobody changed is handed back as the caller's own objects.
         untouched = len(processed) == len(neutral) and all(a is b for a, b in zip(processed, neutral))
         native = list(original) if untouched else adapter.to_native(processed)
+        if not untouched:
+            # So a store can keep what this call replaced even if no store saw it before.
+            provenance.record(original, native)
         before = steps[0].tokens_before if steps else sum(ctx.counter.count_message(m) for m in neutral)
         after = steps[-1].tokens_after if steps else before
         report = Report(

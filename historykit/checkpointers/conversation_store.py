@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Protocol, TypeVar, cast
@@ -36,13 +36,13 @@ import sqlalchemy as sa
 from pydantic import TypeAdapter, ValidationError
 
 try:
+    from pydantic_ai.conversation import Conversation
     from pydantic_ai.conversation_store import (
         ConversationConflict,
         ConversationEntry,
         ConversationRecord,
         ConversationStore,
     )
-    from pydantic_ai.conversation import Conversation
     from pydantic_ai.run import AgentRunResult
 except ImportError as exc:  # Pydantic AI 1.x has no conversation stores, or it isn't installed
     raise ImportError(
@@ -50,7 +50,13 @@ except ImportError as exc:  # Pydantic AI 1.x has no conversation stores, or it 
         "Pydantic AI 2.x provides: install `historykit[pydantic-ai]` with pydantic-ai-slim>=2 "
         f"(the import failed with: {exc})"
     ) from exc
-from pydantic_ai.messages import CompactionPart, ModelMessage, ModelMessagesTypeAdapter, ModelRequest
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+)
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import RunUsage
 from sqlalchemy import Connection, Engine, Table
@@ -58,6 +64,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from historykit import provenance
 from historykit.checkpointers.conversation_schema import (
     CONVERSATIONS,
     ConversationBranchRow,
@@ -125,24 +132,24 @@ class ViewSaving(ConversationStore):
         """Save a conversation, as `ConversationStore.save` does, keeping the view a run was sent.
 
         A history that holds messages historykit wrote (a summary, a cleared copy, a notice: the run
-        was processed persistently, `HistoryKit(persist=True)`) and starts where the stored one
-        starts is the view the model was last sent plus what came after. It is saved as it is: it
-        becomes the conversation's current history, which `load` gives back, so the next run
-        continues that view instead of compacting the originals again. The messages it replaced
-        stay stored: the history they were in is kept as a branch, the message log keeps each of
-        them, and `transcript()` returns them as the originals, with a marker for every message a
-        compaction wrote.
+        was processed persistently, `HistoryKit(persist=True)`) is the view the model was last sent
+        plus what came after. It is saved as it is: it becomes the conversation's current history,
+        which `load` gives back, so the next run continues that view instead of compacting the
+        originals again. The messages it replaced stay stored: the history they were in is kept as
+        a branch, the message log keeps each of them, and `transcript()` returns them as the
+        originals, with a marker for every message a compaction wrote. (A conversation loaded with
+        `limit=` and compacted is saved the same way: its view replaces the current history, and
+        the earlier messages stay in the branch and the transcript.)
 
-        Any other history (or one loaded with `limit=`, which does not start where the stored one
-        does) is saved as Pydantic AI's stores save it: the run's new messages are appended.
+        Any other history is saved as Pydantic AI's stores save it: the run's new messages are
+        appended.
         """
         result = conversation if isinstance(conversation, AgentRunResult) else None
         # A result builds a new `Conversation` on every access: take it once, as the base class does.
         held = result.conversation if result is not None else cast(Conversation, conversation)
         if held.new_message_index is None or not any(_written_by_compaction(m) for m in held.messages):
             return await super().save(conversation, scope=scope)
-        if not await self._holds_stored_start(held):
-            return await super().save(conversation, scope=scope)
+        await self._save_unstored_originals(held, scope)
         # Compare with the stored history rather than append after the loaded messages: the run
         # replaced some of them, and what is stored must be what the next run continues.
         held.new_message_index = None
@@ -151,16 +158,31 @@ class ViewSaving(ConversationStore):
             result._conversation_saved(held.revision)  # the base class tells the result the same way
         return entries
 
-    async def _holds_stored_start(self, conversation: Conversation) -> bool:
-        """Whether `conversation` starts with the stored history's first messages (it was loaded
-        whole, not as a window of its last messages)."""
+    async def _save_unstored_originals(self, conversation: Conversation, scope: str | None) -> None:
+        """Save the originals the run replaced before any save saw them (`historykit.provenance`)
+        after the stored history, as one more step of it: the view saved next leaves that history
+        as a branch, so its messages stay stored and in the transcript."""
         record = await self.read_record(conversation.conversation_id)
-        if record is None or record.head_id is None:
-            return False
-        stored = await self.read_history(record.head_id)
-        kept = conversation.new_message_index or 0
-        head = [entry.message for entry in stored[:kept]]
-        return len(head) == kept and head == conversation.messages[:kept]
+        stored = (
+            [entry.message for entry in await self.read_history(record.head_id)]
+            if record is not None and record.head_id is not None
+            else []
+        )
+        expanded = [
+            original for message in conversation.messages for original in provenance.originals_of(message)
+        ]
+        replaced = [m for m in expanded if not any(m is kept for kept in conversation.messages)]
+        if not replaced:
+            return
+        unstored = [m for m in expanded if not _written_by_compaction(m) and m not in stored]
+        originals = Conversation(
+            conversation_id=conversation.conversation_id,
+            messages=[*stored, *unstored],
+            usage=conversation.usage,
+            revision=conversation.revision,
+        )
+        await super().save(originals, scope=scope)
+        conversation.revision = originals.revision
 
 
 class SQLModelConversationStore(ViewSaving):
@@ -390,12 +412,14 @@ def _marker_of(message: ModelMessage, entry_id: str, conversation_id: str) -> Co
 
 def _written_by_compaction(message: ModelMessage) -> bool:
     """Whether a historykit compaction wrote `message` (its marker is on it), read without raising."""
-    if isinstance(message.metadata, dict) and (EDIT_KEY in message.metadata or COMPACTION_KEY in message.metadata):
+    if isinstance(message.metadata, dict) and (
+        EDIT_KEY in message.metadata or COMPACTION_KEY in message.metadata
+    ):
         return True
-    return isinstance(message, ModelRequest) and any(
-        isinstance(getattr(part, "metadata", None), dict) and (COMPACTION_KEY in part.metadata or EDIT_KEY in part.metadata)
-        for part in message.parts
-    )
+    if not isinstance(message, ModelRequest):
+        return False
+    holders = [getattr(part, "metadata", None) for part in message.parts]
+    return any(isinstance(h, dict) and (COMPACTION_KEY in h or EDIT_KEY in h) for h in holders)
 
 
 def _cipher_of(serde: MessageSerializer | None) -> Any:
@@ -843,17 +867,52 @@ def _read_transcript(
     logged = _decode_messages(_present(rows, lambda row: f"{_E} row #{row.first_row}"), serde)
     originals: list[ModelMessage] = []
     compactions: list[StoredCompaction] = []
+    seen: set[str] = set()
     for row, message in zip(rows, logged):
-        if row.marker_id is None:
-            originals.append(message)
-        else:
-            compactions.append(StoredCompaction(marker=_marker_from_row(row), message=message, at=len(originals)))
+        if row.marker_id is not None:
+            compactions.append(
+                StoredCompaction(marker=_marker_from_row(row), message=message, at=len(originals))
+            )
+        original = _unseen_original(message, seen, written=row.marker_id is not None)
+        if original is not None:
+            originals.append(original)
     view = (
         []
         if stored.head_id is None
         else [entry.message for entry in _read_history(conn, head_id=stored.head_id, limit=None, serde=serde)]
     )
     return Transcript(thread_id=conversation_id, messages=originals, compactions=compactions, view=view)
+
+
+def _unseen_original(message: ModelMessage, seen: set[str], *, written: bool) -> ModelMessage | None:
+    """The part of `message` that is original and not in an earlier original, as a message; `None`
+    when there is none. Records what it returns in `seen`.
+
+    Pydantic AI merges consecutive requests into one (when a run starts, and in what it sends), so a
+    stored request can re-wrap original parts the log already holds, together with parts a
+    compaction wrote, or with a user's new prompt that was never stored on its own. Each original
+    part is returned once, in the first message that holds it."""
+    if isinstance(message, ModelResponse):
+        if written:
+            return None
+        key = repr(message)
+        if key in seen:
+            return None
+        seen.add(key)
+        return message
+    parts = [part for part in message.parts if not _part_written(part)]
+    unseen = [part for part in parts if repr(part) not in seen]
+    seen.update(repr(part) for part in unseen)
+    if not unseen or (written and not parts):
+        return None
+    if len(unseen) == len(message.parts) and not written:
+        return message
+    return replace(message, parts=unseen, metadata=None)
+
+
+def _part_written(part: Any) -> bool:
+    metadata = getattr(part, "metadata", None)
+    return isinstance(part, CompactionPart) or (isinstance(metadata, dict) and EDIT_KEY in metadata)
 
 
 def _marker_from_row(row: Any) -> CompactionMarker:

@@ -2214,8 +2214,8 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         return _with_view(transcript, await self.aget_tuple({"configurable": {"thread_id": key}}))
 
     def _transcript_plan(self, thread_id: str) -> Plan[Transcript | None]:
-        known = yield Query(self._sql.thread_known, {"thread_id": thread_id})
-        if not known:
+        thread = yield Query(self._sql.thread_known, {"thread_id": thread_id})
+        if not thread:
             return None
         rows = yield Query(self._sql.transcript_messages, {"thread_id": thread_id})
         compaction_rows = yield Query(self._sql.transcript_compactions, {"thread_id": thread_id})
@@ -2241,10 +2241,10 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         originals: builtins.list[BaseMessage] = []
         compactions: builtins.list[StoredCompaction] = []
         for seq, message in _calls_before_results(entries):
-            row = markers.get(seq)
-            if row is None:
+            marker_row = markers.get(seq)
+            if marker_row is None:
                 originals.append(message)
             else:
-                marker = CompactionRow.model_validate(row._mapping).to_marker()
+                marker = CompactionRow.model_validate(marker_row._mapping).to_marker()
                 compactions.append(StoredCompaction(marker=marker, message=message, at=len(originals)))
         return Transcript(thread_id=thread_id, messages=originals, compactions=compactions)

@@ -67,8 +67,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import DeferredToolRequests
 
 from historykit.checkpointers.conversation_schema import CONVERSATIONS
-from historykit.checkpointers.conversation_store import ViewSaving
-from historykit.checkpointers.conversation_store import SQLModelConversationStore
+from historykit.checkpointers.conversation_store import SQLModelConversationStore, ViewSaving
 from historykit.checkpointers.database import CorruptRowError, create_async_engine, create_engine
 from historykit.checkpointers.schema import CORE
 from historykit.messages import COMPACTION_KEY, CompactionMarker, Message
@@ -176,6 +175,7 @@ def _summary(text: str, covered: int) -> ModelRequest:
 
 # A small vocabulary and fixed timestamps, so equal messages recur: at several points of one
 # history (one message row, several entries) and across rewrites (where histories share a prefix).
+
 
 class _ViewSavingMemory(ViewSaving, InMemoryConversationStore):
     """Pydantic AI's in-memory store, saving a compacted history as the view the way ours does: the

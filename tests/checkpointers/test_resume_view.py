@@ -1,0 +1,220 @@
+"""A stored conversation resumes the view it was sent: with a store, every turn makes the same
+summarizer calls and sends the model the same messages as when the conversation stays in memory.
+
+- Pydantic AI: the README's store recipe (`store.load`, `agent.run(..., conversation=...)`,
+  `store.save(result)` per turn) with `HistoryKit` on the agent, on SQLite and PostgreSQL, against
+  the same agent carrying its conversation from run to run; also on a model that binds thinking,
+  where every call's view must keep the thinking of the previous one valid (R13).
+- LangGraph: `create_agent` with `HistoryKitMiddleware`, persistent and view-only, on a new
+  `SQLModelSaver` per turn (a server that opens the database per request) against LangGraph's
+  `InMemorySaver`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic_ai import Agent
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from historykit import check, default_pipeline
+from historykit.checkpointers import SQLModelConversationStore, SQLModelSaver
+from historykit.plugins.langgraph import HistoryKitMiddleware
+from historykit.plugins.pydantic_ai_agent import HistoryKit
+from tests.plugins.test_langgraph_agent import ToolCallingFakeModel
+from tests.plugins.test_langgraph_agent import read_file as lc_read_file
+
+pytestmark = pytest.mark.pydantic_ai
+
+TURNS = 22
+WINDOW = 8_000
+
+
+class CountingSummarizer:
+    """Records every summarizer call (how many messages it was given) and answers deterministically."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self, messages: Any, previous: Any = None) -> str:
+        self.calls.append(len(messages))
+        return f"Summary {len(self.calls)}: the files read so far and what they hold."
+
+
+def _seen(messages: list[ModelMessage]) -> list[tuple[Any, ...]]:
+    """What the model reads of a Pydantic AI history (no timestamps, ids or metadata)."""
+    out: list[tuple[Any, ...]] = []
+    for message in messages:
+        for part in message.parts:
+            out.append(
+                (
+                    type(message).__name__,
+                    part.part_kind,
+                    str(getattr(part, "content", "")),
+                    str(getattr(part, "args", "")),
+                    getattr(part, "signature", None),
+                )
+            )
+    return out
+
+
+class ReadingModel:
+    """A Pydantic AI model function: each turn reads a file, then answers at length (with thinking
+    signed by a binding model when `thinking=True`); it records every view it is sent."""
+
+    def __init__(self, thinking: bool = False) -> None:
+        self.thinking = thinking
+        self.sent: list[list[ModelMessage]] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.sent.append(list(messages))
+        n = len(self.sent)
+        last = messages[-1]
+        thought = [ThinkingPart(f"Thinking about call {n}.", signature=f"sig-{n}")] if self.thinking else []
+        if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
+            return ModelResponse(
+                [*thought, TextPart(f"Call {n}: I read it. " + "Here is what the module does. " * 40)],
+                model_name="claude-opus-5-5" if self.thinking else None,
+            )
+        return ModelResponse(
+            [*thought, ToolCallPart("read_file", {"path": f"src/mod{n}.py"}, tool_call_id=f"call-{n}")],
+            model_name="claude-opus-5-5" if self.thinking else None,
+        )
+
+
+def _agent(model: ReadingModel, summarizer: CountingSummarizer, binds: bool) -> Agent[None, str]:
+    kit = HistoryKit(default_pipeline(summarizer=summarizer), context_window=WINDOW, binds_thinking=binds)
+    agent = Agent(FunctionModel(model), capabilities=[kit])
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        return f"{path}: a line of the module that is fairly long and says something\n" * 60
+
+    return agent
+
+
+async def _in_memory(binds: bool) -> tuple[ReadingModel, CountingSummarizer]:
+    model, summarizer = ReadingModel(thinking=binds), CountingSummarizer()
+    agent = _agent(model, summarizer, binds)
+    conversation: Conversation | None = None
+    for turn in range(TURNS):
+        result = await agent.run(f"Turn {turn}: read the next module.", conversation=conversation)
+        conversation = result.conversation
+    return model, summarizer
+
+
+async def _with_store(url: str, binds: bool) -> tuple[ReadingModel, CountingSummarizer, str]:
+    model, summarizer = ReadingModel(thinking=binds), CountingSummarizer()
+    agent = _agent(model, summarizer, binds)
+    for turn in range(TURNS):
+        # A new store per turn: what a server that opens the database per request does.
+        store = SQLModelConversationStore(url)
+        conversation = await store.load("chat") or Conversation(conversation_id="chat")
+        result = await agent.run(f"Turn {turn}: read the next module.", conversation=conversation)
+        await store.save(result)
+        await store.aclose()
+    return model, summarizer, url
+
+
+@pytest.mark.parametrize("binds", [False, True], ids=["thinking-free", "binding-thinking"])
+def test_the_store_recipe_sends_what_an_in_memory_conversation_sends(database_url: str, binds: bool) -> None:
+    memory_model, memory_summaries = asyncio.run(_in_memory(binds))
+    stored_model, stored_summaries, _ = asyncio.run(_with_store(database_url, binds))
+
+    assert len(memory_summaries.calls) >= 3, "the conversation must compact several times"
+    assert stored_summaries.calls == memory_summaries.calls
+    assert len(stored_model.sent) == len(memory_model.sent) == 2 * TURNS
+    for call, (stored, memory) in enumerate(zip(stored_model.sent, memory_model.sent, strict=True)):
+        assert _seen(stored) == _seen(memory), f"call {call} sent another view"
+    if binds:
+        for before, after in zip(stored_model.sent, stored_model.sent[1:]):
+            assert not [v for v in check(after, sent_before=before, binds_thinking=True) if v.rule == "R13"]
+
+    store = SQLModelConversationStore(database_url)
+    transcript = asyncio.run(store.transcript("chat"))
+    asyncio.run(store.aclose())
+    assert transcript is not None
+    # The originals: every prompt, call, result and answer once, valid as a history.
+    prompts = [p.content for m in transcript.messages for p in m.parts if p.part_kind == "user-prompt"]
+    assert prompts == [f"Turn {t}: read the next module." for t in range(TURNS)]
+    results = [p for m in transcript.messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert len(results) == TURNS and all(r.content.startswith("src/mod") for r in results)
+    assert not check(transcript.messages)
+    strategies = {c.marker.strategy for c in transcript.compactions}
+    assert "summarize" in strategies and "clear_tool_results" in strategies
+    # The view: what the model was last sent, then its answer.
+    last_sent = _seen(stored_model.sent[-1])
+    assert _seen(transcript.view or [])[: len(last_sent)] == last_sent
+    assert len(transcript.view or []) == len(stored_model.sent[-1]) + 1
+
+
+# ---- LangGraph ----------------------------------------------------------------------------------
+
+
+def _script() -> Iterator[AIMessage]:
+    for n in range(TURNS):
+        call = {"id": f"call_{n}", "name": "read_file", "args": {"path": f"src/mod{n % 17}.py"}}
+        yield AIMessage(f"Next I read src/mod{n % 17}.py.", tool_calls=[call])
+        yield AIMessage(f"Turn {n}: " + "the module computes totals from its values. " * 40)
+
+
+def _lc_seen(messages: list[BaseMessage]) -> list[tuple[str, str, str]]:
+    return [(m.type, str(m.content), str(getattr(m, "tool_calls", ""))) for m in messages]
+
+
+def _langgraph_run(
+    persist: bool, saver_for_turn: Callable[[], Any]
+) -> tuple[ToolCallingFakeModel, CountingSummarizer]:
+    summarizer = CountingSummarizer()
+    model = ToolCallingFakeModel(messages=_script(), profile={"max_input_tokens": WINDOW})
+    middleware = HistoryKitMiddleware(default_pipeline(summarizer=summarizer), persist=persist)
+    config = {"configurable": {"thread_id": "t"}}
+    for turn in range(TURNS):
+        saver = saver_for_turn()
+        agent = create_agent(model, [lc_read_file], middleware=[middleware], checkpointer=saver)
+        agent.invoke({"messages": [HumanMessage(f"Turn {turn}: read the next module.")]}, config)
+        if isinstance(saver, SQLModelSaver):
+            saver.close()
+    return model, summarizer
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
+def test_the_saver_resumes_what_an_in_memory_graph_sends(database_url: str, persist: bool) -> None:
+    memory_saver = InMemorySaver()
+    memory_model, memory_summaries = _langgraph_run(persist, lambda: memory_saver)
+    stored_model, stored_summaries = _langgraph_run(persist, lambda: SQLModelSaver(database_url))
+
+    assert len(memory_summaries.calls) >= 2, "the thread must compact several times"
+    assert stored_summaries.calls == memory_summaries.calls
+    assert len(stored_model.inputs) == len(memory_model.inputs) == 2 * TURNS
+    for call, (stored, memory) in enumerate(zip(stored_model.inputs, memory_model.inputs, strict=True)):
+        assert _lc_seen(stored) == _lc_seen(memory), f"call {call} sent another view"
+
+    with SQLModelSaver(database_url) as saver:
+        transcript = saver.transcript("t")
+    assert transcript is not None
+    human = [m.content for m in transcript.messages if m.type == "human"]
+    assert human == [f"Turn {t}: read the next module." for t in range(TURNS)]
+    assert not check(transcript.messages)
+    if persist:
+        # Persistent: the state is the view, and every message a compaction wrote is a marker.
+        assert "summarize" in {c.marker.strategy for c in transcript.compactions}
+    else:
+        # View-only: the state keeps every message as it arrived; nothing in it was written by a compaction.
+        assert transcript.compactions == [] and len(transcript.view or []) == len(transcript.messages)

@@ -65,10 +65,14 @@ def spec(tokens: int) -> str:
 
 
 def pydantic_ai_run(
-    kit: HistoryKit, turns: int, lines: int | tuple[int, ...], prompt: Any = "Read the modules under src/."
+    kit: HistoryKit,
+    turns: int,
+    lines: int | tuple[int, ...],
+    prompt: Any = "Read the modules under src/.",
+    instrument: bool = False,
 ) -> list[list[pai.ModelMessage]]:
     """Runs an agent that reads `turns` files of `lines` lines, then answers; returns what the
-    model received at each call."""
+    model received at each call. `instrument`: Pydantic AI's OpenTelemetry spans, as Logfire has them."""
     received: list[list[pai.ModelMessage]] = []
 
     def respond(messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
@@ -80,7 +84,15 @@ def pydantic_ai_run(
             [pai.ToolCallPart("read_file", {"path": f"src/mod{n}.py"}, tool_call_id=f"c{n}")]
         )
 
-    agent = Agent(FunctionModel(respond), capabilities=[kit])
+    options: dict[str, Any] = {"capabilities": [kit]}
+    if instrument:
+        try:  # 2.x: a capability; 1.x: `instrument=True`
+            from pydantic_ai.capabilities import Instrumentation
+
+            options["capabilities"] = [Instrumentation(), kit]
+        except ImportError:
+            options["instrument"] = True
+    agent = Agent(FunctionModel(respond), **options)
 
     @agent.tool_plain
     def read_file(path: str) -> str:

@@ -129,15 +129,21 @@ class Gauge:
             (
                 self.label,
                 self._bar(used),
-                f"{used:>4.0%}  {report.tokens_after:,} / {report.context_window:,} tokens "
-                f"({report.window_source})",
+                f"{used:>4.0%}  {report.tokens_after:,} / {report.context_window:,} tokens",
                 self._style(used),
             )
         ]
         if not self.history:
             return rows
         given = report.used_fraction_before
-        rows.append(("given", self._bar(given), f"{given:>4.0%}  given to the pipeline", "dim"))
+        rows.append(
+            (
+                "given",
+                self._bar(given),
+                f"{given:>4.0%}  given to the pipeline; window: {report.window_source}",
+                "dim",
+            )
+        )
         recent = self._recent()
         sparks = "".join(_SPARKS[min(len(_SPARKS) - 1, int(r.used_fraction * len(_SPARKS)))] for r in recent)
         compactions = sum(len(r.markers) for r in self.reports)

@@ -15,12 +15,12 @@ Example:
     from historykit.plugins.pydantic_ai_agent import HistoryKit
 
     gauge = Gauge(warn_at=0.9)
-    kit = HistoryKit(historykit.default_pipeline(), on_report=gauge)
+    kit = HistoryKit(historykit.default_pipeline(preset="chainreview"), on_report=gauge)
     ...                  # run the agent
-    print(gauge)
-    # sent     ██████████████▋···············│···  42%  53,760 of 128,000 tokens (model profile)
-    # given    ███████████████████████████▌··│···  79% before historykit
-    # calls    ▁▂▃▄▅▆▇▃▄▅▆▃▄▅  14 calls, 2 compactions, peak 64%
+    print(gauge)         # the bundled sample, preset="chainreview", a 10,000-token window:
+    # sent     ██████████▍················│··   35%  3,482 / 10,000 tokens
+    # given    ██████████▍················│··   35%  given to the pipeline; window: model profile
+    # calls    ▄▄▄▅▆▆▃▄▄▄▄▆▃▄▅▅▅▂▂▂▂▂▂▂▃▃▃▃▃▃  53 calls, 1 compaction, peak 68%
     ```
 """
 

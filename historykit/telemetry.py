@@ -21,6 +21,10 @@ The span's attributes (all under `historykit.`):
 | `warnings` | the kinds of the usage warnings given (`historykit.usage`) |
 | `tokenizer` | how tokens were counted |
 
+A compact-and-retry after a context overflow is a span of its own, `historykit.overflow_retry`,
+with the same attributes for the retry's report (its strategies include `overflow-retry`) and the
+pipeline span of the harder compaction inside it.
+
 Each compaction marker is also a span event, `historykit.compaction` (strategy, covered range,
 tokens before and after, model, automatic), and each usage warning one, `historykit.warning`.
 Logfire shows the span with a one-line message (`logfire.msg`). An exception raised by a processor
@@ -50,10 +54,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from historykit.pipeline import Report
 
-__all__ = ["SPAN_NAME", "available", "pipeline_span"]
+__all__ = ["RETRY_SPAN_NAME", "SPAN_NAME", "available", "pipeline_span"]
 
 SPAN_NAME = "historykit.pipeline"
 """The name of the span of every pipeline call."""
+RETRY_SPAN_NAME = "historykit.overflow_retry"
+"""The name of the span of a compact-and-retry after a context overflow (`historykit.plugins.overflow`):
+it holds the pipeline's span of the harder compaction, and the report with the `OverflowRetry` step."""
 
 
 @lru_cache(maxsize=1)
@@ -82,13 +89,14 @@ def _ignore(report: Report) -> None:
 
 
 @contextmanager
-def pipeline_span() -> Iterator[Callable[[Report], None]]:
-    """A span around one pipeline call; the call hands its report to the function this yields."""
+def pipeline_span(name: str = SPAN_NAME) -> Iterator[Callable[[Report], None]]:
+    """A span around one pipeline call (or a compact-and-retry, `RETRY_SPAN_NAME`); the call hands
+    its report to the function this yields."""
     tracer = _tracer()
     if tracer is None:
         yield _ignore
         return
-    with tracer.start_as_current_span(SPAN_NAME) as span:
+    with tracer.start_as_current_span(name) as span:
         yield lambda report: _record(span, report) if span.is_recording() else None
 
 

@@ -214,3 +214,47 @@ def test_without_opentelemetry_nothing_is_imported(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
+@pytest.mark.parametrize("framework", ["pydantic-ai", "langchain"])
+async def test_a_compact_and_retry_is_a_span_holding_the_harder_compaction(
+    spans: Any, framework: str, persist: bool
+) -> None:
+    """The provider emulator refuses the first call over its real window (`prompt is too long`): the
+    retry is a `historykit.overflow_retry` span with the retry's report (its `overflow-retry`
+    marker an event), and the pipeline span of the harder compaction inside it."""
+    from historykit.plugins.overflow import RETRY_STEP
+    from historykit.telemetry import RETRY_SPAN_NAME
+    from tests.plugins.test_overflow_retry import BINDING, CONFIGURED, _emulator, _lc_agent, _pai_agent
+
+    emulator = _emulator(BINDING)
+    reports: list[Report] = []
+    pipeline = historykit.default_pipeline()
+    if framework == "pydantic-ai":
+        from historykit.plugins.pydantic_ai_agent import HistoryKit
+
+        kit = HistoryKit(pipeline, context_window=CONFIGURED, persist=persist, on_report=reports.append)
+        assert (await _pai_agent(emulator, BINDING, kit).run("Read the files.")).output == "All done."
+    else:
+        from historykit.plugins.langgraph import HistoryKitMiddleware
+
+        middleware = HistoryKitMiddleware(
+            pipeline, context_window=CONFIGURED, persist=persist, on_report=reports.append
+        )
+        agent = _lc_agent(emulator, BINDING, middleware)
+        state = await agent.ainvoke({"messages": [{"role": "user", "content": "Read the files."}]})
+        assert state["messages"][-1].text == "All done."
+    assert len(emulator.rejected) == 1
+    (retry_report,) = [r for r in reports if any(s.processor == RETRY_STEP for s in r.steps)]
+    finished = spans.get_finished_spans()
+    (retry,) = [s for s in finished if s.name == RETRY_SPAN_NAME]
+    assert_span_has_the_reports_figures(retry, retry_report)
+    assert "overflow-retry" in retry.attributes["historykit.strategies"]
+    inner = [
+        s for s in finished if s.name == SPAN_NAME and s.parent and s.parent.span_id == retry.context.span_id
+    ]
+    assert inner and inner[-1].attributes["historykit.window_source"] == "overflow retry"
+    # Every other call is one pipeline span outside any retry.
+    outside = [s for s in finished if s.name == SPAN_NAME and s not in inner]
+    assert len(outside) == len(reports) - 1

@@ -305,6 +305,7 @@ class Pipeline(HistoryProcessor):
         from historykit.processors import Repair
 
         pipeline = Pipeline([Repair()], on_report=print)
+        pipeline = Pipeline([Repair()], warn_at=0.9, on_warning=print)  # warn past 90% of the window
         processed = pipeline(messages)              # native in, native out
         result = pipeline.run(messages, context_window=32_000)
         result.report
@@ -516,6 +517,8 @@ class Pipeline(HistoryProcessor):
         Raises `TypeError` naming the index and type of an item that is not a message of the
         history's framework, `ValueError` for an unknown `mode`. Returns a `PipelineResult` whose
         `.messages` are of the input's framework; untouched messages are the very same objects.
+        Its report carries the usage warnings the call gave (`historykit.usage`); with
+        `opentelemetry-api` installed, the call is one span (`historykit.telemetry`).
         """
         if counter is not None or on_report is not None:
             return self._with(counter, on_report).run(

@@ -3,15 +3,18 @@
 The public names live here; everything else is private to its module.
 """
 
+from historykit.gauge import Gauge
 from historykit.messages import CompactionMarker, Message
 from historykit.pinning import pin
 from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, ProcessContext, Report, StepNotes
 from historykit.processors.default_pipeline import default_pipeline
 from historykit.tokens import TokenCount, TokenCounter
+from historykit.usage import UsageWarning
 from historykit.validity import Violation, check
 
 __all__ = [
     "CompactionMarker",
+    "Gauge",
     "HistoryProcessor",
     "Message",
     "Pipeline",
@@ -21,6 +24,7 @@ __all__ = [
     "StepNotes",
     "TokenCount",
     "TokenCounter",
+    "UsageWarning",
     "Violation",
     "check",
     "default_pipeline",

@@ -15,7 +15,8 @@ session recorded for that call. Everything else is the real thing:
 - every model call is persisted as it happens: Pydantic AI's conversation in
   `SQLModelConversationStore`, the LangGraph thread in `SQLModelSaver`, both in one SQLite file
   (`./.historykit-demo/demo.db` by default);
-- a live gauge shows the tokens each call sends against the window, next to what the raw history
+- a live gauge (`historykit.gauge.Gauge`, fed every report) shows the tokens each call sends against
+  the window, next to what the raw history
   would have sent, and each compaction is announced as it happens.
 
 It ends with the report (tokens sent, prompt-cache reuse, compactions, per processor), the stored
@@ -65,6 +66,7 @@ from rich.table import Table
 from rich.text import Text
 
 from historykit.formats import detached
+from historykit.gauge import Gauge
 from historykit.messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, Report, StepReport
 from historykit.tokens import TokenCounter
@@ -745,21 +747,38 @@ CACHE_WRITE = 1.25
 """Price of an input token that misses the cache (Anthropic charges 1.25x to write it to the cache)."""
 
 
-class _Gauge:
-    """The live display of one run: calls done, the context sent against the window, the raw history."""
+class _Display(Progress):
+    """Calls done and the raw history as progress bars, with the public context gauge between them."""
 
-    def __init__(self, console: Console, title: str, calls: int, window: int) -> None:
-        self.console = console
-        self.window = window
-        self.title = title
-        self.progress = Progress(
+    def __init__(self, gauge: Gauge, console: Console) -> None:
+        self.gauge = gauge  # before Progress starts rendering
+        super().__init__(
             TextColumn("{task.description:<18}"),
-            BarColumn(bar_width=28, complete_style="cyan", finished_style="red"),
+            BarColumn(bar_width=gauge.width, complete_style="cyan", finished_style="red"),
             TextColumn("{task.fields[label]}"),
             console=console,
         )
+
+    def get_renderables(self) -> Any:
+        # The tasks in the order they were added: the calls, then the raw history.
+        tasks = self.tasks
+        yield self.make_tasks_table(tasks[:1])
+        yield self.gauge
+        yield self.make_tasks_table(tasks[1:])
+
+
+class _Gauge:
+    """The live display of one run: calls done, the context sent against the window (the public
+    `historykit.gauge.Gauge`, fed the reports), the raw history."""
+
+    def __init__(self, console: Console, title: str, calls: int, window: int, warn_at: float | None) -> None:
+        self.console = console
+        self.window = window
+        self.title = title
+        # Lined up with the progress rows: their 18-character description and a column gap.
+        self.context = Gauge(warn_at=warn_at, width=28, label="context sent", label_width=19, history=False)
+        self.progress = _Display(self.context, console)
         self.calls: TaskID = self.progress.add_task("model calls", total=calls, label="")
-        self.sent: TaskID = self.progress.add_task("context sent", total=window, label="")
         self.raw: TaskID = self.progress.add_task("without historykit", total=window, label="")
         self._pending: list[Report] = []
 
@@ -773,6 +792,7 @@ class _Gauge:
 
     def report(self, report: Report) -> None:
         # A call's report arrives before the model sees the call: it is shown with its call.
+        self.context(report)
         self._pending.append(report)
 
     def call(self, call: Call) -> None:
@@ -784,7 +804,6 @@ class _Gauge:
             else f"{total} of {total} + {call.number - total}"
         )
         self.progress.update(self.calls, completed=min(call.number, total), label=label)
-        self.progress.update(self.sent, completed=min(call.sent, w), label=f"{call.sent:>6,} of {w:,} tokens")
         if call.raw is not None:
             over = f" ({call.raw / w:.1f}x the window)" if call.raw > w else ""
             self.progress.update(self.raw, completed=min(call.raw, w), label=f"{call.raw:>6,} tokens{over}")
@@ -1183,7 +1202,7 @@ def _run(
         title = f"{number}. Pydantic AI: an Agent with HistoryKit, saved in SQLModelConversationStore"
     else:
         title = f"{number}. LangGraph: create_agent with HistoryKitMiddleware, saved by SQLModelSaver"
-    with _Gauge(console, title, recording.model_calls, window) as gauge:
+    with _Gauge(console, title, recording.model_calls, window, pipeline.usage.warn_at) as gauge:
         options: dict[str, Any] = {
             "window": window,
             "database": url,

@@ -30,7 +30,9 @@ from typing import Any
 from historykit import provenance
 from historykit.binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
 from historykit.messages import CompactionMarker, Message, SummaryPart
+from historykit.telemetry import pipeline_span
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
+from historykit.usage import UsageMonitor, UsageWarning
 from historykit.view import Mode, ViewReplay
 
 __all__ = [
@@ -112,10 +114,23 @@ class Report:
     replayed_calls: int = 1
     """Model calls processed to produce this view: 1 normally; in view-only mode, more on the first
     call over a stored history (each earlier call is replayed once), 0 for a history seen before."""
+    warnings: tuple[UsageWarning, ...] = ()
+    """The usage warnings this call gave (`historykit.usage`): a warn mark crossed, or a call left
+    over the window."""
 
     @property
     def changed(self) -> bool:
         return any(s.changed for s in self.steps)
+
+    @property
+    def used_fraction(self) -> float:
+        """What the call sends (`tokens_after`) as a fraction of the context window."""
+        return self.tokens_after / self.context_window
+
+    @property
+    def used_fraction_before(self) -> float:
+        """The history the pipeline was given (`tokens_before`) as a fraction of the context window."""
+        return self.tokens_before / self.context_window
 
     @property
     def markers(self) -> list[CompactionMarker]:
@@ -136,6 +151,7 @@ class Report:
                     s.processor,
                     f"{s.tokens_before:,}",
                     f"{s.tokens_after:,}",
+                    f"{s.tokens_after / self.context_window:.0%}",
                     f"{s.messages_before} → {s.messages_after}",
                     str(n.replaced),
                     str(n.removed),
@@ -149,6 +165,7 @@ class Report:
         "processor",
         "tokens before",
         "tokens after",
+        "of window",
         "messages",
         "replaced",
         "removed",
@@ -158,8 +175,9 @@ class Report:
 
     def _title(self) -> str:
         return (
-            f"{self.tokens_before:,} → {self.tokens_after:,} tokens; window {self.context_window:,} "
-            f"({self.window_source}); tokenizer {self.tokenizer}"
+            f"{self.tokens_before:,} → {self.tokens_after:,} tokens "
+            f"({self.used_fraction_before:.0%} → {self.used_fraction:.0%} of the window); "
+            f"window {self.context_window:,} ({self.window_source}); tokenizer {self.tokenizer}"
         )
 
     def __str__(self) -> str:
@@ -168,12 +186,19 @@ class Report:
         lines = [self._title()]
         lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows]
         lines += [f"  {s.processor}: {d}" for s in self.steps for d in s.notes.details]
+        lines += [f"  warning ({w.kind}): {w.message}" for w in self.warnings]
         return "\n".join(lines)
 
     def __rich__(self) -> Any:
         from rich.table import Table
 
-        table = Table(title=self._title(), title_justify="left")
+        table = Table(
+            title=self._title(),
+            title_justify="left",
+            caption="\n".join(f"warning ({w.kind}): {w.message}" for w in self.warnings) or None,
+            caption_justify="left",
+            caption_style="bold yellow",
+        )
         for header in self._HEADERS:
             table.add_column(header, justify="left" if header == "processor" else "right")
         for row in self._rows():
@@ -189,6 +214,9 @@ class Report:
             f"<li><b>{html.escape(s.processor)}</b>: {html.escape(d)}</li>"
             for s in self.steps
             for d in s.notes.details
+        ) + "".join(
+            f"<li><b>warning ({html.escape(w.kind)})</b>: {html.escape(w.message)}</li>"
+            for w in self.warnings
         )
         return (
             f"<div><p>{html.escape(self._title())}</p><table><thead><tr>{head}</tr></thead>"
@@ -279,6 +307,7 @@ class Pipeline(HistoryProcessor):
         from historykit.processors import Repair
 
         pipeline = Pipeline([Repair()], on_report=print)
+        pipeline = Pipeline([Repair()], warn_at=0.9, on_warning=print)  # warn past 90% of the window
         processed = pipeline(messages)              # native in, native out
         result = pipeline.run(messages, context_window=32_000)
         result.report
@@ -291,6 +320,8 @@ class Pipeline(HistoryProcessor):
         *,
         counter: TokenCounter | None = None,
         on_report: Callable[[Report], None] | None = None,
+        warn_at: float | None = None,
+        on_warning: Callable[[UsageWarning], None] | None = None,
     ) -> None:
         for index, proc in enumerate(processors):
             if not isinstance(proc, HistoryProcessor):
@@ -306,6 +337,9 @@ class Pipeline(HistoryProcessor):
         """Called with every run's report (for logging, metrics or a UI)."""
         self.views = ViewReplay()
         """The views this pipeline derived in view-only mode, so each call replays only what is new."""
+        self.usage = UsageMonitor(warn_at, on_warning)
+        """Warns when what a call sends crosses `warn_at` of the window or is over it, once per
+        crossing (`historykit.usage`): logged, on the report, and to `on_warning`."""
 
     def __repr__(self) -> str:
         return f"Pipeline([{', '.join(repr(p) for p in self.processors)}])"
@@ -413,6 +447,7 @@ class Pipeline(HistoryProcessor):
         """This pipeline with another counter or report callback for one call; it shares the views."""
         once = Pipeline(self.processors, counter=counter or self.counter, on_report=on_report)
         once.views = self.views
+        once.usage = self.usage
         return once
 
     def _derive_view(
@@ -488,6 +523,8 @@ class Pipeline(HistoryProcessor):
         Raises `TypeError` naming the index and type of an item that is not a message of the
         history's framework, `ValueError` for an unknown `mode`. Returns a `PipelineResult` whose
         `.messages` are of the input's framework; untouched messages are the very same objects.
+        Its report carries the usage warnings the call gave (`historykit.usage`); with
+        `opentelemetry-api` installed, the call is one span (`historykit.telemetry`).
         """
         if counter is not None or on_report is not None:
             return self._with(counter, on_report).run(
@@ -503,11 +540,12 @@ class Pipeline(HistoryProcessor):
         adapter = adapter_for(messages)
         neutral = adapter.to_neutral(messages)
         ctx = self._context(context_window, window_source, binds_thinking, neutral)
-        if mode == "view":
-            processed, steps, replayed = self._derive_view(neutral, ctx)
-        else:
-            (processed, steps), replayed = self._run_steps(neutral, ctx), 1
-        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed)
+        with pipeline_span() as record:
+            if mode == "view":
+                processed, steps, replayed = self._derive_view(neutral, ctx)
+            else:
+                (processed, steps), replayed = self._run_steps(neutral, ctx), 1
+            return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed, record)
 
     async def arun(
         self,
@@ -535,11 +573,12 @@ class Pipeline(HistoryProcessor):
         adapter = adapter_for(messages)
         neutral = adapter.to_neutral(messages)
         ctx = self._context(context_window, window_source, binds_thinking, neutral)
-        if mode == "view":
-            processed, steps, replayed = await self._aderive_view(neutral, ctx)
-        else:
-            (processed, steps), replayed = await self._arun_steps(neutral, ctx), 1
-        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed)
+        with pipeline_span() as record:
+            if mode == "view":
+                processed, steps, replayed = await self._aderive_view(neutral, ctx)
+            else:
+                (processed, steps), replayed = await self._arun_steps(neutral, ctx), 1
+            return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed, record)
 
     def _finish(
         self,
@@ -550,6 +589,7 @@ class Pipeline(HistoryProcessor):
         steps: list[StepReport],
         ctx: ProcessContext,
         replayed: int = 1,
+        record: Callable[[Report], None] | None = None,
     ) -> PipelineResult:
         # A history nobody changed is handed back as the caller's own objects.
         untouched = len(processed) == len(neutral) and all(a is b for a, b in zip(processed, neutral))
@@ -568,6 +608,10 @@ class Pipeline(HistoryProcessor):
             after,
             replayed,
         )
+        # The one place usage warnings and the span's figures come from (not each integration).
+        report = replace(report, warnings=self.usage.check(report, neutral))
+        if record is not None:
+            record(report)
         if report.changed:
             logger.debug("historykit pipeline:\n%s", report)
         if self.on_report is not None:

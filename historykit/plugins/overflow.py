@@ -15,7 +15,8 @@ retry once (`HistoryKit` for Pydantic AI, `HistoryKitMiddleware` for LangChain):
   maximum when the error states it (scaled to historykit's count when the provider counted more),
   else `RETRY_FRACTION` of the window or the refused request's size, the smaller (`retry_window`).
   The retry is a compaction: its report has an
-  `OverflowRetry` step with a `CompactionMarker(strategy="overflow-retry")`.
+  `OverflowRetry` step with a `CompactionMarker(strategy="overflow-retry")`, and it is an
+  OpenTelemetry span, `historykit.overflow_retry` (`historykit.telemetry`).
 
 The smaller window then stays with the conversation (`OverflowRetry.windows`), so later calls
 continue from the retried view and stay append-only between compactions. In view-only mode the
@@ -54,6 +55,7 @@ from historykit.binding import history_binds_thinking
 from historykit.context_window import ContextWindow
 from historykit.messages import CompactionMarker, Message
 from historykit.pipeline import Pipeline, PipelineResult, Report, StepNotes, StepReport
+from historykit.telemetry import RETRY_SPAN_NAME, pipeline_span
 from historykit.view import Mode, request_points
 
 __all__ = [
@@ -250,18 +252,25 @@ class OverflowRetry:
         plan = self._plan(messages, error, window, binds_thinking, rejected_tokens)
         if plan is None:
             return None
-        if mode == "view" and plan.previous_call:
-            earlier = plan.neutral[: plan.previous_call]
-            previous = pipeline.run(earlier, window.tokens, mode="view", binds_thinking=plan.binds).messages
-            pipeline.remember_view(earlier, previous, plan.window, binds_thinking=plan.binds)
-        result = pipeline.run(
-            plan.neutral if mode == "view" else messages,
-            plan.window,
-            window_source=RETRY_WINDOW_SOURCE,
-            mode=mode,
-            binds_thinking=plan.binds,
-        )
-        return self._finish(plan, messages, rejected, rejected_tokens, result, conversation, window, mode)
+        with pipeline_span(RETRY_SPAN_NAME) as record:
+            if mode == "view" and plan.previous_call:
+                earlier = plan.neutral[: plan.previous_call]
+                previous = pipeline.run(
+                    earlier, window.tokens, mode="view", binds_thinking=plan.binds
+                ).messages
+                pipeline.remember_view(earlier, previous, plan.window, binds_thinking=plan.binds)
+            result = pipeline.run(
+                plan.neutral if mode == "view" else messages,
+                plan.window,
+                window_source=RETRY_WINDOW_SOURCE,
+                mode=mode,
+                binds_thinking=plan.binds,
+            )
+            retried = self._finish(
+                plan, messages, rejected, rejected_tokens, result, conversation, window, mode
+            )
+            record(retried.report)
+            return retried
 
     async def arecompact(
         self,
@@ -280,18 +289,23 @@ class OverflowRetry:
         plan = self._plan(messages, error, window, binds_thinking, rejected_tokens)
         if plan is None:
             return None
-        if mode == "view" and plan.previous_call:
-            earlier = plan.neutral[: plan.previous_call]
-            done = await pipeline.arun(earlier, window.tokens, mode="view", binds_thinking=plan.binds)
-            pipeline.remember_view(earlier, done.messages, plan.window, binds_thinking=plan.binds)
-        result = await pipeline.arun(
-            plan.neutral if mode == "view" else messages,
-            plan.window,
-            window_source=RETRY_WINDOW_SOURCE,
-            mode=mode,
-            binds_thinking=plan.binds,
-        )
-        return self._finish(plan, messages, rejected, rejected_tokens, result, conversation, window, mode)
+        with pipeline_span(RETRY_SPAN_NAME) as record:
+            if mode == "view" and plan.previous_call:
+                earlier = plan.neutral[: plan.previous_call]
+                done = await pipeline.arun(earlier, window.tokens, mode="view", binds_thinking=plan.binds)
+                pipeline.remember_view(earlier, done.messages, plan.window, binds_thinking=plan.binds)
+            result = await pipeline.arun(
+                plan.neutral if mode == "view" else messages,
+                plan.window,
+                window_source=RETRY_WINDOW_SOURCE,
+                mode=mode,
+                binds_thinking=plan.binds,
+            )
+            retried = self._finish(
+                plan, messages, rejected, rejected_tokens, result, conversation, window, mode
+            )
+            record(retried.report)
+            return retried
 
     def _finish(
         self,

@@ -6,7 +6,7 @@ Every processor can be passed where a framework expects a history processor, com
 
 from historykit.processors.clear_tool_results import ClearToolResults
 from historykit.processors.dedupe_file_reads import DedupeFileReads
-from historykit.processors.default_pipeline import default_pipeline
+from historykit.processors.default_pipeline import TRIGGER_PRESETS, TriggerPreset, default_pipeline
 from historykit.processors.pairwise_truncate import PairwiseTruncate
 from historykit.processors.repair import Repair
 from historykit.processors.strip_thinking import StripThinking
@@ -15,6 +15,7 @@ from historykit.processors.summarizers import ExtractiveSummarizer, LangChainSum
 from historykit.processors.trigger import Trigger
 
 __all__ = [
+    "TRIGGER_PRESETS",
     "ClearToolResults",
     "DedupeFileReads",
     "ExtractiveSummarizer",
@@ -25,5 +26,6 @@ __all__ = [
     "StripThinking",
     "Summarize",
     "Trigger",
+    "TriggerPreset",
     "default_pipeline",
 ]

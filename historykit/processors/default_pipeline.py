@@ -37,11 +37,20 @@ larger share, and at 32,000 tokens 95% and 25% below `TieredCompaction` exclude 
 920,133 tokens that arrive between calls alone make any 95%-cached replay cost at least 2.90M).
 Details and commands: `benchmarks/README.md`.
 
+Presets (`preset=`, `TRIGGER_PRESETS`) move the marks, keeping the order of the stages:
+
+| preset | cheap edits | summary | truncation backstop | warns at |
+|---|---|---|---|---|
+| `"default"` | 40% | 60% | 90% | 90% |
+| `"cline"` | `max(window − 40k, 0.8 · window)` | the same mark | the same mark | over the window |
+| `"chainreview"` | 60% | 80% | 95% | 90% |
+
 Example:
     ```python
     import historykit
 
     pipeline = historykit.default_pipeline()                          # budgets follow the run's window
+    pipeline = historykit.default_pipeline(preset="chainreview")      # 60% / 80% / warn at 90%
     pipeline = historykit.default_pipeline(context_window=32_000)     # budgets fixed for a 32k model
     pipeline = historykit.default_pipeline(model="openai:gpt-4o-mini")  # an LLM writes the summaries
     result = pipeline.run(messages, context_window=200_000)
@@ -51,6 +60,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
 from typing import Any
 
 from historykit.pipeline import Pipeline, Report
@@ -62,13 +72,16 @@ from historykit.processors.strip_thinking import StripThinking
 from historykit.processors.summarize import Summarize
 from historykit.processors.summarizers import Summarizer
 from historykit.processors.trigger import Trigger
+from historykit.usage import UsageWarning
 
-__all__ = ["default_pipeline"]
+__all__ = ["TRIGGER_PRESETS", "TriggerPreset", "default_pipeline"]
 
 EDIT_AT = 0.4
 """High-water mark of the cheap edits (dedupe, clear, strip), as a fraction of the window."""
 CLEAR_DOWN_TO = 0.3
 """Clearing goes down to this fraction of its high-water mark."""
+STRIP_DOWN_TO = 0.6
+"""Stripping thinking goes down to this fraction of its high-water mark."""
 CLEAR_MIN_GAIN = 0.05
 """Clearing frees at least this fraction of the window at once."""
 STRIP_MIN_GAIN = 0.02
@@ -83,6 +96,108 @@ KEEP_LAST = 6
 """Units (a tool call with its results is one) that `Summarize` keeps verbatim."""
 TRUNCATE_AT = 0.9
 """High-water mark of the `PairwiseTruncate` backstop, as a fraction of the window."""
+WARN_AT = 0.9
+"""What a call sends warns from this fraction of the window: past the backstop's mark, a call the
+pipeline could not bring down."""
+
+
+@dataclass(frozen=True)
+class TriggerPreset:
+    """Where each stage of `historykit.default_pipeline()` starts, and where usage warns.
+
+    Pass one, or the name of a built-in one (`TRIGGER_PRESETS`), as `default_pipeline(preset=...)`.
+    Each stage runs only on what the stages before it left, so a later stage fires only when the
+    earlier ones did not free enough.
+
+    Example:
+        ```python
+        import historykit
+        from historykit.processors import Trigger, TriggerPreset
+
+        historykit.default_pipeline(preset="cline")
+        historykit.default_pipeline(preset=TriggerPreset(
+            edit=Trigger(max_fraction=0.5, low_water=0.3),
+            summarize=Trigger(reserve=30_000, low_water=0.6),
+            truncate=Trigger(reserve=10_000),
+            warn_at=0.85,
+        ))
+        ```
+    """
+
+    edit: Trigger
+    """When the cheap, recoverable edits start (`DedupeFileReads`, `ClearToolResults`,
+    `StripThinking`), and how far down `ClearToolResults` clears (its `low_water`); deduplication
+    does all it can, stripping goes down to `STRIP_DOWN_TO` of the mark."""
+    summarize: Trigger
+    """When `Summarize` starts, and how far down a summary brings the history."""
+    truncate: Trigger
+    """The `PairwiseTruncate` backstop: it fires only when a summary was not enough."""
+    warn_at: float | None = None
+    """Warn when what a call sends crosses this fraction of the window (`Report.warnings`, the
+    `historykit` logger); `None`: warn only when a call is left over the window."""
+
+    def __post_init__(self) -> None:
+        for name in ("edit", "summarize", "truncate"):
+            if not isinstance(getattr(self, name), Trigger):
+                raise TypeError(
+                    f"{name} must be a historykit Trigger, got {type(getattr(self, name)).__name__}"
+                )
+        if self.warn_at is not None and (
+            isinstance(self.warn_at, bool)
+            or not isinstance(self.warn_at, (int, float))
+            or not 0 < self.warn_at <= 1
+        ):
+            raise ValueError(f"warn_at must be a fraction in (0, 1], got {self.warn_at!r}")
+
+
+TRIGGER_PRESETS: dict[str, TriggerPreset] = {
+    # Tuned on the corpus (the module documentation says why each number).
+    "default": TriggerPreset(
+        edit=Trigger(max_fraction=EDIT_AT, low_water=CLEAR_DOWN_TO),
+        summarize=Trigger(max_fraction=SUMMARIZE_AT, low_water=SUMMARIZE_DOWN_TO),
+        truncate=Trigger(max_fraction=TRUNCATE_AT, low_water=0.6),
+        warn_at=WARN_AT,
+    ),
+    # Cline: one mark, max(window − 40k, 0.8 · window); everything happens there, cheapest first.
+    "cline": TriggerPreset(
+        edit=Trigger.cline(low_water=0.3),
+        summarize=Trigger.cline(),
+        truncate=Trigger.cline(),
+        warn_at=None,
+    ),
+    # ChainReview: shorten tool outputs at 60%, condense at 80%, warn at 90%. It has no backstop of
+    # its own: truncation waits until 95%, so the warning band (90-95%) is reachable; clearing goes
+    # as far down as the default's (tuned on the corpus).
+    "chainreview": TriggerPreset(
+        edit=Trigger(max_fraction=0.6, low_water=0.3),
+        summarize=Trigger(max_fraction=0.8, low_water=0.6),
+        truncate=Trigger(max_fraction=0.95, low_water=0.6),
+        warn_at=0.9,
+    ),
+}
+"""The built-in presets by name, for `default_pipeline(preset=name)`."""
+
+
+def _preset(preset: str | TriggerPreset) -> TriggerPreset:
+    if isinstance(preset, TriggerPreset):
+        return preset
+    if isinstance(preset, str) and preset in TRIGGER_PRESETS:
+        return TRIGGER_PRESETS[preset]
+    raise ValueError(
+        f"preset must be a TriggerPreset or one of {', '.join(map(repr, TRIGGER_PRESETS))}, got {preset!r}"
+    )
+
+
+def _limits(trigger: Trigger) -> dict[str, Any]:
+    """A trigger as the keyword arguments of `Summarize` and `PairwiseTruncate`, which take its fields."""
+    return {
+        "max_tokens": trigger.max_tokens,
+        "max_fraction": trigger.max_fraction,
+        "max_messages": trigger.max_messages,
+        "low_water": trigger.low_water,
+        "reserve": trigger.reserve,
+        "floor_fraction": trigger.floor_fraction,
+    }
 
 
 def default_pipeline(
@@ -93,59 +208,62 @@ def default_pipeline(
     root: str | None = None,
     exclude_tools: Collection[str] = (),
     on_report: Callable[[Report], None] | None = None,
+    preset: str | TriggerPreset = "default",
+    on_warning: Callable[[UsageWarning], None] | None = None,
 ) -> Pipeline:
     """The recommended pipeline: the five processors, cheapest first, then `Repair`.
 
     - `context_window`: the model's window in tokens. Given, every budget is fixed in tokens from
-      it; left out, budgets are fractions of the window each run reports (given to `run`, taken
-      from the framework's model, or the default).
+      it; left out, budgets follow the window each run reports (given to `run`, taken from the
+      framework's model, or the default).
     - `summarizer` or `model`: what writes the summaries (see `Summarize`); neither: the
       extractive summarizer, no LLM.
     - `root`: the agent's working directory, so `DedupeFileReads` knows `/repo/a.py` is `a.py`.
     - `exclude_tools`: tools whose results and arguments are never cleared.
     - `on_report`: called with every run's report.
+    - `preset`: where each stage starts and where usage warns: a `TriggerPreset`, or the name of
+      one in `TRIGGER_PRESETS` (`"default"`, `"cline"`, `"chainreview"`).
+    - `on_warning`: called with each usage warning (`historykit.usage`), once per crossing.
 
-    Raises `ValueError` for a `context_window` that is not a positive int, or when both
-    `summarizer` and `model` are given.
+    Raises `ValueError` for a `context_window` that is not a positive int, an unknown preset, or
+    when both `summarizer` and `model` are given.
     """
     if context_window is not None and (
         isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0
     ):
         raise ValueError(f"context_window must be a positive int, got {context_window!r}")
+    marks = _preset(preset)
 
-    def trigger(fraction: float, low_water: float) -> Trigger:
-        if context_window is None:
-            return Trigger(max_fraction=fraction, low_water=low_water)
-        return Trigger(max_tokens=int(context_window * fraction), low_water=low_water)
+    def budget(trigger: Trigger) -> Trigger:
+        return trigger if context_window is None else trigger.fixed(context_window)
 
     def gain(fraction: float) -> int | None:
         # None lets the processor take the same fraction of the run's window itself.
         return None if context_window is None else int(context_window * fraction)
 
-    def limit(fraction: float) -> dict[str, Any]:
-        if context_window is None:
-            return {"max_fraction": fraction}
-        return {"max_tokens": int(context_window * fraction)}
-
+    edit = budget(marks.edit)
     return Pipeline(
         [
-            DedupeFileReads(root=root, trigger=trigger(EDIT_AT, 1.0)),
+            DedupeFileReads(root=root, trigger=replace(edit, low_water=1.0)),
             ClearToolResults(
                 keep=KEEP_RESULTS,
                 exclude_tools=exclude_tools,
-                trigger=trigger(EDIT_AT, CLEAR_DOWN_TO),
+                trigger=edit,
                 min_gain=gain(CLEAR_MIN_GAIN),
             ),
-            StripThinking(keep_turns=1, trigger=trigger(EDIT_AT, 0.6), min_gain=gain(STRIP_MIN_GAIN)),
+            StripThinking(
+                keep_turns=1, trigger=replace(edit, low_water=STRIP_DOWN_TO), min_gain=gain(STRIP_MIN_GAIN)
+            ),
             Summarize(
-                **limit(SUMMARIZE_AT),
-                low_water=SUMMARIZE_DOWN_TO,
+                **_limits(budget(marks.summarize)),
                 keep_last=KEEP_LAST,
                 summarizer=summarizer,
                 model=model,
             ),
-            PairwiseTruncate(**limit(TRUNCATE_AT), low_water=0.6),
+            PairwiseTruncate(**_limits(budget(marks.truncate))),
             Repair(),
         ],
         on_report=on_report,
+        warn_at=marks.warn_at,
+        on_warning=on_warning,
     )

@@ -68,6 +68,10 @@ class PairwiseTruncate(HistoryProcessor):
     """High-water mark as a number of messages."""
     low_water: float = 0.6
     """Truncation goes down to this fraction of the high-water mark."""
+    reserve: int | None = None
+    """High-water mark as tokens kept free: the window less this many tokens (`Trigger.reserve`)."""
+    floor_fraction: float | None = None
+    """The token mark is never below this fraction of the window (`Trigger.floor_fraction`)."""
     fit_final_request: bool = True
     """When the history is still over the model's context window once everything else that may go
     is gone, because the final request alone is that large (say, six parallel file reads), cut the
@@ -76,13 +80,25 @@ class PairwiseTruncate(HistoryProcessor):
     is; the notes say it is over."""
 
     def __post_init__(self) -> None:
-        if self.max_tokens is None and self.max_fraction is None and self.max_messages is None:
+        if (
+            self.max_tokens is None
+            and self.max_fraction is None
+            and self.max_messages is None
+            and self.reserve is None
+        ):
             self.max_fraction = DEFAULT_FRACTION
         self.trigger()  # a bad limit is an error here, not at the first call
 
     def trigger(self) -> Trigger:
         """The high- and low-water marks these fields describe."""
-        return Trigger(self.max_tokens, self.max_fraction, self.max_messages, self.low_water)
+        return Trigger(
+            self.max_tokens,
+            self.max_fraction,
+            self.max_messages,
+            self.low_water,
+            self.reserve,
+            self.floor_fraction,
+        )
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         state = CompactionState(messages, ctx, self.trigger())

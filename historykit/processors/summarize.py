@@ -124,6 +124,10 @@ class Summarize(HistoryProcessor):
     """High-water mark as a number of messages."""
     low_water: float = 0.6
     """A compaction goes down to this fraction of the high-water mark."""
+    reserve: int | None = None
+    """High-water mark as tokens kept free: the window less this many tokens (`Trigger.reserve`)."""
+    floor_fraction: float | None = None
+    """The token mark is never below this fraction of the window (`Trigger.floor_fraction`)."""
     keep_last: int = 6
     """At most this many units stay verbatim at the end (a tool call and all its results are one
     unit); fewer when that is needed to reach the low-water mark, never less than the final request."""
@@ -167,7 +171,12 @@ class Summarize(HistoryProcessor):
     )
 
     def __post_init__(self) -> None:
-        if self.max_tokens is None and self.max_fraction is None and self.max_messages is None:
+        if (
+            self.max_tokens is None
+            and self.max_fraction is None
+            and self.max_messages is None
+            and self.reserve is None
+        ):
             self.max_fraction = DEFAULT_FRACTION
         self.trigger()  # a bad limit is an error here, not at the first call
         if self.summarizer is not None and self.model is not None:
@@ -209,7 +218,14 @@ class Summarize(HistoryProcessor):
 
     def trigger(self) -> Trigger:
         """The high- and low-water marks these fields describe."""
-        return Trigger(self.max_tokens, self.max_fraction, self.max_messages, self.low_water)
+        return Trigger(
+            self.max_tokens,
+            self.max_fraction,
+            self.max_messages,
+            self.low_water,
+            self.reserve,
+            self.floor_fraction,
+        )
 
     @property
     def model_name(self) -> str | None:

@@ -1,9 +1,19 @@
-"""When a processor starts work, and how far down it works: the shared trigger.
+"""When a processor starts work, and how far down it works: the shared trigger, and named presets.
 
-A `Trigger` has a high-water mark (absolute tokens, a fraction of the context window, or a message
-count) that starts work, and a low-water mark that work goes down to. Between the two the
-processed history only grows by appending, so the provider's prompt cache keeps hitting; an edit
-happens only when the high-water mark is crossed, and then it frees enough to last a while.
+A `Trigger` has a high-water mark (absolute tokens, a fraction of the context window, tokens kept
+free below the window, or a message count) that starts work, and a low-water mark that work goes
+down to. Between the two the processed history only grows by appending, so the provider's prompt
+cache keeps hitting; an edit happens only when the high-water mark is crossed, and then it frees
+enough to last a while.
+
+The token mark is the tighter of `max_tokens`, `max_fraction` of the window and the window less
+`reserve`, raised to `floor_fraction` of the window when that is higher. Cline's formula,
+`max(window − 40k, 0.8 · window)`, is `Trigger(reserve=40_000, floor_fraction=0.8)`
+(`Trigger.cline()`): 102,400 tokens at a 128,000-token window (not the 88,000 of the window less
+40k), 160,000 at 200,000, 960,000 at 1,000,000.
+
+Named presets for the whole default pipeline (where each stage starts, where usage warns) are
+`historykit.processors.default_pipeline.TRIGGER_PRESETS`.
 
 Example:
     ```python
@@ -12,12 +22,14 @@ Example:
     trigger = Trigger(max_fraction=0.8, low_water=0.5)   # start at 80% of the window, go down to 40%
     trigger.fires(tokens=90_000, messages=300, ctx=ctx)  # with a 100k window: True
     trigger.target_tokens(ctx)                           # 40_000
+    Trigger.cline().mark(128_000)                        # 102_400: max(128k − 40k, 0.8 · 128k)
+    Trigger(reserve=16_000).mark(128_000)                # 112_000: keep 16k free
     ```
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from historykit.pipeline import ProcessContext
 
@@ -26,7 +38,16 @@ __all__ = ["Trigger"]
 
 @dataclass(frozen=True)
 class Trigger:
-    """High-water and low-water marks shared by the processors that compact."""
+    """High-water and low-water marks shared by the processors that compact.
+
+    Example:
+        ```python
+        Trigger(max_fraction=0.8)                        # 80% of the window
+        Trigger(max_tokens=60_000, low_water=0.5)        # 60k tokens, down to 30k
+        Trigger(reserve=40_000, floor_fraction=0.8)      # Cline: max(window − 40k, 0.8 · window)
+        Trigger(max_messages=200)                        # more than 200 messages
+        ```
+    """
 
     max_tokens: int | None = None
     """Start work when the history is over this many tokens."""
@@ -36,27 +57,68 @@ class Trigger:
     """Start work when the history has more than this many messages."""
     low_water: float = 0.6
     """Work goes down to this fraction of the high-water mark (0 < low_water <= 1)."""
+    reserve: int | None = None
+    """Tokens kept free: start work when the history is over the window less this many tokens."""
+    floor_fraction: float | None = None
+    """The token mark is never below this fraction of the window (with a `reserve` larger than a
+    small window can spare, the mark would otherwise sit near zero); needs a token mark to raise."""
 
     def __post_init__(self) -> None:
-        if self.max_tokens is None and self.max_fraction is None and self.max_messages is None:
-            raise ValueError("a trigger needs max_tokens, max_fraction or max_messages")
-        if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or self.max_tokens <= 0):
-            raise ValueError(f"max_tokens must be a positive int, got {self.max_tokens!r}")
-        if self.max_fraction is not None and not 0 < self.max_fraction <= 1:
-            raise ValueError(f"max_fraction must be in (0, 1], got {self.max_fraction!r}")
-        if self.max_messages is not None and (isinstance(self.max_messages, bool) or self.max_messages <= 0):
-            raise ValueError(f"max_messages must be a positive int, got {self.max_messages!r}")
+        if (
+            self.max_tokens is None
+            and self.max_fraction is None
+            and self.max_messages is None
+            and self.reserve is None
+        ):
+            raise ValueError("a trigger needs max_tokens, max_fraction, reserve or max_messages")
+        for name in ("max_tokens", "max_messages", "reserve"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        for name in ("max_fraction", "floor_fraction"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+        token_marks = (self.max_tokens, self.max_fraction, self.reserve)
+        if self.floor_fraction is not None and all(mark is None for mark in token_marks):
+            raise ValueError("floor_fraction raises a token mark: give reserve, max_tokens or max_fraction")
         if not 0 < self.low_water <= 1:
             raise ValueError(f"low_water must be in (0, 1], got {self.low_water!r}")
 
-    def high_tokens(self, ctx: ProcessContext) -> int | None:
-        """The token high-water mark, the tighter of `max_tokens` and `max_fraction`."""
+    @classmethod
+    def cline(cls, reserve: int = 40_000, floor_fraction: float = 0.8, low_water: float = 0.5) -> Trigger:
+        """Cline's window formula, `max(window − reserve, floor_fraction · window)`: 102,400 tokens at a
+        128,000-token window. Cline then drops half of the conversation after the task, hence
+        `low_water=0.5`."""
+        return cls(reserve=reserve, floor_fraction=floor_fraction, low_water=low_water)
+
+    def mark(self, window: int) -> int | None:
+        """The token high-water mark for a context window of `window` tokens (`None`: a message
+        count trigger only)."""
         limits = []
         if self.max_tokens is not None:
             limits.append(self.max_tokens)
         if self.max_fraction is not None:
-            limits.append(int(ctx.context_window * self.max_fraction))
-        return min(limits) if limits else None
+            limits.append(int(window * self.max_fraction))
+        if self.reserve is not None:
+            limits.append(max(0, window - self.reserve))
+        if not limits:
+            return None
+        if self.floor_fraction is not None:
+            return max(min(limits), int(window * self.floor_fraction))
+        return min(limits)
+
+    def fixed(self, window: int) -> Trigger:
+        """This trigger with its token mark fixed in tokens for `window` (a budget that no longer
+        follows the run's window)."""
+        mark = self.mark(window)
+        if mark is None:
+            return self
+        return replace(self, max_tokens=max(1, mark), max_fraction=None, reserve=None, floor_fraction=None)
+
+    def high_tokens(self, ctx: ProcessContext) -> int | None:
+        """The token high-water mark for the run's window (see `mark`)."""
+        return self.mark(ctx.context_window)
 
     def fires(self, tokens: int, messages: int, ctx: ProcessContext) -> bool:
         """True when a history of this size crosses the high-water mark."""

@@ -27,7 +27,6 @@ from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,
     EmulatedRequest,
     ProviderEmulator,
-    RecordedRequest,
     ToolCall,
     Turn,
     extends,
@@ -85,7 +84,7 @@ def _assert_compacted_on_request(
     # A small history (far below Summarize's 60% mark), summarized rather than truncated.
     assert marker.tokens_before < 0.6 * WINDOW
     assert marker.covered_to > marker.covered_from
-    assert [s.processor for s in report.steps if s.changed][0] == "Summarize"
+    assert next(s.processor for s in report.steps if s.changed) == "Summarize"
     # The summarizer got the focus in its prompt, once.
     (summarized,) = summarizer.received
     assert (
@@ -100,10 +99,6 @@ def _assert_compacted_on_request(
     later = sent[at:]
     assert len(later) == SECOND_TURNS + 1
     assert all(extends(a, b) for a, b in itertools.pairwise(later))
-
-
-def _texts(request: RecordedRequest) -> list[str]:
-    return [str(m) for m in request.history()["messages"]]
 
 
 # --- Pydantic AI ---------------------------------------------------------------------------------

@@ -96,11 +96,12 @@ class Summarize(HistoryProcessor):
     the lifetime of the instance.
 
     Compacting on request (`summarize.compact(messages, focus=...)`, `Pipeline.compact`, the
-    integrations' `compact()`): the span the trigger would summarize is summarized now, whatever it
-    frees (a small history is summarized, not truncated), keeping `keep_last` units (or the
-    request's own `keep_last`); the summarizer gets the focus (as `focus=`, when it takes it) and
-    the marker records `automatic=False` and the focus. Such a compaction does not count as one
-    that freed too little for the next automatic one.
+    integrations' `compact()`): everything between the task and the last `keep_last` units (or the
+    request's own `keep_last`) is summarized now, whatever the triggers say and however little it
+    frees (a small history is summarized, not truncated; only a summary longer than what it would
+    replace is not used); the summarizer gets the focus (as `focus=`, when it takes it) and the
+    marker records `automatic=False` and the focus. Such a compaction does not count as one that
+    freed too little for the next automatic one.
 
     With `background_at`, the summary is started before it is needed: from that fraction of the
     high-water mark, the span the crossing call is expected to summarize is summarized on the
@@ -386,7 +387,8 @@ class Summarize(HistoryProcessor):
         """A compaction the user asked for (`Pipeline.compact`): the span the trigger would summarize,
         summarized whatever it frees (never truncated instead), with the focus given to the summarizer."""
         notes = state.notes
-        plan = self._plan(state, point, keep_last=manual.keep_last)
+        # The units asked to stay verbatim stay: a manual compaction aims at no mark.
+        plan = self._plan(state, point, keep_last=manual.keep_last, to_low_water=False)
         if plan is None:
             notes.details.append(
                 "asked to compact, but there is nothing to summarize: only the task, the kept tail "
@@ -402,6 +404,14 @@ class Summarize(HistoryProcessor):
             )
             return state.result()
         summary = self._summary_message(state, point, cut, cached, ctx, manual)
+        marker = summary.parts[0].marker  # type: ignore[union-attr]
+        assert marker is not None
+        if marker.tokens_after >= marker.tokens_before:
+            notes.details.append(
+                f"asked to compact, but the summary would make the history longer ({marker.tokens_before:,} "
+                f"-> {marker.tokens_after:,} tokens): the history is left as it was"
+            )
+            return state.result()
         failures = reply.failures if reply is not None else []
         writer = reply.writer if reply is not None else None
         if manual.focus is not None and writer is not None and not _takes_focus(self._summarizers[writer]):
@@ -433,6 +443,7 @@ class Summarize(HistoryProcessor):
         growth: int | None = None,
         units: int = 1,
         keep_last: int | None = None,
+        to_low_water: bool = True,
     ) -> tuple[Cut, int] | None:
         """Where a summary at `point` cuts, and the size expected after it; `None` when nothing to cover.
 
@@ -460,7 +471,9 @@ class Summarize(HistoryProcessor):
             expected_summary = max(expected_summary, state.ctx.counter.count_message(previous))
         while True:
             tokens, count = state.tokens_after(walk, point, unit, expected_summary)
-            if state.trigger.satisfied(tokens + more, count + (2 if predicting else 0), state.ctx):
+            if not to_low_water or state.trigger.satisfied(
+                tokens + more, count + (2 if predicting else 0), state.ctx
+            ):
                 return walk.cut(unit, state.start_of(unit)), tokens + more
             if unit >= last:
                 return None if predicting else (walk.cut(unit, state.start_of(unit)), tokens)

@@ -635,8 +635,7 @@ class Pipeline(HistoryProcessor):
         """Compact now, whatever the triggers say, with an optional `focus` for the summary.
 
         What Claude Code's `/compact <focus>` does, and Pydantic AI's `compact_messages(instructions=)`:
-        the pipeline runs as for a model call (`run`), and its `Summarize` step (the first one)
-        summarizes the span it would summarize at its trigger, even when that frees little: a small
+        the pipeline runs as for a model call (`run`), and its `Summarize` step summarizes the span it would summarize at its trigger, even when that frees little: a small
         history is summarized, not truncated. The summarizer gets the focus (the LLM summarizers in
         their prompt; `ExtractiveSummarizer` lists what matches it first); the marker records
         `automatic=False` and the focus. `keep_last` overrides how many units stay verbatim at the

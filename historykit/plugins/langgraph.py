@@ -51,6 +51,11 @@ runs again on the same input with a smaller window and the model is called once 
 has an `OverflowRetry` step and marker; a second refusal reaches the caller as the model raised it.
 The hook runs before the model node and cannot retry.
 
+Manual compaction (both): `compact(focus, thread_id=None)` makes the thread's next model call run
+`Pipeline.compact` (summarize now, with the focus; the marker records `automatic=False`), in either
+mode; `compact_thread(graph, config, focus)` / `acompact_thread` compact a stored thread at once
+through `graph.update_state` (persistent mode), so the checkpointer records it.
+
 Example:
     ```python
     from langchain.agents import create_agent

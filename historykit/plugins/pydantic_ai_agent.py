@@ -44,6 +44,11 @@ again), see `historykit.plugins.overflow`. The report of the retry has an `Overf
 marker; a second refusal reaches the caller as Pydantic AI raised it. `HistoryKitProcessor` cannot
 retry.
 
+Manual compaction (both): `compact(focus)` makes the next model request run `Pipeline.compact`
+(summarize now, with the focus; the marker records `automatic=False`), in either mode;
+`HistoryKit.compact_conversation` compacts a stored Pydantic AI `Conversation` at once (persistent
+mode), to save in a `ConversationStore`.
+
 Example:
     ```python
     from pydantic_ai import Agent

@@ -345,3 +345,31 @@ async def test_langgraph_stored_thread_async_and_view_only(tmp_path: Path) -> No
     view_only = HistoryKitMiddleware(Summarize(), persist=False)
     with pytest.raises(ValueError, match="view-only"):
         view_only.compact_thread(agent, config, FOCUS)
+
+
+@pytest.mark.parametrize("model_name", [BINDING, NON_BINDING_ANTHROPIC_MODEL])
+def test_langgraph_prebuilt_agent_hook_compacts_on_request(model_name: str) -> None:
+    """The `create_react_agent` pre-model hook (view only): the next call compacts, later ones extend it."""
+    import warnings
+
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.prebuilt import create_react_agent
+
+    from historykit.plugins.langgraph import HistoryKitHook
+
+    emulator, summarizer = _agent_emulator(model_name), _summarizer_emulator()
+    reports: list[Report] = []
+    pipeline = default_pipeline(model=summarizer.chat_anthropic(SUMMARIZER, max_tokens=1024))
+    hook = HistoryKitHook(pipeline, context_window=WINDOW, on_report=reports.append)
+    llm = emulator.chat_anthropic(model_name, max_tokens=1024)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent moved to langchain.agents in LangGraph 1.0
+        agent = create_react_agent(llm, [tool(read)], pre_model_hook=hook, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "hook"}}
+    agent.invoke({"messages": [{"role": "user", "content": "Refactor the auth module."}]}, config)
+    hook.compact(FOCUS, thread_id="hook")
+    state = agent.invoke({"messages": [{"role": "user", "content": "Now the billing part."}]}, config)
+    assert state["messages"][-1].text == "All done."
+    _assert_compacted_on_request(emulator, summarizer, reports, at=FIRST_TURNS + 1)
+    assert not any("historykit_compaction" in m.additional_kwargs for m in state["messages"])  # view only

@@ -635,13 +635,14 @@ class Pipeline(HistoryProcessor):
         """Compact now, whatever the triggers say, with an optional `focus` for the summary.
 
         What Claude Code's `/compact <focus>` does, and Pydantic AI's `compact_messages(instructions=)`:
-        the pipeline runs as for a model call (`run`), and its `Summarize` step summarizes the span it would summarize at its trigger, even when that frees little: a small
-        history is summarized, not truncated. The summarizer gets the focus (the LLM summarizers in
-        their prompt; `ExtractiveSummarizer` lists what matches it first); the marker records
-        `automatic=False` and the focus. `keep_last` overrides how many units stay verbatim at the
-        end. Nothing to summarize (only the task and the kept tail), or every summarizer failing,
-        leaves the history as the other steps made it (the report says so): a request to compact
-        never truncates.
+        the pipeline runs as for a model call (`run`), and its `Summarize` step summarizes everything
+        between the task and the last `keep_last` units (its own `keep_last` unless given), even when
+        that frees little: a small history is summarized, not truncated. The summarizer gets the
+        focus (the LLM summarizers in their prompt; `ExtractiveSummarizer` lists what matches it
+        first); the marker records `automatic=False` and the focus. Nothing to summarize (only the
+        task and the kept tail), a summary longer than what it would replace, or every summarizer
+        failing leaves the history as the other steps made it (the report says so): a request to
+        compact never truncates.
 
         The result is the view, as `run` gives it, and the next calls continue from it: in
         persistent mode, keep `result.messages` as the history; in view-only mode (`mode="view"`,

@@ -100,8 +100,7 @@ class Summarize(HistoryProcessor):
     request's own `keep_last`) is summarized now, whatever the triggers say and however little it
     frees (a small history is summarized, not truncated; only a summary longer than what it would
     replace is not used); the summarizer gets the focus (as `focus=`, when it takes it) and the
-    marker records `automatic=False` and the focus. Such a compaction does not count as one that
-    freed too little for the next automatic one.
+    marker records `automatic=False` and the focus.
 
     With `background_at`, the summary is started before it is needed: from that fraction of the
     high-water mark, the span the crossing call is expected to summarize is summarized on the
@@ -425,8 +424,7 @@ class Summarize(HistoryProcessor):
     def _needed_gain(self, state: CompactionState) -> int:
         """`min_gain`, or after a compaction that gained too little, a full high-to-low swing."""
         marker = state.marker
-        if marker is None or not marker.automatic:
-            # A compaction the user asked for may free little: that is no loop to break.
+        if marker is None:
             return self.min_gain
         high, low = state.high, state.low
         over = high is not None and marker.tokens_after > high

@@ -383,8 +383,10 @@ class Summarize(HistoryProcessor):
     def _compact_on_request(
         self, state: CompactionState, point: Point, manual: ManualCompaction, ctx: ProcessContext
     ) -> Generator[_Request, _Reply | None, tuple[list[Message], StepNotes]]:
-        """A compaction the user asked for (`Pipeline.compact`): the span the trigger would summarize,
-        summarized whatever it frees (never truncated instead), with the focus given to the summarizer."""
+        """A compaction the user asked for (`Pipeline.compact`): everything between the task and the
+        units kept, summarized whatever it frees (never truncated instead), the summarizer given the
+        focus; nothing changes when there is nothing to cover, the summary would be longer than what
+        it replaces, or every summarizer failed (the notes say which)."""
         notes = state.notes
         # The units asked to stay verbatim stay: a manual compaction aims at no mark.
         plan = self._plan(state, point, keep_last=manual.keep_last, to_low_water=False)

@@ -622,9 +622,30 @@ def compact(
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    focus: Annotated[
+        str | None,
+        typer.Option(
+            "--focus",
+            help="Compact now (as --now) and tell the summarizer what to keep, e.g. "
+            "'the details of the auth refactor'.",
+            show_default=False,
+        ),
+    ] = None,
+    now: Annotated[
+        bool,
+        typer.Option(
+            "--now",
+            help="Compact now, even below the pipeline's triggers: its Summarize step summarizes "
+            "(a small history too); the marker records a manual compaction.",
+        ),
+    ] = False,
     legacy_format: Annotated[str | None, _LEGACY_FORMAT] = None,
 ) -> None:
-    """Write the history the model would be sent next, processed, in the input's format or --to's."""
+    """Write the history the model would be sent next, processed, in the input's format or --to's.
+
+    With --now or --focus, compact now, as Claude Code's /compact does: the pipeline's Summarize
+    step summarizes whatever the triggers say, with the focus when given.
+    """
     from historykit.validity import check
 
     with _errors():
@@ -633,6 +654,12 @@ def compact(
         if not file.exists():
             raise CliError(f"{file}: no such file", EXIT_NOT_FOUND)
         built = build_pipeline(pipeline)
+        manual = now or focus is not None
+        if manual and not any(p.compacts_on_request for p in built.processors):
+            raise CliError(
+                f"--{'focus' if focus is not None else 'now'} needs a pipeline with a Summarize step; "
+                f"{pipeline!r} has none"
+            )
         _check_writable(output)
         if output.expanduser().resolve() == file.expanduser().resolve():
             raise CliError(f"{output}: refusing to overwrite the input; write the result to another file")
@@ -641,7 +668,10 @@ def compact(
             out_fmt = out_fmt or transcript.format
             started = time.perf_counter()
             try:
-                result = built.run(transcript.history, window)
+                if manual:
+                    result = built.compact(transcript.history, window, focus=focus)
+                else:
+                    result = built.run(transcript.history, window)
             except Exception as exc:
                 raise RuntimeError(f"the pipeline failed on {file}: {exc}") from exc
             write_transcript(result.messages, output, out_fmt)

@@ -170,6 +170,8 @@ class CompactionMarker:
     created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     automatic: bool = True
     """`False` when a user asked for the compaction explicitly."""
+    focus: str | None = None
+    """What the user asked a manual compaction to keep (`Pipeline.compact(focus=...)`); `None`: no focus."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict, the form adapters and stores keep it in."""
@@ -182,6 +184,7 @@ class CompactionMarker:
             "model": self.model,
             "created_at": self.created_at.isoformat(),
             "automatic": self.automatic,
+            "focus": self.focus,
         }
 
     @classmethod
@@ -198,6 +201,8 @@ class CompactionMarker:
                 model=data.get("model"),
                 created_at=datetime.fromisoformat(created) if created else datetime.now(timezone.utc),
                 automatic=bool(data.get("automatic", True)),
+                # Markers stored before manual compaction had no focus.
+                focus=data.get("focus"),
             )
         except KeyError as exc:
             raise ValueError(f"compaction marker is missing the field {exc.args[0]!r}") from None

@@ -25,7 +25,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from historykit import provenance
 from historykit.binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
@@ -33,10 +33,11 @@ from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.telemetry import pipeline_span
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
 from historykit.usage import UsageMonitor, UsageWarning
-from historykit.view import Mode, ViewReplay
+from historykit.view import Mode, ViewReplay, request_points
 
 __all__ = [
     "HistoryProcessor",
+    "ManualCompaction",
     "Pipeline",
     "PipelineResult",
     "ProcessContext",
@@ -53,6 +54,42 @@ CYCLE_STEP = "ThinkingCycle"
 """The report's name for the step that gives the current tool-use cycle its thinking back (R7)."""
 
 
+@dataclass(frozen=True)
+class ManualCompaction:
+    """A compaction the user asked for (`Pipeline.compact`): made now, whatever the triggers say.
+
+    The processor that compacts on request (`Summarize`) summarizes the span it would summarize at
+    its trigger, even when that frees little (a small history is summarized, not truncated), gives
+    the summarizer the `focus`, and records `automatic=False` and the focus in the marker.
+
+    Example:
+        ```python
+        from historykit.pipeline import ManualCompaction
+
+        ManualCompaction(focus="keep the details of the auth refactor")
+        ManualCompaction(keep_last=2)          # keep only the last two units verbatim
+        ```
+    """
+
+    focus: str | None = None
+    """What the summary should keep (e.g. "the details of the auth refactor"); `None`: no focus."""
+    keep_last: int | None = None
+    """Units kept verbatim at the end instead of the processor's own `keep_last`; `None`: its own."""
+
+    def __post_init__(self) -> None:
+        if self.focus is not None and not isinstance(self.focus, str):
+            raise TypeError(f"focus must be a str or None, got a {type(self.focus).__qualname__}")
+        if self.focus is not None and not self.focus.strip():
+            # Pydantic AI's compact_messages reads a blank focus as none, too.
+            object.__setattr__(self, "focus", None)
+        elif self.focus is not None:
+            object.__setattr__(self, "focus", self.focus.strip())
+        if self.keep_last is not None and (
+            isinstance(self.keep_last, bool) or not isinstance(self.keep_last, int) or self.keep_last < 0
+        ):
+            raise ValueError(f"keep_last must be an int >= 0 or None, got {self.keep_last!r}")
+
+
 @dataclass
 class ProcessContext:
     """What a processor may know besides the history itself."""
@@ -66,6 +103,8 @@ class ProcessContext:
     binds_thinking: bool = False
     """True when the model binds replayed thinking to the history (`historykit.binding`, R13): any
     edit then costs every thinking block after it, which the pipeline drops after its processors."""
+    manual: ManualCompaction | None = None
+    """A compaction the user asked for in this call (`Pipeline.compact`); `None` for a normal call."""
 
 
 @dataclass
@@ -240,6 +279,9 @@ class HistoryProcessor(ABC):
     native history (`processor(messages)` returns the processed messages).
     """
 
+    compacts_on_request: ClassVar[bool] = False
+    """True for a processor that makes a `ManualCompaction` (`Summarize`): `Pipeline.compact` needs one."""
+
     @property
     def name(self) -> str:
         return type(self).__name__
@@ -291,6 +333,50 @@ class HistoryProcessor(ABC):
         pipeline = Pipeline(list(self._steps()), counter=counter, on_report=on_report)
         return await pipeline.arun(
             messages, context_window, window_source=window_source, mode=mode, binds_thinking=binds_thinking
+        )
+
+    def compact(
+        self,
+        messages: Sequence[Any],
+        context_window: int | None = None,
+        *,
+        focus: str | None = None,
+        keep_last: int | None = None,
+        window_source: str | None = None,
+        mode: Mode = "persistent",
+        binds_thinking: bool | None = None,
+    ) -> PipelineResult:
+        """Compact a native or neutral history now, with an optional focus; see `Pipeline.compact`."""
+        return Pipeline(list(self._steps())).compact(
+            messages,
+            context_window,
+            focus=focus,
+            keep_last=keep_last,
+            window_source=window_source,
+            mode=mode,
+            binds_thinking=binds_thinking,
+        )
+
+    async def acompact(
+        self,
+        messages: Sequence[Any],
+        context_window: int | None = None,
+        *,
+        focus: str | None = None,
+        keep_last: int | None = None,
+        window_source: str | None = None,
+        mode: Mode = "persistent",
+        binds_thinking: bool | None = None,
+    ) -> PipelineResult:
+        """`compact` from async code; see `Pipeline.acompact`."""
+        return await Pipeline(list(self._steps())).acompact(
+            messages,
+            context_window,
+            focus=focus,
+            keep_last=keep_last,
+            window_source=window_source,
+            mode=mode,
+            binds_thinking=binds_thinking,
         )
 
     def __call__(self, messages: Sequence[Any]) -> list[Any]:
@@ -580,6 +666,126 @@ class Pipeline(HistoryProcessor):
                 (processed, steps), replayed = await self._arun_steps(neutral, ctx), 1
             return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed, record)
 
+    def compact(
+        self,
+        messages: Sequence[Any],
+        context_window: int | None = None,
+        *,
+        focus: str | None = None,
+        keep_last: int | None = None,
+        window_source: str | None = None,
+        mode: Mode = "persistent",
+        binds_thinking: bool | None = None,
+    ) -> PipelineResult:
+        """Compact now, whatever the triggers say, with an optional `focus` for the summary.
+
+        What Claude Code's `/compact <focus>` does, and Pydantic AI's `compact_messages(instructions=)`:
+        the pipeline runs as for a model call (`run`), and its `Summarize` step summarizes everything
+        between the task and the last `keep_last` units (its own `keep_last` unless given), even when
+        that frees little: a small history is summarized, not truncated. The summarizer gets the
+        focus (the LLM summarizers in their prompt; `ExtractiveSummarizer` lists what matches it
+        first); the marker records `automatic=False` and the focus. Nothing to summarize (only the
+        task and the kept tail), a summary longer than what it would replace, or every summarizer
+        failing leaves the history as the other steps made it (the report says so): a request to
+        compact never truncates.
+
+        The result is the view, as `run` gives it, and the next calls continue from it: in
+        persistent mode, keep `result.messages` as the history; in view-only mode (`mode="view"`,
+        `messages` the raw history ending with what the next model call sends) the pipeline
+        remembers it as that call's view (`remember_view`), so later `run(..., mode="view")` calls
+        continue from it. On a model that binds thinking, the thinking after the summary is dropped.
+
+        Raises `ValueError` when no step compacts on request (add a `Summarize`), and in view-only
+        mode when `messages` ends with an assistant message (no model call is about to be made:
+        compact when the next one is, e.g. through the integrations' `compact()`).
+
+        Example:
+            ```python
+            result = pipeline.compact(history, 128_000, focus="keep the details of the auth refactor")
+            history = result.messages
+            result.report.markers[0].automatic  # False
+            ```
+        """
+        request, adapter, neutral, ctx = self._manual(
+            messages, context_window, focus, keep_last, window_source, mode, binds_thinking
+        )
+        manual = replace(ctx, manual=request)
+        if mode == "view":
+            previous = _previous_call(neutral)
+            view: list[Message] = []
+            replayed = 0
+            if previous:
+                view, _, replayed = self._derive_view(neutral[:previous], ctx)
+            processed, steps = self._run_steps([*view, *neutral[previous:]], manual)
+            self.views.remember(neutral, processed, _view_setting(ctx))
+            replayed += 1
+        else:
+            (processed, steps), replayed = self._run_steps(neutral, manual), 1
+        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed)
+
+    async def acompact(
+        self,
+        messages: Sequence[Any],
+        context_window: int | None = None,
+        *,
+        focus: str | None = None,
+        keep_last: int | None = None,
+        window_source: str | None = None,
+        mode: Mode = "persistent",
+        binds_thinking: bool | None = None,
+    ) -> PipelineResult:
+        """`compact` for async code: an async summarizer is awaited on the caller's loop."""
+        request, adapter, neutral, ctx = self._manual(
+            messages, context_window, focus, keep_last, window_source, mode, binds_thinking
+        )
+        manual = replace(ctx, manual=request)
+        if mode == "view":
+            previous = _previous_call(neutral)
+            view: list[Message] = []
+            replayed = 0
+            if previous:
+                view, _, replayed = await self._aderive_view(neutral[:previous], ctx)
+            processed, steps = await self._arun_steps([*view, *neutral[previous:]], manual)
+            self.views.remember(neutral, processed, _view_setting(ctx))
+            replayed += 1
+        else:
+            (processed, steps), replayed = await self._arun_steps(neutral, manual), 1
+        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed)
+
+    def _manual(
+        self,
+        messages: Sequence[Any],
+        context_window: int | None,
+        focus: str | None,
+        keep_last: int | None,
+        window_source: str | None,
+        mode: Mode,
+        binds_thinking: bool | None,
+    ) -> tuple[ManualCompaction, Any, list[Message], ProcessContext]:
+        """What `compact` and `acompact` check and prepare alike."""
+        from historykit.plugins import adapter_for
+
+        request = ManualCompaction(focus, keep_last)
+        _check_mode(mode)
+        if not any(p.compacts_on_request for p in self.processors):
+            raise ValueError(
+                f"{self!r} has no step that compacts on request: add a Summarize step to compact now"
+            )
+        adapter = adapter_for(messages)
+        neutral = adapter.to_neutral(messages)
+        if mode == "view" and neutral and neutral[-1].role == "assistant":
+            raise ValueError(
+                "in view-only mode a compaction is made for the model call about to be made: the raw "
+                "history must end with what that call sends (a user message or tool results), not an "
+                "assistant message"
+            )
+        return (
+            request,
+            adapter,
+            neutral,
+            self._context(context_window, window_source, binds_thinking, neutral),
+        )
+
     def _finish(
         self,
         adapter: Any,
@@ -689,6 +895,12 @@ def _summary_marker(msg: Message) -> CompactionMarker | None:
 def _check_mode(mode: object) -> None:
     if mode not in ("persistent", "view"):
         raise ValueError(f"mode must be 'persistent' or 'view', got {mode!r}")
+
+
+def _previous_call(raw: Sequence[Message]) -> int:
+    """Where the model call before the one that ends `raw` is (its prefix length); 0: none."""
+    points = request_points(raw)
+    return points[-2] if len(points) > 1 else 0
 
 
 def _view_setting(ctx: ProcessContext) -> str:

@@ -187,6 +187,35 @@ def test_compact_keeps_the_last_request_and_the_task(tmp_path: Path) -> None:
     assert written[-1] == original[-1]
 
 
+def test_compact_now_with_a_focus_summarizes_a_small_history(tmp_path: Path) -> None:
+    """`--focus` compacts far below every trigger: a summary, not a truncation, recording the focus."""
+    focus = "the details of the marshmallow field validation"
+    out = tmp_path / "focused.jsonl"
+    result = run("compact", SMALL, "-w", 1_000_000, "-o", out, "--focus", focus, "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    markers = [m for s in report["steps"] for m in s["markers"]]
+    assert [(m["strategy"], m["automatic"], m["focus"]) for m in markers] == [("summarize", False, focus)]
+    assert report["tokens_before"] < 0.6 * 1_000_000  # below Summarize's mark: only the request made it
+    assert report["violations"] == []
+    # The chat JSONL format writes the summary as the user message it is.
+    written = [m.text for m in read_transcript(out).history]
+    assert sum(f"## Focus\n- {focus}" in text for text in written) == 1
+    # Without the request, the same call changes nothing.
+    plain = run("compact", SMALL, "-w", 1_000_000, "-o", tmp_path / "plain.jsonl", "--json")
+    assert not [m for s in json.loads(plain.stdout)["steps"] for m in s["markers"]]
+    now = run("compact", SMALL, "-w", 1_000_000, "-o", tmp_path / "now.jsonl", "--now", "--json")
+    assert [m["focus"] for s in json.loads(now.stdout)["steps"] for m in s["markers"]] == [None]
+
+
+def test_compact_focus_needs_a_summarize_step(tmp_path: Path) -> None:
+    assert_error(
+        run("compact", SMALL, "-w", 8000, "-p", SPEC, "-o", tmp_path / "o.jsonl", "--focus", "auth"),
+        EXIT_USAGE,
+        "--focus needs a pipeline with a Summarize step",
+    )
+
+
 def test_compact_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
     copy = tmp_path / "s.jsonl"
     shutil.copy(SMALL, copy)

@@ -51,6 +51,11 @@ runs again on the same input with a smaller window and the model is called once 
 has an `OverflowRetry` step and marker; a second refusal reaches the caller as the model raised it.
 The hook runs before the model node and cannot retry.
 
+Manual compaction (both): `compact(focus, thread_id=None)` makes the thread's next model call run
+`Pipeline.compact` (summarize now, with the focus; the marker records `automatic=False`), in either
+mode; `compact_thread(graph, config, focus)` / `acompact_thread` compact a stored thread at once
+through `graph.update_state` (persistent mode), so the checkpointer records it.
+
 Example:
     ```python
     from langchain.agents import create_agent
@@ -83,7 +88,7 @@ from langgraph.types import Command
 
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
-from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, Report
+from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
 from historykit.plugins.overflow import OverflowRetry
 from historykit.view import Mode
 
@@ -225,6 +230,125 @@ class _Glue:
         else from the model names on the messages."""
         self.overflow = OverflowRetry()
         """Compact-and-retry (the middleware): the windows threads shrank to after a context overflow."""
+        self._manual: dict[str | None, ManualCompaction] = {}
+
+    def compact(
+        self, focus: str | None = None, *, keep_last: int | None = None, thread_id: str | None = None
+    ) -> None:
+        """Compact at the next model call, with an optional focus: Claude Code's `/compact <focus>`.
+
+        The next call (in the thread `thread_id` when given, else in any) runs `Pipeline.compact`
+        instead of the usual processing: its `Summarize` step summarizes now, a small history too,
+        with the focus, and the marker records `automatic=False` and the focus. Persistent mode
+        writes the compacted history to the state; view-only mode remembers it as that call's view.
+        Later calls continue from it. To compact a stored thread without a model call, see
+        `compact_thread`.
+
+        Example:
+            ```python
+            middleware.compact("keep the details of the auth refactor", thread_id="t1")
+            config = {"configurable": {"thread_id": "t1"}}
+            agent.invoke({"messages": [("user", "Now the billing part")]}, config)
+            ```
+        """
+        self._manual[thread_id] = ManualCompaction(focus, keep_last)
+
+    def _take_manual(self, thread: str | None) -> ManualCompaction | None:
+        request = self._manual.pop(thread, None) if thread is not None else None
+        return request or self._manual.pop(None, None)
+
+    def compact_thread(
+        self,
+        graph: Any,
+        config: RunnableConfig,
+        focus: str | None = None,
+        *,
+        keep_last: int | None = None,
+        model: Any = None,
+        as_node: str | None = None,
+    ) -> Report:
+        """Compact a stored thread now (persistent mode): its state's messages, through the graph.
+
+        Reads the thread's messages (`graph.get_state(config)`), compacts them (`Pipeline.compact`,
+        with the focus) and writes the result back with `graph.update_state` (an `add_messages`
+        update, see `state_update`), so the checkpointer records it; with `SQLModelSaver` the
+        transcript keeps every original message. The window is `context_window`, else `model`'s
+        profile's, else the default. Returns the report. The next call of the thread continues
+        from the compacted history.
+
+        View-only mode keeps the state as the messages arrived: compact at the thread's next call
+        instead (`compact(focus, thread_id=...)`); this raises `ValueError` then.
+
+        Example:
+            ```python
+            config = {"configurable": {"thread_id": "t1"}}
+            report = middleware.compact_thread(agent, config, "keep the details of the auth refactor")
+            ```
+        """
+        old, key = self._thread_messages(graph.get_state(config))
+        result = self._compact_stored(old, focus, keep_last, model)
+        update = state_update(old, result.messages)
+        if update:
+            graph.update_state(config, {key: update}, as_node=as_node)
+        self._deliver(result)
+        return result.report
+
+    async def acompact_thread(
+        self,
+        graph: Any,
+        config: RunnableConfig,
+        focus: str | None = None,
+        *,
+        keep_last: int | None = None,
+        model: Any = None,
+        as_node: str | None = None,
+    ) -> Report:
+        """`compact_thread` for async graphs and checkpointers (`aget_state` / `aupdate_state`)."""
+        old, key = self._thread_messages(await graph.aget_state(config))
+        window = self._window(model)
+        self._check_persistent()
+        result = await self.pipeline.acompact(
+            old,
+            window.tokens,
+            focus=focus,
+            keep_last=keep_last,
+            window_source=window.source,
+            binds_thinking=self._binds(model),
+        )
+        update = state_update(old, result.messages)
+        if update:
+            await graph.aupdate_state(config, {key: update}, as_node=as_node)
+        self._deliver(result)
+        return result.report
+
+    def _check_persistent(self) -> None:
+        if not self.persist:
+            raise ValueError(
+                "compact_thread rewrites the thread's state, which view-only mode (persist=False) keeps "
+                "as the messages arrived: call compact(focus, thread_id=...) to compact at its next call"
+            )
+
+    def _thread_messages(self, snapshot: Any) -> tuple[list[BaseMessage], str]:
+        key = getattr(self, "messages_key", "messages")
+        values = getattr(snapshot, "values", None)
+        messages = values.get(key) if isinstance(values, dict) else None
+        if not isinstance(messages, list):
+            raise ValueError(f"the thread's state has no {key!r} list to compact (is the thread stored?)")
+        return list(messages), key
+
+    def _compact_stored(
+        self, old: list[BaseMessage], focus: str | None, keep_last: int | None, model: Any
+    ) -> PipelineResult:
+        self._check_persistent()
+        window = self._window(model)
+        return self.pipeline.compact(
+            old,
+            window.tokens,
+            focus=focus,
+            keep_last=keep_last,
+            window_source=window.source,
+            binds_thinking=self._binds(model),
+        )
 
     def _binds(self, model: Any) -> bool | None:
         return self.binds_thinking if self.binds_thinking is not None else chat_model_binds_thinking(model)
@@ -241,25 +365,34 @@ class _Glue:
 
     def _run(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
         window = self._window(model)
-        return self._deliver(
-            self.pipeline.run(
-                messages,
-                window.tokens,
-                window_source=window.source,
-                mode=self._mode(),
-                binds_thinking=self._binds(model),
+        setting: dict[str, Any] = {
+            "window_source": window.source,
+            "mode": self._mode(),
+            "binds_thinking": self._binds(model),
+        }
+        request = self._take_manual(_thread())
+        if request is not None:
+            result = self.pipeline.compact(
+                messages, window.tokens, focus=request.focus, keep_last=request.keep_last, **setting
             )
-        )
+        else:
+            result = self.pipeline.run(messages, window.tokens, **setting)
+        return self._deliver(result)
 
     async def _arun(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
         window = self._window(model)
-        result = await self.pipeline.arun(
-            messages,
-            window.tokens,
-            window_source=window.source,
-            mode=self._mode(),
-            binds_thinking=self._binds(model),
-        )
+        setting: dict[str, Any] = {
+            "window_source": window.source,
+            "mode": self._mode(),
+            "binds_thinking": self._binds(model),
+        }
+        request = self._take_manual(_thread())
+        if request is not None:
+            result = await self.pipeline.acompact(
+                messages, window.tokens, focus=request.focus, keep_last=request.keep_last, **setting
+            )
+        else:
+            result = await self.pipeline.arun(messages, window.tokens, **setting)
         return self._deliver(result)
 
     def _deliver(self, result: PipelineResult) -> list[BaseMessage]:

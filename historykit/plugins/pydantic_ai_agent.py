@@ -44,6 +44,11 @@ again), see `historykit.plugins.overflow`. The report of the retry has an `Overf
 marker; a second refusal reaches the caller as Pydantic AI raised it. `HistoryKitProcessor` cannot
 retry.
 
+Manual compaction (both): `compact(focus)` makes the next model request run `Pipeline.compact`
+(summarize now, with the focus; the marker records `automatic=False`), in either mode;
+`HistoryKit.compact_conversation` compacts a stored Pydantic AI `Conversation` at once (persistent
+mode), to save in a `ConversationStore`.
+
 Example:
     ```python
     from pydantic_ai import Agent
@@ -70,7 +75,7 @@ from pydantic_ai.tools import RunContext
 
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
-from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, Report
+from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
 from historykit.plugins.overflow import OverflowRetry
 from historykit.view import Mode
 
@@ -205,6 +210,26 @@ class _Glue:
     binds_thinking: bool | None
     mode: Mode = "persistent"
     overflow: OverflowRetry
+    _manual: dict[str | None, ManualCompaction]
+
+    def compact(
+        self, focus: str | None = None, *, keep_last: int | None = None, conversation: str | None = None
+    ) -> None:
+        """Compact at the next model request, with an optional focus: Claude Code's `/compact <focus>`.
+
+        The next request (of `conversation`, a run's `conversation_id`, when given; else of any run)
+        runs `Pipeline.compact` instead of the usual call: its `Summarize` step summarizes now, a
+        small history too, with the focus, and the marker records `automatic=False` and the focus.
+        In persistent mode the compacted history becomes the run's; in view-only mode the pipeline
+        remembers it as that call's view. Later calls continue from it.
+
+        Example:
+            ```python
+            kit.compact("keep the details of the auth refactor")
+            result = await agent.run("Now the billing part", message_history=history)
+            ```
+        """
+        self._manual[conversation] = ManualCompaction(focus, keep_last)
 
     def window_for(self, model: Any, conversation: str | None = None) -> ContextWindow:
         stated = model_context_window(model) if self.context_window is None else None
@@ -222,13 +247,27 @@ class _Glue:
         self, messages: Sequence[ModelMessage], model: Any, conversation: str | None = None
     ) -> list[ModelMessage]:
         window = self.window_for(model, conversation)
-        result: PipelineResult = await self.pipeline.arun(
-            list(messages),
-            window.tokens,
-            window_source=window.source,
-            mode=self.mode,
-            binds_thinking=self.binds_for(model),
-        )
+        request = self._manual.pop(conversation, None) if conversation is not None else None
+        request = request or self._manual.pop(None, None)
+        result: PipelineResult
+        if request is not None:
+            result = await self.pipeline.acompact(
+                list(messages),
+                window.tokens,
+                focus=request.focus,
+                keep_last=request.keep_last,
+                window_source=window.source,
+                mode=self.mode,
+                binds_thinking=self.binds_for(model),
+            )
+        else:
+            result = await self.pipeline.arun(
+                list(messages),
+                window.tokens,
+                window_source=window.source,
+                mode=self.mode,
+                binds_thinking=self.binds_for(model),
+            )
         return self.deliver(result)
 
     def deliver(self, result: PipelineResult) -> list[ModelMessage]:
@@ -273,6 +312,9 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     """The report of the latest call."""
     overflow: OverflowRetry = field(default_factory=OverflowRetry, init=False, repr=False, compare=False)
     """Compact-and-retry: the windows conversations shrank to after a context overflow."""
+    _manual: dict[str | None, ManualCompaction] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
     _steps: dict[tuple[str | None, int], _Step] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -289,6 +331,53 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     @classmethod
     def get_serialization_name(cls) -> str | None:
         return None  # holds a processor object: not expressible in an agent spec
+
+    async def compact_conversation(
+        self,
+        conversation: Any,
+        focus: str | None = None,
+        *,
+        keep_last: int | None = None,
+        model: Any = None,
+    ) -> Any:
+        """A Pydantic AI `Conversation` (a stored one: `store.load(...)`) compacted now, with a focus.
+
+        Returns a new `Conversation` with the same id, usage and revision and the compacted
+        messages, to save (`store.save(...)`; the store keeps the history it replaces as a branch)
+        and continue from. The window is this kit's `context_window`, else `model`'s, else the
+        default. Persistent mode only: a view-only conversation keeps every message as it arrived,
+        so compact at its next request instead (`compact(focus, conversation=...)`).
+
+        Example:
+            ```python
+            conversation = await store.load(conversation_id)
+            compacted = await kit.compact_conversation(conversation, "keep the auth refactor")
+            await store.save(compacted)
+            ```
+        """
+        if not self.persist:
+            raise ValueError(
+                "compact_conversation rewrites the stored history, which view-only mode (persist=False) "
+                "keeps as it arrived: call kit.compact(focus, conversation=...) to compact at the next one"
+            )
+        from pydantic_ai.conversation import Conversation
+
+        window = self.window_for(model, conversation.conversation_id)
+        result = await self.pipeline.acompact(
+            list(conversation.messages),
+            window.tokens,
+            focus=focus,
+            keep_last=keep_last,
+            window_source=window.source,
+            binds_thinking=self.binds_for(model),
+        )
+        return Conversation(
+            conversation_id=conversation.conversation_id,
+            messages=self.deliver(result),
+            usage=conversation.usage,
+            deferred_tool_requests=conversation.deferred_tool_requests,
+            revision=conversation.revision,
+        )
 
     async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         if not self.persist and not _BEFORE_HOOK_IS_REQUEST_ONLY:
@@ -447,6 +536,7 @@ class HistoryKitProcessor(_Glue):
         """Whether the model binds thinking to the history (R13); `None`: from the run's model."""
         self.overflow = OverflowRetry()
         """Unused here: a history processor cannot retry the model call (see the class docs)."""
+        self._manual = {}
 
     def __repr__(self) -> str:
         return f"HistoryKitProcessor({self.pipeline!r}, context_window={self.context_window!r})"

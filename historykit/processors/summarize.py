@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import tenacity
 
@@ -32,7 +32,7 @@ from historykit.messages import (
     Message,
     SummaryPart,
 )
-from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit.pipeline import HistoryProcessor, ManualCompaction, ProcessContext, StepNotes
 from historykit.processors.pairwise_truncate import DEFAULT_FRACTION, CompactionState, Cut, Point
 from historykit.processors.summarizers import (
     ExtractiveSummarizer,
@@ -95,6 +95,13 @@ class Summarize(HistoryProcessor):
     process, a retried call) is not summarized again; a span whose summary failed is truncated for
     the lifetime of the instance.
 
+    Compacting on request (`summarize.compact(messages, focus=...)`, `Pipeline.compact`, the
+    integrations' `compact()`): everything between the task and the last `keep_last` units (or the
+    request's own `keep_last`) is summarized now, whatever the triggers say and however little it
+    frees (a small history is summarized, not truncated; only a summary longer than what it would
+    replace is not used); the summarizer gets the focus (as `focus=`, when it takes it) and the
+    marker records `automatic=False` and the focus.
+
     With `background_at`, the summary is started before it is needed: from that fraction of the
     high-water mark, the span the crossing call is expected to summarize is summarized on the
     caller's event loop (a thread from sync code) while the agent works. The crossing call uses
@@ -113,6 +120,7 @@ class Summarize(HistoryProcessor):
         Summarize(max_fraction=0.8, model=["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
         Summarize(max_fraction=0.8, summarizer=[my_llm_summarizer, ExtractiveSummarizer()])
         Summarize(max_fraction=0.8, model="openai:gpt-4o-mini", background_at=0.6)
+        Summarize().compact(messages, 128_000, focus="keep the details of the auth refactor")
         ```
     """
 
@@ -150,7 +158,8 @@ class Summarize(HistoryProcessor):
     clock: Callable[[], datetime] = _utc_now
     """Gives the marker's `created_at`."""
     automatic: bool = True
-    """Recorded in the marker: `False` for a compaction a user asked for."""
+    """Recorded in the marker (`False`: every compaction of this instance counts as asked for); a
+    compaction asked for with `compact()` records `False` whatever this says."""
     cache_size: int = 1_024
     """Summaries remembered by covered content (a conversation replayed in a new process reuses
     them): keep it above the number of compactions a conversation has."""
@@ -159,6 +168,7 @@ class Summarize(HistoryProcessor):
     expected to write is started in the background (an asyncio task in `aprocess`, a thread in
     `process`) while the agent works; the call that fires uses it when it covers exactly the span
     that call summarizes, else summarizes in the foreground. `None`: no background summaries."""
+    compacts_on_request: ClassVar[bool] = True
     _cache: OrderedDict[str, _Cached] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
@@ -263,7 +273,9 @@ class Summarize(HistoryProcessor):
                 self._start_thread(request)
                 reply = None
             else:
-                reply = self._background_reply(request) or self._summarize_sync(request.inputs)
+                reply = self._background_reply(request) or self._summarize_sync(
+                    request.inputs, focus=request.focus
+                )
 
     async def aprocess(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         steps = self._compact(messages, ctx)
@@ -277,7 +289,9 @@ class Summarize(HistoryProcessor):
                 self._start_task(request)
                 reply = None
             else:
-                reply = await self._abackground_reply(request) or await self._summarize_async(request.inputs)
+                reply = await self._abackground_reply(request) or await self._summarize_async(
+                    request.inputs, focus=request.focus
+                )
 
     # -- the compaction -------------------------------------------------------------------------------
 
@@ -289,6 +303,9 @@ class Summarize(HistoryProcessor):
         state = CompactionState(messages, ctx, self.trigger())
         notes = state.notes
         point = state.current_call()
+        manual = ctx.manual
+        if manual is not None:
+            return (yield from self._compact_on_request(state, point, manual, ctx))
         if not state.fires(point):
             for ahead in self._background_requests(state, point):
                 yield ahead
@@ -309,24 +326,8 @@ class Summarize(HistoryProcessor):
             state.truncate(point, why)
             return state.result()
         inputs = self._inputs(state, cut)
-        key = self._digests.key(inputs)
-        cached = self._cache.get(key)
-        if cached is not None:
-            self._cache.move_to_end(key)
-        failures: list[str] = []
-        reply: _Reply | None = None
-        if cached is None:
-            reply = yield _Request(inputs, key)
-            assert reply is not None
-            writer = self.writer_name(reply.writer) if reply.writer is not None else None
-            cached = _Cached(reply.text, reply.error, writer=writer)
-            if reply.text is not None and reply.writer is not None:
-                cached.text = self._finish_text(reply.text, inputs, self._summarizers[reply.writer])
-            self._remember(key, cached)
-            fresh = True
-            failures = reply.failures
-        else:
-            fresh = False
+        cached, reply, fresh = yield from self._summary(inputs)
+        failures = reply.failures if reply is not None else []
         if cached.text is None:
             state.truncate(point, f"summarizer failed ({cached.error}), truncated instead; ")
             return state.result()
@@ -338,6 +339,44 @@ class Summarize(HistoryProcessor):
             why = f"the summary would free only {marker.tokens_before - marker.tokens_after:,} tokens; "
             state.truncate(point, why)
             return state.result()
+        self._apply(state, point, cut, summary, fresh, failures, reply)
+        return state.result()
+
+    def _summary(
+        self, inputs: list[Message], manual: ManualCompaction | None = None
+    ) -> Generator[_Request, _Reply | None, tuple[_Cached, _Reply | None, bool]]:
+        """The summary of `inputs` (for a manual compaction, with its focus): remembered, or asked
+        of the driver. Returns it, the driver's reply (`None` when remembered) and whether it is new."""
+        key = self._digests.key(inputs)
+        if manual is not None:
+            # A summary the user asked for is its own: another focus, or none, writes another text.
+            key = f"{key}/manual/{manual.focus or ''}"
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached, None, False
+        reply = yield _Request(inputs, key, focus=manual.focus if manual is not None else None)
+        assert reply is not None
+        writer = self.writer_name(reply.writer) if reply.writer is not None else None
+        cached = _Cached(reply.text, reply.error, writer=writer)
+        if reply.text is not None and reply.writer is not None:
+            cached.text = self._finish_text(reply.text, inputs, self._summarizers[reply.writer])
+        self._remember(key, cached)
+        return cached, reply, True
+
+    def _apply(
+        self,
+        state: CompactionState,
+        point: Point,
+        cut: Cut,
+        summary: Message,
+        fresh: bool,
+        failures: list[str],
+        reply: _Reply | None,
+    ) -> None:
+        notes = state.notes
+        marker = summary.parts[0].marker  # type: ignore[union-attr]
+        assert marker is not None
         state.apply(cut, summary)
         if fresh:
             notes.markers.append(marker)
@@ -350,7 +389,54 @@ class Summarize(HistoryProcessor):
             f"before message {point.end}: {marker.tokens_before:,} -> {marker.tokens_after:,} tokens"
             + (f" ({marker.model})" if marker.model else "")
             + (" (written in the background)" if reply is not None and reply.background else "")
+            + (
+                ""
+                if marker.automatic
+                else " (asked for" + (f", focus: {marker.focus!r})" if marker.focus else ")")
+            )
         )
+
+    def _compact_on_request(
+        self, state: CompactionState, point: Point, manual: ManualCompaction, ctx: ProcessContext
+    ) -> Generator[_Request, _Reply | None, tuple[list[Message], StepNotes]]:
+        """A compaction the user asked for (`Pipeline.compact`): everything between the task and the
+        units kept, summarized whatever it frees (never truncated instead), the summarizer given the
+        focus; nothing changes when there is nothing to cover, the summary would be longer than what
+        it replaces, or every summarizer failed (the notes say which)."""
+        notes = state.notes
+        # The units asked to stay verbatim stay: a manual compaction aims at no mark.
+        plan = self._plan(state, point, keep_last=manual.keep_last, to_low_water=False)
+        if plan is None:
+            notes.details.append(
+                "asked to compact, but there is nothing to summarize: only the task, the kept tail "
+                "and pinned content are left"
+            )
+            return state.result()
+        cut, _ = plan
+        inputs = self._inputs(state, cut)
+        cached, reply, fresh = yield from self._summary(inputs, manual)
+        if cached.text is None:
+            notes.details.append(
+                f"asked to compact, but the summarizer failed ({cached.error}): the history is left as it was"
+            )
+            return state.result()
+        summary = self._summary_message(state, point, cut, cached, ctx, manual)
+        marker = summary.parts[0].marker  # type: ignore[union-attr]
+        assert marker is not None
+        if marker.tokens_after >= marker.tokens_before:
+            notes.details.append(
+                f"asked to compact, but the summary would make the history longer ({marker.tokens_before:,} "
+                f"-> {marker.tokens_after:,} tokens): the history is left as it was"
+            )
+            return state.result()
+        failures = reply.failures if reply is not None else []
+        writer = reply.writer if reply is not None else None
+        if manual.focus is not None and writer is not None and not _takes_focus(self._summarizers[writer]):
+            notes.details.append(
+                f"the summarizer {self._log_name(writer)} takes no focus= argument: the focus "
+                "is recorded in the marker only"
+            )
+        self._apply(state, point, cut, summary, fresh, failures, reply)
         return state.result()
 
     def _needed_gain(self, state: CompactionState) -> int:
@@ -367,7 +453,13 @@ class Summarize(HistoryProcessor):
         return max(self.min_gain, swing)
 
     def _plan(
-        self, state: CompactionState, point: Point, growth: int | None = None, units: int = 1
+        self,
+        state: CompactionState,
+        point: Point,
+        growth: int | None = None,
+        units: int = 1,
+        keep_last: int | None = None,
+        to_low_water: bool = True,
     ) -> tuple[Cut, int] | None:
         """Where a summary at `point` cuts, and the size expected after it; `None` when nothing to cover.
 
@@ -381,7 +473,7 @@ class Summarize(HistoryProcessor):
             return None
         end_unit = len(state.units) + units if predicting else state.unit_at(point.end)
         end_tokens = state.cum[point.end] + more
-        unit = max(state.live_unit + 1, end_unit - self.keep_last)
+        unit = max(state.live_unit + 1, end_unit - (self.keep_last if keep_last is None else keep_last))
         if self.keep_last_tokens is not None:
             while unit < last and end_tokens - state.cum[state.start_of(unit)] > self.keep_last_tokens:
                 unit += 1
@@ -395,7 +487,9 @@ class Summarize(HistoryProcessor):
             expected_summary = max(expected_summary, state.ctx.counter.count_message(previous))
         while True:
             tokens, count = state.tokens_after(walk, point, unit, expected_summary)
-            if state.trigger.satisfied(tokens + more, count + (2 if predicting else 0), state.ctx):
+            if not to_low_water or state.trigger.satisfied(
+                tokens + more, count + (2 if predicting else 0), state.ctx
+            ):
                 return walk.cut(unit, state.start_of(unit)), tokens + more
             if unit >= last:
                 return None if predicting else (walk.cut(unit, state.start_of(unit)), tokens)
@@ -460,7 +554,13 @@ class Summarize(HistoryProcessor):
         return f"{SUMMARY_HEADER}\n\n{text}"
 
     def _summary_message(
-        self, state: CompactionState, point: Point, cut: Cut, cached: _Cached, ctx: ProcessContext
+        self,
+        state: CompactionState,
+        point: Point,
+        cut: Cut,
+        cached: _Cached,
+        ctx: ProcessContext,
+        manual: ManualCompaction | None = None,
     ) -> Message:
         assert cached.text is not None
         if cached.tokens is None or cached.tokenizer is not ctx.counter.tokenizer:
@@ -494,7 +594,8 @@ class Summarize(HistoryProcessor):
                 strategy="summarize",
                 model=cached.writer,
                 created_at=self.clock(),
-                automatic=self.automatic,
+                automatic=self.automatic and manual is None,
+                focus=manual.focus if manual is not None else None,
             )
             message = cached.messages[numbers] = Message("user", (SummaryPart(cached.text, marker),))
         return message
@@ -509,7 +610,9 @@ class Summarize(HistoryProcessor):
     def _wait(self) -> Any:
         return self.retry_wait if self.retry_wait is not None else tenacity.wait_exponential(1, min=1, max=20)
 
-    def _summarize_sync(self, inputs: list[Message], background: bool = False) -> _Reply:
+    def _summarize_sync(
+        self, inputs: list[Message], background: bool = False, focus: str | None = None
+    ) -> _Reply:
         """The chain in order, each summarizer with its retries, until one writes a summary."""
         failures: list[str] = []
         for index, summarizer in enumerate(self._summarizers):
@@ -520,14 +623,16 @@ class Summarize(HistoryProcessor):
                 reraise=True,
             )
             try:
-                text = retrying(lambda s=summarizer: _checked(_call_blocking(s, inputs)))
+                text = retrying(lambda s=summarizer: _checked(_call_blocking(s, inputs, focus)))
             except Exception as exc:
                 failures.append(self._failed(index, exc, background))
                 continue
             return _Reply(text, None, index, failures)
         return _Reply(None, "; ".join(failures), None, failures)
 
-    async def _summarize_async(self, inputs: list[Message], background: bool = False) -> _Reply:
+    async def _summarize_async(
+        self, inputs: list[Message], background: bool = False, focus: str | None = None
+    ) -> _Reply:
         failures: list[str] = []
         for index, summarizer in enumerate(self._summarizers):
             retrying = tenacity.AsyncRetrying(
@@ -538,7 +643,7 @@ class Summarize(HistoryProcessor):
             )
 
             async def attempt(s: Summarizer = summarizer) -> str:
-                return _checked(await _call_async(s, inputs))
+                return _checked(await _call_async(s, inputs, focus))
 
             try:
                 text: str = await retrying(attempt)
@@ -670,6 +775,8 @@ class _Request:
     key: str
     """The digest of `inputs`: a background summary is used only for the very same inputs."""
     background: bool = False
+    focus: str | None = None
+    """A manual compaction's focus, for the summarizers that take one."""
 
 
 @dataclass
@@ -715,8 +822,24 @@ def _describe(exc: BaseException, attempts: int) -> str:
     return f"{type(exc).__name__}: {exc} after {attempts} attempt{'s' if attempts != 1 else ''}"
 
 
-def _call_blocking(summarizer: Summarizer, inputs: list[Message]) -> object:
-    result = summarizer(inputs)
+def _takes_focus(summarizer: object) -> bool:
+    """Whether a summarizer accepts `focus=` (the built-in ones do; a plain `messages -> str` does not)."""
+    try:
+        parameters = inspect.signature(summarizer).parameters.values()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "focus" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _focused_call(summarizer: Summarizer, inputs: list[Message], focus: str | None) -> object:
+    """The summarizer called with the focus when there is one and it takes it."""
+    if focus is not None and _takes_focus(summarizer):
+        return summarizer(inputs, focus=focus)  # type: ignore[call-arg]
+    return summarizer(inputs)
+
+
+def _call_blocking(summarizer: Summarizer, inputs: list[Message], focus: str | None = None) -> object:
+    result = _focused_call(summarizer, inputs, focus)
     if inspect.isawaitable(result):
         return _BackgroundLoop.run(result)
     return result
@@ -746,11 +869,11 @@ class _BackgroundLoop:
         return asyncio.run_coroutine_threadsafe(wait(), loop).result()
 
 
-async def _call_async(summarizer: Summarizer, inputs: list[Message]) -> object:
+async def _call_async(summarizer: Summarizer, inputs: list[Message], focus: str | None = None) -> object:
     if _is_coroutine_function(summarizer):
-        return await summarizer(inputs)  # type: ignore[misc]
+        return await _focused_call(summarizer, inputs, focus)  # type: ignore[misc]
     # A sync summarizer (an LLM client that blocks) must not block the caller's event loop.
-    result = await asyncio.to_thread(summarizer, inputs)
+    result = await asyncio.to_thread(_focused_call, summarizer, inputs, focus)
     if inspect.isawaitable(result):
         result = await result
     return result

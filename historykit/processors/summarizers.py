@@ -28,6 +28,11 @@ stay whole and the older are shortened, never dropped, and the heading says how 
 constraint sentences, and every file written or edited. An update keeps what the summary it
 updates kept.
 
+A summarizer that takes a `focus` keyword (`messages, focus=None`) gets the user's focus when a
+compaction is asked for with one (`Pipeline.compact(focus=...)`); the built-in ones do: the LLM
+adapters add it to their prompt (`FOCUS_INSTRUCTIONS`), `ExtractiveSummarizer` lists what matches
+it first and records it under `## Focus`.
+
 A summarizer may carry a `model_name` attribute: `Summarize` records it in the compaction marker,
 and `max_user_chars` / `max_constraint_chars` attributes: the room `complete_summary` gives.
 Model reasoning (thinking) is never copied into a summary, nor shown to a summarizing model: it must
@@ -63,6 +68,7 @@ from historykit.messages import (
 from historykit.processors.file_reads import FileRead, FileWrite, file_accesses, normalize_path, shell_tokens
 
 __all__ = [
+    "FOCUS_INSTRUCTIONS",
     "SECTIONS",
     "SHORTENED_CHARS",
     "SUMMARY_INSTRUCTIONS",
@@ -75,6 +81,7 @@ __all__ = [
     "complete_summary",
     "ensure_constraints",
     "extract_constraints",
+    "focus_terms",
     "parse_sections",
     "render_transcript",
     "section",
@@ -132,6 +139,15 @@ summarize the summary itself, and do not wrap it in another summary.
 - Keep it under about {budget} tokens (the user's messages do not count).
 """
 """The instructions the LLM adapters send; `{budget}` is the summary's token budget."""
+
+FOCUS_INSTRUCTIONS = """\
+The summary should focus on the following, which the user asked for. Where it conflicts with the \
+guidance above, follow it (but still copy the user's messages and constraints verbatim):
+<focus>
+{focus}
+</focus>"""
+"""What the LLM adapters add to the prompt of a manual compaction with a focus (the wording of
+Pydantic AI's `compact_messages(instructions=)`); `{focus}` is the user's focus."""
 
 _PLACEHOLDER = "(none)"
 
@@ -745,6 +761,48 @@ def _plan_items(call: ToolCallPart) -> list[tuple[str, str]] | None:
     return out
 
 
+FOCUS = "Focus"
+"""The heading `ExtractiveSummarizer` records a manual compaction's focus under, before the task."""
+
+# Words a focus is made of whatever it is about: they would match everything.
+_FOCUS_FILLER = frozenset(
+    re.findall(
+        r"\S+",
+        "the and for with from that this these those keep details detail about into what which also all "
+        "any are was were its their them then than there have has had not but our your you focus only "
+        "please make sure everything",
+    )
+)
+
+
+def focus_terms(focus: str | None) -> tuple[str, ...]:
+    """The words of a focus that tell its content from the rest (lower case, 3 characters or more,
+    common words left out): `"keep the details of the auth refactor"` gives `("auth", "refactor")`."""
+    if not focus:
+        return ()
+    words = re.findall(r"[a-z0-9_][a-z0-9_./-]{2,}", focus.lower())
+    return tuple(dict.fromkeys(w for w in words if w not in _FOCUS_FILLER))
+
+
+def _about(item: str, terms: tuple[str, ...]) -> bool:
+    low = item.lower()
+    return any(term in low for term in terms)
+
+
+def _focus_first(items: list[str], terms: tuple[str, ...], limit: int | None = None) -> list[str]:
+    """`items` about the focus first, then the others, each in their order; with `limit`, the latest
+    of them, those about the focus kept first. Without terms: the latest `limit` items, in order."""
+    if not terms:
+        return items[-limit:] if limit is not None else items
+    about = [item for item in items if _about(item, terms)]
+    other = [item for item in items if not _about(item, terms)]
+    if limit is not None:
+        about = about[-limit:]
+        room = limit - len(about)
+        other = other[-room:] if room > 0 else []
+    return [*about, *other]
+
+
 @dataclass
 class ExtractiveSummarizer:
     """The default summarizer: builds the structured sections from the messages, with no LLM.
@@ -765,6 +823,10 @@ class ExtractiveSummarizer:
 
     A previous summary among the messages is updated: its sections are merged with the new ones.
     Deterministic: the same messages give the same text.
+
+    Given a `focus` (a manual compaction's, `Pipeline.compact(focus=...)`), it is recorded under
+    `## Focus`, and in the decisions, files, done, pending and open errors the items that mention
+    its words (`focus_terms`) come first and are kept before the others when a section is full.
 
     Example:
         ```python
@@ -794,7 +856,8 @@ class ExtractiveSummarizer:
     model_name: str | None = field(default=None, init=False)
     """No model: the compaction marker records `None`."""
 
-    def __call__(self, messages: Sequence[Message]) -> str:
+    def __call__(self, messages: Sequence[Message], focus: str | None = None) -> str:
+        terms = focus_terms(focus)
         previous: dict[str, list[str]] = {}
         for msg in messages:
             for part in msg.parts:
@@ -814,19 +877,23 @@ class ExtractiveSummarizer:
                 for c in extract_constraints(messages, self.max_constraint_chars)
                 if not any(c in m for m in whole)
             ],
-            FILES: _merge_files(
-                section(previous, FILES),
-                [p for m in messages for p in m.parts if isinstance(p, ToolCallPart)],
-                self.max_files,
+            FILES: _focus_first(
+                _merge_files(
+                    section(previous, FILES),
+                    [p for m in messages for p in m.parts if isinstance(p, ToolCallPart)],
+                    self.max_files,
+                ),
+                terms,
             ),
-            ERRORS: _open_errors(section(previous, ERRORS), messages, self.max_errors),
+            ERRORS: _focus_first(_open_errors(section(previous, ERRORS), messages, self.max_errors), terms),
         }
         decisions, done, pending = self._progress(messages)
         limit = self.max_items
-        sections[DECISIONS] = _dedupe([*section(previous, DECISIONS), *decisions])[-limit:]
-        sections[DONE] = _dedupe([*section(previous, DONE), *done])[-limit:]
-        sections[PENDING] = (pending or section(previous, PENDING))[-limit:]
-        return _render(sections, {USER_MESSAGES: said.heading()})
+        sections[DECISIONS] = _focus_first(_dedupe([*section(previous, DECISIONS), *decisions]), terms, limit)
+        sections[DONE] = _focus_first(_dedupe([*section(previous, DONE), *done]), terms, limit)
+        sections[PENDING] = _focus_first(pending or section(previous, PENDING), terms, limit)
+        text = _render(sections, {USER_MESSAGES: said.heading()})
+        return f"## {FOCUS}\n{_bullet(focus)}\n\n{text}" if focus else text
 
     def _progress(self, messages: Sequence[Message]) -> tuple[list[str], list[str], list[str]]:
         decisions: list[str] = []
@@ -922,8 +989,9 @@ def render_transcript(messages: Sequence[Message], max_part_chars: int = 2_000) 
     return "\n".join(lines)
 
 
-def _prompt(messages: Sequence[Message]) -> str:
-    return "Summarize this conversation.\n\n" + render_transcript(messages)
+def _prompt(messages: Sequence[Message], focus: str | None = None) -> str:
+    asked = f"{FOCUS_INSTRUCTIONS.format(focus=focus)}\n\n" if focus else ""
+    return f"Summarize this conversation.\n\n{asked}" + render_transcript(messages)
 
 
 # --- LLM adapters ---------------------------------------------------------------------------------
@@ -970,16 +1038,16 @@ class PydanticAISummarizer:
             return model
         return getattr(model, "model_name", None) or type(model).__name__
 
-    async def __call__(self, messages: Sequence[Message]) -> str:
+    async def __call__(self, messages: Sequence[Message], focus: str | None = None) -> str:
         instructions = self.instructions.format(budget=self.budget_tokens)
         if _is_agent(self.model):
-            result = await self.model.run(f"{instructions}\n\n{_prompt(messages)}")
+            result = await self.model.run(f"{instructions}\n\n{_prompt(messages, focus)}")
         else:
             if self._agent is None:
                 from pydantic_ai import Agent
 
                 self._agent = Agent(self.model, instructions=instructions, output_type=str)
-            result = await self._agent.run(_prompt(messages))
+            result = await self._agent.run(_prompt(messages, focus))
         output = result.output
         return output if isinstance(output, str) else str(output)
 
@@ -1019,13 +1087,13 @@ class LangChainSummarizer:
                 return value
         return type(self.chat_model).__name__
 
-    async def __call__(self, messages: Sequence[Message]) -> str:
+    async def __call__(self, messages: Sequence[Message], focus: str | None = None) -> str:
         from langchain_core.messages import HumanMessage, SystemMessage
 
         response = await self.chat_model.ainvoke(
             [
                 SystemMessage(self.instructions.format(budget=self.budget_tokens)),
-                HumanMessage(_prompt(messages)),
+                HumanMessage(_prompt(messages, focus)),
             ]
         )
         return _langchain_text(getattr(response, "content", response))

@@ -845,7 +845,7 @@ firsts(first_row, thread_id, message_seq) AS (
 )
 SELECT f.first_row, f.thread_id, f.message_seq, m.encoding, m.data,
        k.id AS marker_id, k.covered_from, k.covered_to, k.tokens_before, k.tokens_after,
-       k.strategy, k.model, k.created_at, k.automatic
+       k.strategy, k.model, k.created_at, k.automatic, k.focus
 FROM firsts f
 LEFT JOIN {_M} m ON m.thread_id = f.thread_id AND m.seq = f.message_seq
 LEFT JOIN {_K} k ON k.thread_id = f.thread_id AND k.summary_seq = f.message_seq
@@ -928,6 +928,7 @@ def _marker_from_row(row: Any) -> CompactionMarker:
         model=row.model,
         created_at=_utc(created),
         automatic=bool(row.automatic),
+        focus=row.focus,
     )
 
 

@@ -44,6 +44,7 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
@@ -165,6 +166,8 @@ class CompactionRow(HistorykitTable, table=True):
     model: str | None = None
     created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))  # type: ignore[call-overload]
     automatic: bool = True
+    focus: str | None = None
+    """What a manual compaction was asked to keep (`CompactionMarker.focus`); added in version 2."""
 
     @classmethod
     def from_marker(
@@ -182,6 +185,7 @@ class CompactionRow(HistorykitTable, table=True):
             model=marker.model,
             created_at=marker.created_at,
             automatic=marker.automatic,
+            focus=marker.focus,
         )
 
     def to_marker(self) -> CompactionMarker:
@@ -197,6 +201,7 @@ class CompactionRow(HistorykitTable, table=True):
             model=self.model,
             created_at=created,
             automatic=self.automatic,
+            focus=self.focus,
         )
 
 
@@ -287,7 +292,12 @@ class SchemaComponent:
     """`{n: step}` where `step` migrates version `n - 1` to `n`; one for every `n` up to `version`."""
 
 
-CORE = SchemaComponent("core", 1, (ThreadRow, MessageRow, CompactionRow))
+def _add_marker_focus(conn: Connection) -> None:
+    # Version 2: markers record the focus of a manual compaction.
+    conn.execute(text("ALTER TABLE historykit_compaction ADD COLUMN focus VARCHAR"))
+
+
+CORE = SchemaComponent("core", 2, (ThreadRow, MessageRow, CompactionRow), {2: _add_marker_focus})
 """The shared tables: threads, the message log and compaction markers."""
 
 CHECKPOINTS = SchemaComponent("langgraph", 1, (CheckpointRow, BlobRow, WriteRow))

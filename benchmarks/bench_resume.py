@@ -173,6 +173,7 @@ def main() -> None:
             f"TieredCompaction's speed (>= 5x: {verdict}); with the load {f['speedup_load_and_call']:.1f}x"
         )
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 

@@ -26,7 +26,8 @@ with the same attributes for the retry's report (its strategies include `overflo
 pipeline span of the harder compaction inside it.
 
 Each compaction marker is also a span event, `historykit.compaction` (strategy, covered range,
-tokens before and after, model, automatic, the focus of a manual one), and each usage warning one, `historykit.warning`.
+tokens before and after, model, automatic, the focus of a manual one), and each usage warning one,
+`historykit.warning`.
 Logfire shows the span with a one-line message (`logfire.msg`). An exception raised by a processor
 is recorded on the span, which then ends with an error status, and propagates.
 

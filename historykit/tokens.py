@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from historykit.digests import message_digest
 from historykit.messages import (
     MediaPart,
     Message,
@@ -41,16 +42,45 @@ from historykit.messages import (
 )
 
 __all__ = [
+    "COUNT_SCHEME",
     "DEFAULT_CONTEXT_WINDOW",
     "TokenCount",
     "TokenCounter",
     "Tokenizer",
     "default_tokenizer",
     "heuristic_tokenizer",
+    "known_count",
+    "remember_counts",
 ]
 
 Tokenizer = Callable[[str], int]
 """Any callable that says how many tokens a text is."""
+
+COUNT_SCHEME = 1
+"""Version of how a message's tokens are made up from its parts (overheads included): raise it when
+that changes, so stored counts made the old way are not reused."""
+
+_KNOWN_COUNTS: dict[str, dict[bytes, int]] = {}
+_MAX_KNOWN = 200_000
+
+
+def remember_counts(method: str, counts: dict[bytes, int]) -> None:
+    """Make counts a store kept known to every `TokenCounter` of `method` (`TokenCounter.count_method`),
+    by message content (`historykit.digests.message_digest`): the first call on a loaded
+    conversation then tokenizes only what is new. Bounded: past `_MAX_KNOWN` counts of a method,
+    the oldest half is dropped."""
+    known = _KNOWN_COUNTS.setdefault(method, {})
+    if len(known) + len(counts) > _MAX_KNOWN:
+        for old in list(known)[: len(known) // 2]:
+            del known[old]
+    known.update(counts)
+
+
+def known_count(method: str, digest: bytes) -> int | None:
+    """The count of the message of `digest` that a store handed back for `method`, if any."""
+    known = _KNOWN_COUNTS.get(method)
+    return known.get(digest) if known else None
+
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 """Used when neither the caller nor the framework's model profile gives a context window."""
@@ -220,13 +250,23 @@ class TokenCounter:
             return self.count_text(part.text)
         raise TypeError(f"not a historykit part: {type(part).__module__}.{type(part).__qualname__}")
 
+    @property
+    def count_method(self) -> str:
+        """How this counter counts a message: its tokenizer and historykit's counting scheme. A
+        stored count is reused only by a counter of the same method."""
+        return f"{self.tokenizer_name}/historykit-count-{COUNT_SCHEME}"
+
     def count_message(self, message: Message) -> int:
-        """Tokens of one neutral message, cached on the message object."""
+        """Tokens of one neutral message, cached on the message object (and known by content when a
+        store handed back the counts of what it loaded, `remember_counts`)."""
         key = id(message)
         hit = self._cache.get(key)
         if hit is not None and hit[0] is message:
             return hit[1]
-        tokens = MESSAGE_OVERHEAD + sum(self.count_part(p) for p in message.parts)
+        known = _KNOWN_COUNTS.get(self.count_method)
+        tokens = known.get(message_digest(message)) if known else None
+        if tokens is None:
+            tokens = MESSAGE_OVERHEAD + sum(self.count_part(p) for p in message.parts)
         self._remember(key, message, tokens)
         return tokens
 

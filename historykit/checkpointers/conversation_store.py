@@ -77,9 +77,12 @@ from historykit.checkpointers.database import (
     prepare_database,
     read_only_reason,
 )
-from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, ThreadRow
+from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, ThreadRow, TokenCountRow
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
+from historykit.digests import message_digest
 from historykit.messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
+from historykit.plugins.pydantic_ai import PydanticAIAdapter
+from historykit.tokens import TokenCounter, known_count, remember_counts
 
 __all__ = ["MessageSerializer", "SQLModelConversationStore", "ViewSaving"]
 
@@ -100,6 +103,7 @@ _ENTRY: Table = ConversationEntryRow.__table__  # type: ignore[attr-defined]
 _MESSAGE: Table = MessageRow.__table__  # type: ignore[attr-defined]
 _MARKER: Table = CompactionRow.__table__  # type: ignore[attr-defined]
 _THREAD: Table = ThreadRow.__table__  # type: ignore[attr-defined]
+_COUNT: Table = TokenCountRow.__table__  # type: ignore[attr-defined]
 
 _USAGE = TypeAdapter(RunUsage)
 _DEFERRED = TypeAdapter(DeferredToolRequests)
@@ -225,6 +229,8 @@ class SQLModelConversationStore(ViewSaving):
                 `None` stores the JSON as it is.
         """
         self.serde = serde
+        self._counter = TokenCounter()
+        """Counts what a save stores, as a pipeline with the default tokenizer counts it."""
         self._async_engine: AsyncEngine | None = None
         self._engine: Engine | None = None
         self._prepared = False
@@ -241,6 +247,50 @@ class SQLModelConversationStore(ViewSaving):
             with self._engine.execution_options(historykit_write=write).begin() as conn:
                 prepare_database(conn, [CORE, CONVERSATIONS])
             self._prepared = True
+
+    # ---- token counts ---------------------------------------------------------------------------
+
+    async def load(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> Conversation | None:
+        """`ConversationStore.load`, and the token counts the store kept for the conversation's
+        messages become known to every `TokenCounter` counting the same way
+        (`historykit.tokens.remember_counts`): the first model call after the load tokenizes only
+        what is new."""
+        conversation = await super().load(conversation_id, limit=limit, scope=scope)
+        if conversation is not None:
+            rows = await self._run(partial(_read_counts, thread_id=conversation_id))
+            by_method: dict[str, dict[bytes, int]] = {}
+            for row in rows:
+                by_method.setdefault(row.method, {})[bytes.fromhex(row.digest)] = row.tokens
+            for method, counts in by_method.items():
+                remember_counts(method, counts)
+        return conversation
+
+    async def save(
+        self, conversation: Conversation | AgentRunResult[Any], *, scope: str | None = None
+    ) -> list[ConversationEntry]:
+        """`ViewSaving.save`, and the token count of every message of the saved history is kept
+        (counted with historykit's default tokenizer, unless a load already made it known)."""
+        messages = (
+            conversation.all_messages() if isinstance(conversation, AgentRunResult) else conversation.messages
+        )
+        entries = await super().save(conversation, scope=scope)
+        counter = self._counter
+        method = counter.count_method
+        new: dict[bytes, int] = {}
+        for message in PydanticAIAdapter().to_neutral(list(messages)):
+            digest = message_digest(message)
+            if digest not in new and known_count(method, digest) is None:
+                new[digest] = counter.count_message(message)
+        if new:
+            rows = [
+                {"thread_id": conversation.conversation_id, "digest": d.hex(), "method": method, "tokens": t}
+                for d, t in new.items()
+            ]
+            await self._run(partial(_write_counts, rows=rows), write=True)
+            remember_counts(method, new)
+        return entries
 
     @property
     def engine(self) -> Engine | AsyncEngine:
@@ -326,6 +376,25 @@ class SQLModelConversationStore(ViewSaving):
                 return await conn.run_sync(work)
         assert self._engine is not None
         return await anyio.to_thread.run_sync(_in_transaction, self._engine, work, write)
+
+
+def _read_counts(conn: Connection, *, thread_id: str) -> list[Any]:
+    return list(
+        conn.execute(
+            sa.select(_COUNT.c.digest, _COUNT.c.method, _COUNT.c.tokens).where(
+                _COUNT.c.thread_id == thread_id
+            )
+        )
+    )
+
+
+def _write_counts(conn: Connection, *, rows: list[dict[str, Any]]) -> None:
+    # Another writer may have counted the same messages: its rows are the same, so the first stays.
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    dialect: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
+    for start in range(0, len(rows), _CHUNK):
+        conn.execute(dialect.insert(_COUNT).on_conflict_do_nothing(), rows[start : start + _CHUNK])
 
 
 def _in_transaction(engine: Engine, work: Callable[[Connection], _T], write: bool) -> _T:
@@ -900,7 +969,13 @@ def _unseen_original(message: ModelMessage, seen: set[str], *, written: bool) ->
             return None
         seen.add(key)
         return message
-    parts = [part for part in message.parts if not _part_written(part)]
+    # In a message a compaction wrote, its summary is the compaction's even when the marker is on
+    # the request; elsewhere a `CompactionPart` without historykit's marker is a provider's own.
+    parts = [
+        part
+        for part in message.parts
+        if not _part_written(part) and not (written and isinstance(part, CompactionPart))
+    ]
     unseen = [part for part in parts if repr(part) not in seen]
     seen.update(repr(part) for part in unseen)
     if not unseen or (written and not parts):
@@ -911,8 +986,9 @@ def _unseen_original(message: ModelMessage, seen: set[str], *, written: bool) ->
 
 
 def _part_written(part: Any) -> bool:
+    """Whether a historykit compaction wrote `part` (a provider's own compaction is an original)."""
     metadata = getattr(part, "metadata", None)
-    return isinstance(part, CompactionPart) or (isinstance(metadata, dict) and EDIT_KEY in metadata)
+    return isinstance(metadata, dict) and (EDIT_KEY in metadata or COMPACTION_KEY in metadata)
 
 
 def _marker_from_row(row: Any) -> CompactionMarker:
@@ -1009,3 +1085,5 @@ def _delete_record(conn: Connection, *, conversation_id: str, expected_revision:
         conn.execute(sa.text(_DELETE_MESSAGES_SQL), params)
         conn.execute(sa.text(_DELETE_MARKERS_SQL), params)
         conn.execute(sa.text(_DELETE_THREAD_SQL), params)
+    # Counts are a cache of what the deleted conversation was sent; its forks count their own.
+    conn.execute(sa.delete(_COUNT).where(_COUNT.c.thread_id == conversation_id))

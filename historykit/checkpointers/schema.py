@@ -63,6 +63,7 @@ __all__ = [
     "SchemaComponent",
     "SchemaVersionRow",
     "ThreadRow",
+    "TokenCountRow",
     "WriteRow",
     "utcnow",
 ]
@@ -292,12 +293,37 @@ class SchemaComponent:
     """`{n: step}` where `step` migrates version `n - 1` to `n`; one for every `n` up to `version`."""
 
 
+class TokenCountRow(HistorykitTable, table=True):
+    """A message's token count as a store's reader last counted it, so the first model call after a
+    load tokenizes only what is new (`historykit.tokens.remember_counts`)."""
+
+    __tablename__ = "historykit_token_count"
+
+    thread_id: str = Field(primary_key=True)
+    digest: str = Field(primary_key=True)
+    """Hex `historykit.digests.message_digest` of the neutral message counted."""
+    method: str = Field(primary_key=True)
+    """How it was counted (`TokenCounter.count_method`: tokenizer and counting scheme): a count made
+    another way, by another tokenizer or an older scheme, is not reused."""
+    tokens: int
+
+
 def _add_marker_focus(conn: Connection) -> None:
     # Version 2: markers record the focus of a manual compaction.
     conn.execute(text("ALTER TABLE historykit_compaction ADD COLUMN focus VARCHAR"))
 
 
-CORE = SchemaComponent("core", 2, (ThreadRow, MessageRow, CompactionRow), {2: _add_marker_focus})
+def _add_token_counts(conn: Connection) -> None:
+    # Version 3: stored token counts.
+    TokenCountRow.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
+
+
+CORE = SchemaComponent(
+    "core",
+    3,
+    (ThreadRow, MessageRow, CompactionRow, TokenCountRow),
+    {2: _add_marker_focus, 3: _add_token_counts},
+)
 """The shared tables: threads, the message log and compaction markers."""
 
 CHECKPOINTS = SchemaComponent("langgraph", 1, (CheckpointRow, BlobRow, WriteRow))

@@ -290,8 +290,8 @@ async def test_a_newer_schema_is_refused_on_postgres_too(postgres_url: str) -> N
     await saver.asetup()
     await saver.aclose()
     saver.close()
-    _execute(postgres_url, "UPDATE historykit_schema SET version = 3 WHERE component = 'core'")
-    with pytest.raises(SchemaVersionError, match="component 'core' has schema version 3"):
+    _execute(postgres_url, "UPDATE historykit_schema SET version = 4 WHERE component = 'core'")
+    with pytest.raises(SchemaVersionError, match="component 'core' has schema version 4"):
         await SQLModelSaver(postgres_url).aget_tuple({"configurable": {"thread_id": "t"}})
 
 
@@ -303,19 +303,21 @@ def test_tables_not_made_by_historykit_are_not_reused(sqlite_url: str) -> None:
         SQLModelSaver(sqlite_url).setup()
 
 
-def test_a_version_1_database_gains_the_markers_focus(sqlite_url: str) -> None:
+def test_a_version_1_database_gains_the_markers_focus_and_token_counts(sqlite_url: str) -> None:
     engine = create_engine(sqlite_url)
     with engine.begin() as conn:
         prepare_database(conn, [CORE])
-        # What version 1 had: markers without a focus.
+        # What version 1 had: markers without a focus, no token counts.
         conn.execute(sa.text("ALTER TABLE historykit_compaction DROP COLUMN focus"))
+        conn.execute(sa.text("DROP TABLE historykit_token_count"))
         conn.execute(sa.text("UPDATE historykit_schema SET version = 1 WHERE component = 'core'"))
     with engine.begin() as conn:
         prepare_database(conn, [CORE])
         columns = {c["name"] for c in sa.inspect(conn).get_columns("historykit_compaction")}
+        tables = set(sa.inspect(conn).get_table_names())
         version = conn.execute(sa.text("SELECT version FROM historykit_schema WHERE component = 'core'"))
-        assert version.scalar_one() == CORE.version == 2
-    assert "focus" in columns
+        assert version.scalar_one() == CORE.version == 3
+    assert "focus" in columns and "historykit_token_count" in tables
     engine.dispose()
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "Recall",
     "check_recall_tool",
     "handle_in",
+    "placeholder_handle",
     "recall_call",
     "recall_handle",
     "recall_option",
@@ -104,6 +105,16 @@ def recall_option(option: object) -> Recall | None:
     if not isinstance(option, Recall):
         raise TypeError(f"recall must be True, False or a historykit Recall, got {type(option).__qualname__}")
     return option
+
+
+def placeholder_handle(content: str, tool: str) -> str:
+    """The handle a placeholder for `content` names: the content's own, unless `content` is itself a
+    one-line placeholder or notice that names a handle (then that one: the original it stands for)."""
+    if content.startswith("[") and "\n" not in content:
+        named = handle_in(content, tool)
+        if named is not None:
+            return named
+    return recall_handle(content)
 
 
 def check_recall_tool(value: object) -> str | None:

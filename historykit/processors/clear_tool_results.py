@@ -30,7 +30,7 @@ from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
 from historykit.processors.file_reads import FileWrite, file_accesses
 from historykit.processors.trigger import Trigger
-from historykit.recall import check_recall_tool, recall_call, recall_handle
+from historykit.recall import check_recall_tool, placeholder_handle, recall_call
 from historykit.tokens import TokenCounter
 
 __all__ = ["ClearToolResults", "describe_call"]
@@ -327,7 +327,8 @@ class ClearToolResults(HistoryProcessor):
     def _placeholder(self, call: ToolCallPart, content: str, tokens: int) -> str:
         if self.recall_tool is None:
             return RESULT_PLACEHOLDER.format(call=describe_call(call), tokens=tokens)
-        recall = recall_call(self.recall_tool, recall_handle(content))
+        # Another processor's notice (a superseded read) already names the original's handle.
+        recall = recall_call(self.recall_tool, placeholder_handle(content, self.recall_tool))
         return RECALL_PLACEHOLDER.format(call=describe_call(call), tokens=tokens, recall=recall)
 
     def _clear_call(self, call: ToolCallPart, counter: TokenCounter) -> ToolCallPart:

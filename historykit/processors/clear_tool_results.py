@@ -118,10 +118,9 @@ class ClearToolResults(HistoryProcessor):
     tool again to see it]`, or, when the integration installed the recall tool (`recall_tool`),
     `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; recall(handle='3f9a0c1b2d')
     returns it]`, the handle being the cleared content's (`historykit.recall`); a cleared argument
-    value reads `[cleared from the history: 2,311 tokens;
-    the call was made with the full value]`. Placeholders depend only on the call and the cleared
-    content, so the same history always gives the same output, and a placeholder is never cleared
-    again or counted as a gain.
+    value reads `[cleared from the history: 2,311 tokens; the call was made with the full value]`.
+    Placeholders depend only on the call and the cleared content, so the same history always gives
+    the same output, and a placeholder is never cleared again or counted as a gain.
 
     What it never touches: the last `keep` tool results and their calls (and those in the last
     `keep_tokens` tokens), the results the model is about to answer (the final request), results

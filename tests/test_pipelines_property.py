@@ -34,6 +34,8 @@ EXAMPLES = settings(max_examples=100, deadline=None, suppress_health_check=list(
 fractions = st.floats(0.05, 0.9)
 low_waters = st.floats(0.2, 1.0)
 gains = st.one_of(st.none(), st.integers(0, 400))
+recall_tools = st.sampled_from((None, "recall"))
+"""Placeholders as they read with the recall tool installed, or without it."""
 
 
 def _trigger(draw: st.DrawFn) -> Trigger:
@@ -48,13 +50,16 @@ def _maybe_trigger(draw: st.DrawFn) -> Trigger | None:
 def processors(draw: st.DrawFn) -> list[HistoryProcessor]:
     """A random order of a random non-empty subset of the five, each with a tight random budget."""
     made: dict[str, Callable[[], HistoryProcessor]] = {
-        "dedupe": lambda: DedupeFileReads(min_gain=draw(st.integers(0, 400)), trigger=_maybe_trigger(draw)),
+        "dedupe": lambda: DedupeFileReads(
+            min_gain=draw(st.integers(0, 400)), trigger=_maybe_trigger(draw), recall_tool=draw(recall_tools)
+        ),
         "clear": lambda: ClearToolResults(
             keep=draw(st.integers(0, 3)),
             min_tokens=draw(st.integers(1, 100)),
             min_gain=draw(gains),
             clear_tool_inputs=draw(st.booleans()),
             trigger=_trigger(draw),
+            recall_tool=draw(recall_tools),
         ),
         "strip": lambda: StripThinking(
             keep_turns=draw(st.integers(0, 2)),

@@ -56,6 +56,11 @@ Manual compaction (both): `compact(focus, thread_id=None)` makes the thread's ne
 mode; `compact_thread(graph, config, focus)` / `acompact_thread` compact a stored thread at once
 through `graph.update_state` (persistent mode), so the checkpointer records it.
 
+Recall (the middleware, `recall=True`, `historykit.recall`): the middleware adds a `recall` tool
+that gives a cleared tool output back by the handle its placeholder names, from the graph state
+(view-only keeps every message), the originals it kept (persistent) or the `Recall.store`'s
+transcript (a `SQLModelSaver`: every message the thread ever had).
+
 Example:
     ```python
     from langchain.agents import create_agent
@@ -90,6 +95,7 @@ from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
 from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
 from historykit.plugins.overflow import OverflowRetry
+from historykit.recall import Recall, recall_option
 from historykit.view import Mode
 
 try:
@@ -499,11 +505,17 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         persist: bool = False,
         on_report: Callable[[Report], None] | None = None,
         binds_thinking: bool | None = None,
+        recall: Recall | bool = False,
     ) -> None:
         super().__init__(processor, context_window, on_report, persist, binds_thinking)
         if self.persist and _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
             raise ImportError("persistent mode needs a langchain with ExtendedModelResponse (1.2 or later)")
+        self.recall = recall_option(recall)
+        """The recall tool's settings (`historykit.recall`), `None` when it is not installed."""
         self.tools = []
+        if self.recall is not None:
+            self.recall.install(self.pipeline.processors)
+            self.tools = [_recall_tool(self.recall)]
 
     def __repr__(self) -> str:
         return f"HistoryKitMiddleware({self.pipeline!r}, persist={self.persist})"
@@ -541,6 +553,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         history = self._history(request)
         window = self._window(request.model)
         edited = self._split(request, self._run(history, request.model))
+        self._keep_originals(history, edited)
         try:
             response = handler(edited)
         except Exception as error:
@@ -554,6 +567,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             if result is None:
                 raise
             edited = self._split(request, self._deliver(result))
+            self._keep_originals(history, edited)
             response = handler(edited)  # once: a second failure reaches the caller as raised
         return self._finish(request, edited, response)
 
@@ -563,6 +577,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         history = self._history(request)
         window = self._window(request.model)
         edited = self._split(request, await self._arun(history, request.model))
+        self._keep_originals(history, edited)
         try:
             response = await handler(edited)
         except Exception as error:
@@ -576,8 +591,14 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             if result is None:
                 raise
             edited = self._split(request, self._deliver(result))
+            self._keep_originals(history, edited)
             response = await handler(edited)  # once: a second failure reaches the caller as raised
         return self._finish(request, edited, response)
+
+    def _keep_originals(self, history: list[BaseMessage], edited: ModelRequest) -> None:
+        # Persistent mode replaces the state's messages: what the placeholders replaced is kept for recall.
+        if self.recall is not None and self.persist:
+            self.recall.keep(_thread(), history, self._history(edited))
 
     def _retry_setting(self, request: ModelRequest, window: ContextWindow) -> dict[str, Any]:
         return {
@@ -586,6 +607,35 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             "mode": self._mode(),
             "binds_thinking": self._binds(request.model),
         }
+
+
+def _recall_tool(recall: Recall) -> Any:
+    """The recall tool for `create_agent`: the original output a placeholder's handle names, looked
+    up in the graph state, the kept originals and the store, for the thread the tool runs in."""
+    from langchain.tools import ToolRuntime
+    from langchain_core.tools import StructuredTool
+
+    def where(runtime: ToolRuntime) -> dict[str, Any]:
+        thread = (runtime.config or {}).get("configurable", {}).get("thread_id")
+        state = runtime.state
+        messages = state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+        return {
+            "conversation": thread if isinstance(thread, str) else None,
+            "history": list(messages or ()),
+        }
+
+    def recall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
+        return recall.lookup(handle, offset, **where(runtime))
+
+    async def arecall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
+        return await recall.alookup(handle, offset, **where(runtime))
+
+    # This module postpones annotations; the tool reads them to find its arguments and the runtime.
+    for function in (recall_output, arecall_output):
+        function.__annotations__ = {"handle": str, "runtime": ToolRuntime, "offset": int, "return": str}
+    return StructuredTool.from_function(
+        func=recall_output, coroutine=arecall_output, name=recall.name, description=recall.description
+    )
 
 
 def _thread() -> str | None:

@@ -49,6 +49,10 @@ Manual compaction (both): `compact(focus)` makes the next model request run `Pip
 `HistoryKit.compact_conversation` compacts a stored Pydantic AI `Conversation` at once (persistent
 mode), to save in a `ConversationStore`.
 
+Recall (`HistoryKit(..., recall=True)`, `historykit.recall`): the capability adds a `recall` tool
+that gives a cleared tool output back by the handle its placeholder names, from the run's history
+(view-only), the originals it kept (persistent) or the `Recall.store`'s transcript.
+
 Example:
     ```python
     from pydantic_ai import Agent
@@ -77,6 +81,7 @@ from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
 from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
 from historykit.plugins.overflow import OverflowRetry
+from historykit.recall import Recall, recall_option
 from historykit.view import Mode
 
 try:
@@ -308,6 +313,9 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     binds_thinking: bool | None = None
     """Whether the model binds thinking to the history (R13); `None`: from the run's model (its
     profile's `anthropic_binds_thinking_blocks`, else its name)."""
+    recall: Recall | bool = False
+    """`True` or a `Recall`: add the recall tool, and make placeholders name it with a handle
+    (`historykit.recall`); `False`: placeholders say "call the tool again"."""
     last_report: Report | None = field(default=None, init=False, repr=False, compare=False)
     """The report of the latest call."""
     overflow: OverflowRetry = field(default_factory=OverflowRetry, init=False, repr=False, compare=False)
@@ -318,6 +326,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     _steps: dict[tuple[str | None, int], _Step] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _recall: Recall | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if _AbstractCapability is None:  # pragma: no cover - Pydantic AI 1.x before capabilities
@@ -327,6 +336,20 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         self.pipeline = _pipeline_of(self.processor)
         self.mode = "persistent" if self.persist else "view"
         check_context_window(self.context_window)
+        self._recall = recall_option(self.recall)
+        if self._recall is not None:
+            self._recall.install(self.pipeline.processors)
+
+    def get_toolset(self) -> Any:
+        """The recall tool, when `recall` is on (Pydantic AI adds a capability's toolset to the agent)."""
+        return None if self._recall is None else _recall_toolset(self._recall)
+
+    def _keep_originals(
+        self, ctx: RunContext[Any], given: list[ModelMessage], processed: list[ModelMessage]
+    ) -> None:
+        # Persistent mode replaces the history: what the placeholders replaced is kept for recall.
+        if self._recall is not None and self.persist:
+            self._recall.keep(_conversation(ctx), given, processed)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -387,6 +410,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         # What a retry after a context overflow starts again from.
         self._steps[_step(ctx)] = _Step(given, self.window_for(request_context.model, _conversation(ctx)))
         request_context.messages = list(processed)
+        self._keep_originals(ctx, given, processed)
         if self.persist and _BEFORE_HOOK_IS_REQUEST_ONLY:
             # 2.x keeps `request_context.messages` to this request; the run's history is ctx.messages.
             ctx.messages[:] = processed
@@ -414,6 +438,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             if result is None:
                 raise
             retried = self.deliver(result)
+            self._keep_originals(ctx, step.given, retried)
             if self.persist:
                 ctx.messages[:] = retried  # 1.x: the run's history itself
             return await handler(replace(request_context, messages=_as_sent_in_1x(retried)))  # once only
@@ -447,6 +472,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         if result is None:
             raise error
         step.retried = self.deliver(result)
+        self._keep_originals(ctx, step.given, step.retried)
         if self.persist:
             ctx.messages[:] = step.retried
         assert _RetryModelRequest is not None  # checked by _RETRY_BY_ATTEMPT
@@ -471,6 +497,25 @@ class _Step:
     window: ContextWindow
     retried: list[ModelMessage] | None = None
     """The view the retry sends, once the step has been retried."""
+
+
+def _recall_toolset(recall: Recall) -> Any:
+    """A toolset with the recall tool: the original output a placeholder's handle names."""
+    from pydantic_ai.tools import Tool
+    from pydantic_ai.toolsets import FunctionToolset
+
+    async def recall_output(ctx: RunContext[Any], handle: str, offset: int = 0) -> str:
+        """Return a cleared tool output.
+
+        Args:
+            handle: The handle the placeholder names.
+            offset: Where to start in the output, for the next part of a long one.
+        """
+        return await recall.alookup(handle, offset, conversation=_conversation(ctx), history=ctx.messages)
+
+    return FunctionToolset(
+        [Tool(recall_output, takes_ctx=True, name=recall.name, description=recall.description)]
+    )
 
 
 def _as_sent_in_1x(messages: list[ModelMessage]) -> list[ModelMessage]:

@@ -19,6 +19,7 @@ history crosses the trigger's high-water mark, then down to its low-water mark a
 from __future__ import annotations
 
 import json
+import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
@@ -29,14 +30,19 @@ from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
 from historykit.processors.file_reads import FileWrite, file_accesses
 from historykit.processors.trigger import Trigger
+from historykit.recall import check_recall_tool, placeholder_handle, recall_call
 from historykit.tokens import TokenCounter
 
 __all__ = ["ClearToolResults", "describe_call"]
 
 RESULT_PLACEHOLDER = "[cleared: output of {call}, {tokens:,} tokens; call the tool again to see it]"
 """What a cleared tool result reads. It names the call so the model can repeat it."""
+RECALL_PLACEHOLDER = "[cleared: output of {call}, {tokens:,} tokens; {recall} returns it]"
+"""What a cleared tool result reads when the recall tool is installed (`recall_tool`): `{recall}` is
+`recall(handle='3f9a0c1b2d')`, the handle being the cleared content's (`historykit.recall`)."""
 _RESULT_HEAD = "[cleared: output of "
 _RESULT_TAIL = " tokens; call the tool again to see it]"
+_RECALL_TAIL = re.compile(r" tokens; \w+\(handle='[0-9a-f]+'\) returns it\]\Z")
 
 INPUT_PLACEHOLDER = "[cleared from the history: {tokens:,} tokens; the call was made with the full value]"
 """What a cleared argument value reads."""
@@ -93,7 +99,11 @@ def _short(value: str) -> str:
 
 
 def _is_cleared_result(content: str) -> bool:
-    return content.startswith(_RESULT_HEAD) and content.endswith(_RESULT_TAIL) and "\n" not in content
+    return (
+        content.startswith(_RESULT_HEAD)
+        and "\n" not in content
+        and (content.endswith(_RESULT_TAIL) or _RECALL_TAIL.search(content) is not None)
+    )
 
 
 def _is_cleared_value(value: str) -> bool:
@@ -105,10 +115,12 @@ class ClearToolResults(HistoryProcessor):
     """Replaces the content of old tool results (and the bulky arguments of old calls) by placeholders.
 
     A cleared result reads `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; call the
-    tool again to see it]`; a cleared argument value reads `[cleared from the history: 2,311 tokens;
-    the call was made with the full value]`. Placeholders depend only on the call and the cleared
-    content, so the same history always gives the same output, and a placeholder is never cleared
-    again or counted as a gain.
+    tool again to see it]`, or, when the integration installed the recall tool (`recall_tool`),
+    `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; recall(handle='3f9a0c1b2d')
+    returns it]`, the handle being the cleared content's (`historykit.recall`); a cleared argument
+    value reads `[cleared from the history: 2,311 tokens; the call was made with the full value]`.
+    Placeholders depend only on the call and the cleared content, so the same history always gives
+    the same output, and a placeholder is never cleared again or counted as a gain.
 
     What it never touches: the last `keep` tool results and their calls (and those in the last
     `keep_tokens` tokens), the results the model is about to answer (the final request), results
@@ -146,6 +158,9 @@ class ClearToolResults(HistoryProcessor):
     """When clearing starts (high-water mark) and how far down it goes (low-water mark)."""
     min_gain: int | None = None
     """Never clear fewer tokens than this at once; `None`: 5% of the context window."""
+    recall_tool: str | None = None
+    """The name of the recall tool, when the integration installed one (`historykit.recall`): a
+    cleared result then names it with a handle instead of saying "call the tool again"."""
     _cache: dict[int, tuple[Message, Message | None, Message, int, int, int]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -170,13 +185,20 @@ class ClearToolResults(HistoryProcessor):
                 )
         if not isinstance(self.trigger, Trigger):
             raise TypeError(f"trigger must be a historykit Trigger, got {type(self.trigger).__name__}")
+        check_recall_tool(self.recall_tool)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         notes = StepNotes()
         if not messages:
             return messages, notes
         counter = ctx.counter
-        key = (counter, frozenset(self.exclude_tools), self.clear_tool_inputs, self.min_tokens)
+        key = (
+            counter,
+            frozenset(self.exclude_tools),
+            self.clear_tool_inputs,
+            self.min_tokens,
+            self.recall_tool,
+        )
         if key != self._cache_key:  # placeholders and sizes depend on the counter and the settings
             self._cache.clear()
             self._cache_key = key
@@ -293,13 +315,20 @@ class ClearToolResults(HistoryProcessor):
                     and not _is_cleared_result(part.content)
                 ):
                     tokens = counter.count_text(part.content)
-                    text = RESULT_PLACEHOLDER.format(call=describe_call(call), tokens=tokens)
+                    text = self._placeholder(call, part.content, tokens)
                     if tokens >= self.min_tokens and counter.count_text(text) < tokens:
                         new = replace(part, content=text)
             parts.append(new)
         if all(a is b for a, b in zip(parts, msg.parts)):
             return msg
         return replace(msg, parts=tuple(parts))
+
+    def _placeholder(self, call: ToolCallPart, content: str, tokens: int) -> str:
+        if self.recall_tool is None:
+            return RESULT_PLACEHOLDER.format(call=describe_call(call), tokens=tokens)
+        # Another processor's notice (a superseded read) already names the original's handle.
+        recall = recall_call(self.recall_tool, placeholder_handle(content, self.recall_tool))
+        return RECALL_PLACEHOLDER.format(call=describe_call(call), tokens=tokens, recall=recall)
 
     def _clear_call(self, call: ToolCallPart, counter: TokenCounter) -> ToolCallPart:
         cleared = self._cleared_call(call, counter, None)

@@ -62,6 +62,7 @@ from historykit.processors.file_reads import (
     shown_extent,
 )
 from historykit.processors.trigger import Trigger
+from historykit.recall import check_recall_tool, handle_in, recall_call, recall_handle
 from historykit.tokens import MESSAGE_OVERHEAD, PART_OVERHEAD, TokenCounter
 
 __all__ = ["NOTICE_PREFIX", "DedupeFileReads"]
@@ -117,6 +118,9 @@ class DedupeFileReads(HistoryProcessor):
     high-water mark; below it a re-read costs little, as the provider's cache serves it, while an
     edit would miss the cache. `None`: whenever `min_gain` tokens can be freed. Deduplication
     does all it can when it fires (it has no low-water mark to stop at)."""
+    recall_tool: str | None = None
+    """The name of the recall tool, when the integration installed one (`historykit.recall`): a
+    notice then also names the handle that gives the replaced copy back."""
     _recogniser: FileAccessRecogniser | None = field(default=None, init=False, repr=False, compare=False)
     _outputs: dict[int, tuple[Message, tuple[tuple[int, str], ...], Message]] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -124,7 +128,7 @@ class DedupeFileReads(HistoryProcessor):
     _results: dict[int, tuple[ToolResultPart, str]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    _estimates: dict[int, tuple[ToolResultPart, ToolCallPart, TokenCounter, int]] = field(
+    _estimates: dict[int, tuple[ToolResultPart, ToolCallPart, TokenCounter, str | None, int]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
     _part_tokens: dict[int, tuple[ToolResultPart, TokenCounter, int]] = field(
@@ -142,6 +146,7 @@ class DedupeFileReads(HistoryProcessor):
             raise TypeError(f"file_key must be callable, got {type(self.file_key).__qualname__}")
         if self.root is not None and not isinstance(self.root, str):
             raise TypeError(f"root must be a str or None, got {type(self.root).__qualname__}")
+        check_recall_tool(self.recall_tool)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         notes = StepNotes()
@@ -156,7 +161,7 @@ class DedupeFileReads(HistoryProcessor):
         if boundary == 0:
             return messages, notes
         by_message: dict[int, dict[int, str]] = {}
-        for read, text in _notices_at(boundary, reads, writes):
+        for read, text in _notices_at(boundary, reads, writes, self.recall_tool):
             if read.part.content == text:
                 continue
             by_message.setdefault(read.msg_index, {})[read.part_index] = text
@@ -251,13 +256,20 @@ class DedupeFileReads(HistoryProcessor):
         """Tokens of a notice for `read`, from the read alone: naming itself, and saying the file
         changed (the longer form), so the notices actually written are rarely longer."""
         part = read.part
+        tool = self.recall_tool
         hit = self._estimates.get(id(part))
-        if hit is not None and hit[0] is part and hit[1] is read.call and hit[2] is ctx.counter:
-            return hit[3]
-        estimate = PART_OVERHEAD + ctx.counter.count_text(_notice(read, read, True))
+        if (
+            hit is not None
+            and hit[0] is part
+            and hit[1] is read.call
+            and hit[2] is ctx.counter
+            and hit[3] == tool
+        ):
+            return hit[4]
+        estimate = PART_OVERHEAD + ctx.counter.count_text(_notice(read, read, True, tool))
         if len(self._estimates) >= _MAX_CACHED:
             self._estimates.clear()
-        self._estimates[id(part)] = (part, read.call, ctx.counter, estimate)
+        self._estimates[id(part)] = (part, read.call, ctx.counter, tool, estimate)
         return estimate
 
     def _tokens(self, msg: Message, part: ToolResultPart, ctx: ProcessContext) -> int:
@@ -453,8 +465,11 @@ def _superseded(read: _Read, by: _Read) -> None:
     read.due = max(by.msg_index + 1, read.settled)
 
 
-def _notices_at(boundary: int, reads: list[_Read], writes: dict[str, list[int]]) -> list[tuple[_Read, str]]:
-    """The notice text of every read replaced at `boundary`: each names the latest copy before it."""
+def _notices_at(
+    boundary: int, reads: list[_Read], writes: dict[str, list[int]], recall_tool: str | None
+) -> list[tuple[_Read, str]]:
+    """The notice text of every read replaced at `boundary`: each names the latest copy before it
+    (and, with `recall_tool`, the handle of the read's own copy)."""
     out: list[tuple[_Read, str]] = []
     by_path: dict[str, list[_Read]] = {}
     for read in reads:
@@ -475,7 +490,7 @@ def _notices_at(boundary: int, reads: list[_Read], writes: dict[str, list[int]])
                 continue
             if read.replaceable and read.due <= boundary and (read.gain > 0 or read.state == _NOTICE):
                 edited = bisect.bisect_right(edits, read.seq) != bisect.bisect_left(edits, target.seq)
-                out.append((read, _notice(read, target, edited)))
+                out.append((read, _notice(read, target, edited, recall_tool)))
     out.sort(key=lambda pair: pair[0].seq)
     return out
 
@@ -507,9 +522,18 @@ def _noticed_access(access: FileRead, notice: str) -> FileRead:
 _NOTICE_MIDDLE = " was read again later: "
 
 
-def _notice(read: _Read, target: _Read, edited: bool) -> str:
+def _notice(read: _Read, target: _Read, edited: bool, recall_tool: str | None = None) -> str:
     text = (
         f"{NOTICE_PREFIX}{read.access.describe()}{_NOTICE_MIDDLE}the current copy is in the result of tool "
         f"call {target.call.id} ({target.call.name})."
     )
-    return text + " The file was changed in between." if edited else text
+    if edited:
+        text += " The file was changed in between."
+    if recall_tool is not None:
+        # The handle of the copy this notice replaced. A notice being re-pointed keeps the handle it
+        # names (its copy is gone from the history): every call, and both modes, write one text.
+        content = read.part.content
+        handle = handle_in(content, recall_tool) if read.state == _NOTICE else recall_handle(content)
+        if handle is not None:
+            text += f" This read's own copy: {recall_call(recall_tool, handle)}."
+    return text

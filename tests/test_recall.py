@@ -1,0 +1,210 @@
+"""Recall's handles and lookups (`historykit.recall`), framework-free: the placeholders' handles on
+random histories (each maps back to the one original it replaced, the same in both modes and on
+every call), the wording without recall, the tool's answers (pages, unknown handles), the originals
+persistent mode keeps, and what a recall result is afterwards (cleared like any output, never a read)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from historykit import Pipeline
+from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Trigger
+from historykit.processors.clear_tool_results import RESULT_PLACEHOLDER, describe_call
+from historykit.processors.file_reads import FileRead, file_accesses
+from historykit.recall import HANDLE_LENGTH, Recall, handle_in, originals, recall_handle
+from tests.processors.support import COUNTER, context, file_text, replay_both_modes, tokens
+from tests.strategies import neutral_histories
+
+
+def recalling_processors(min_tokens: int, keep: int) -> Pipeline:
+    """Dedupe and clear as eagerly as they go, both naming the recall tool."""
+    return Pipeline(
+        [
+            DedupeFileReads(min_gain=0, trigger=None, recall_tool="recall"),
+            ClearToolResults(
+                keep=keep,
+                min_tokens=min_tokens,
+                min_gain=0,
+                trigger=Trigger(max_tokens=1),
+                recall_tool="recall",
+            ),
+        ]
+    )
+
+
+def results_by_call(history: list[Message]) -> dict[str, str]:
+    return {p.tool_call_id: p.content for m in history for p in m.tool_results}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(neutral_histories(max_turns=4, max_steps=4), st.integers(1, 60), st.integers(0, 2))
+def test_every_handle_maps_back_to_the_one_original_it_replaced(
+    history: list[Message], min_tokens: int, keep: int
+) -> None:
+    raw = results_by_call(history)
+    handles: dict[str, str] = {}  # handle -> original, over every call of the conversation
+    ctx = context()
+    for step in replay_both_modes(
+        recalling_processors(min_tokens, keep), recalling_processors(min_tokens, keep), history, ctx
+    ):
+        for msg in step.output:
+            for part in msg.tool_results:
+                if part.content == raw[part.tool_call_id]:
+                    continue  # not replaced
+                handle = handle_in(part.content, "recall")
+                assert handle is not None, part.content  # every placeholder and notice names one
+                original = raw[part.tool_call_id]
+                # The handle is the replaced content's, and the raw history has it under that handle.
+                assert handle == recall_handle(original)
+                assert originals(handle, history) == [original]
+                assert handles.setdefault(handle, original) == original
+    # Different outputs, different handles; the same output, one handle.
+    assert len(set(handles.values())) == len(handles)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(neutral_histories(max_turns=4, max_steps=4), st.integers(1, 60))
+def test_without_recall_no_handle_and_the_wording_is_as_before(
+    history: list[Message], min_tokens: int
+) -> None:
+    deduped = DedupeFileReads(min_gain=0, trigger=None).process(history, context())[0]
+    clear = ClearToolResults(keep=0, min_tokens=min_tokens, min_gain=0, trigger=Trigger(max_tokens=1))
+    out = clear.process(deduped, context())[0]
+    calls = {c.id: c for m in history for c in m.tool_calls}
+    for before, after in zip(deduped, out):
+        for old, new in zip(before.tool_results, after.tool_results):
+            assert "recall(" not in new.content and "recall(" not in old.content
+            if new.content != old.content:
+                call = calls[new.tool_call_id]
+                tokens_ = COUNTER.count_text(old.content)
+                assert new.content == RESULT_PLACEHOLDER.format(call=describe_call(call), tokens=tokens_)
+
+
+def read_session(reads: int) -> list[Message]:
+    history = [Message.user("Find the bug.")]
+    for n in range(reads):
+        call = ToolCallPart(f"c{n}", "Read", {"file_path": f"src/f{n % 2}.py"})
+        history += [
+            Message("assistant", (TextPart(f"Reading f{n % 2}."), call)),
+            Message("tool", (ToolResultPart(f"c{n}", "Read", file_text(f"f{n}", 40)),)),
+        ]
+    return history
+
+
+def test_placeholders_name_the_tool_and_the_handle_and_are_not_cleared_again() -> None:
+    history = read_session(4)
+    clear = ClearToolResults(keep=1, min_gain=0, trigger=Trigger(max_tokens=1), recall_tool="fetch_back")
+    out, _ = clear.process(history, context())
+    first = out[2].tool_results[0]
+    original = history[2].tool_results[0].content
+    handle = recall_handle(original)
+    assert len(handle) == HANDLE_LENGTH
+    assert first.content == (
+        f"[cleared: output of Read(file_path='src/f0.py'), {COUNTER.count_text(original):,} tokens; "
+        f"fetch_back(handle='{handle}') returns it]"
+    )
+    again, notes = clear.process(out, context())
+    assert again == out and notes.replaced == 0
+
+
+def test_a_re_pointed_notice_keeps_the_handle_of_the_copy_it_replaced() -> None:
+    """Persistent mode: the second call re-points the first notice at the newer copy; its copy is
+    gone from the history by then, and the notice still names its handle."""
+    dedupe = DedupeFileReads(min_gain=0, trigger=None, recall_tool="recall")
+    history = read_session(3)  # f0, f1, f0
+    first, _ = dedupe.process(history, context())
+    notice = first[2].tool_results[0].content
+    assert handle_in(notice, "recall") == recall_handle(history[2].tool_results[0].content)
+    grown = [*first, *read_session(5)[len(history) :]]  # f1, f0 again
+    second, _ = dedupe.process(grown, context())
+    re_pointed = second[2].tool_results[0].content
+    assert re_pointed != notice and "tool call c4" in re_pointed
+    assert handle_in(re_pointed, "recall") == handle_in(notice, "recall")
+
+
+def test_a_recall_result_is_cleared_like_any_output_and_is_never_a_read() -> None:
+    history = read_session(2)
+    original = history[2].tool_results[0].content
+    handle = recall_handle(original)
+    call = ToolCallPart("r1", "recall", {"handle": handle})
+    assert not isinstance(file_accesses([call])[0], FileRead)  # dedupe and summaries: not a read
+    history += [
+        Message("assistant", (call,)),
+        Message("tool", (ToolResultPart("r1", "recall", original),)),
+        Message("assistant", (TextPart("Seen it."),)),
+        Message.user("Go on."),
+    ]
+    clear = ClearToolResults(keep=0, min_gain=0, trigger=Trigger(max_tokens=1), recall_tool="recall")
+    out, _ = clear.process(history, context())
+    recalled = out[6].tool_results[0].content
+    # Cleared again, with the very handle it was recalled by: one output, one handle.
+    assert recalled.startswith(f"[cleared: output of recall(handle='{handle}')")
+    assert handle_in(recalled, "recall") == handle
+    assert tokens(out) < tokens(history)
+
+
+# --- the tool's answers ---------------------------------------------------------------------------
+
+
+def test_lookup_answers_pages_unknown_handles_and_bad_arguments() -> None:
+    content = "x" * 250 + "y" * 250
+    history = [Message.user("u"), Message("tool", (ToolResultPart("c", "t", content),))]
+    recall = Recall(max_chars=200)
+    handle = recall_handle(content)
+    pages = [recall.lookup(handle, offset, history=history) for offset in (0, 200, 400)]
+    assert (
+        pages[0]
+        == "x" * 200
+        + f"\n[recall: characters 0-200 of 500; recall(handle='{handle}', offset=200) returns the next part]"
+    )
+    assert pages[2] == "y" * 100 + "\n[recall: characters 400-500 of 500; the end]"
+    assert "".join(p.split("\n[recall:")[0] for p in pages) == content
+    assert Recall().lookup(handle, history=history) == content
+    assert recall.lookup(handle, 500, history=history).startswith("[recall: the output")
+    assert recall.lookup("0123456789", history=history).startswith("[recall: no cleared output")
+    assert recall.lookup("src/app.py", history=history).startswith("[recall: 'src/app.py' is not a handle")
+    assert recall.lookup(handle, -1, history=history).startswith("[recall: offset must be")
+
+
+def test_keep_remembers_what_a_persistent_call_replaced_within_its_bound() -> None:
+    recall = Recall(max_originals=2)
+    pipeline = Pipeline([ClearToolResults(keep=0, min_tokens=1, min_gain=0, trigger=Trigger(max_tokens=1))])
+    recall.install(pipeline.processors)
+    history = [*read_session(4), Message("assistant", (TextPart("Read them."),)), Message.user("And now?")]
+    processed = pipeline.process(history, context())[0]
+    assert not any(p.content.startswith("f") for m in processed for p in m.tool_results)  # all cleared
+    recall.keep("t1", history, processed)
+    handles = [recall_handle(m.tool_results[0].content) for m in history if m.tool_results]
+    # Only the last two are kept (the oldest go first); the others are not in the history any more.
+    assert (
+        recall.lookup(handles[-1], conversation="t1", history=processed)
+        == history[-3].tool_results[0].content
+    )
+    assert recall.lookup(handles[0], conversation="t1", history=processed).startswith("[recall: no cleared")
+    assert recall.lookup(handles[-1], conversation="t2", history=processed).startswith("[recall: no cleared")
+    # An untouched history costs nothing: no message is read.
+    recall.keep("t1", processed, processed)
+
+
+def test_bad_configuration_is_refused() -> None:
+    with pytest.raises(ValueError, match="name must be a tool name"):
+        Recall(name="recall me")
+    with pytest.raises(ValueError, match="max_chars must be a positive int"):
+        Recall(max_chars=0)
+    with pytest.raises(TypeError, match="store must have a transcript"):
+        Recall(store=object())
+    with pytest.raises(ValueError, match="recall_tool must be None or a tool name"):
+        ClearToolResults(recall_tool="")
+    with pytest.raises(ValueError, match="recall_tool must be None or a tool name"):
+        DedupeFileReads(recall_tool="two words")
+    named = ClearToolResults(recall_tool="other")
+    with pytest.raises(ValueError, match="names the recall tool 'other'"):
+        Recall().install([named])
+    same = replace(named, recall_tool=None)
+    Recall().install([same, Repair()])
+    assert same.recall_tool == "recall"

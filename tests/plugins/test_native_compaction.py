@@ -1,0 +1,313 @@
+"""Provider-native compaction as a `Summarize` backend, in real agents of both frameworks.
+
+Pydantic AI runs `HistoryKit` around `AnthropicModel` / `OpenAIResponsesModel`; LangChain runs
+`HistoryKitMiddleware` in `create_agent` around `ChatAnthropic` / `ChatOpenAI` (Responses API). The
+provider is the emulator (`tests/emulator`), through the official SDKs: it answers Anthropic's
+`compaction` parameter with a signed block and `/responses/compact` with an encrypted item, and
+refuses what the real APIs refuse (a model without on-demand compaction, a missing beta, an edited
+block or item, a block sent to the other provider). What must hold:
+
+- the trigger fires, the native backend writes the summary (one compaction request), the marker
+  says `summarize` and names the backend, and the provider's own block is what later requests send
+  (Anthropic: the assistant's compaction block first in `messages`; OpenAI: the compaction item,
+  with nothing before it), while the run's history keeps historykit's summary (persistent) or every
+  message (view only);
+- no request is refused, on a binding model too (the thinking after the summary is dropped, as
+  Anthropic requires when the compaction request did not run on the exact conversation);
+- a native call the provider refuses falls through the chain: its retries, then the next
+  summarizer, then truncation.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+import tenacity
+
+from historykit import Pipeline
+from historykit.messages import PROVIDER_COMPACTION_KEY
+from historykit.pipeline import Report
+from historykit.plugins.native_compaction import (
+    AnthropicCompactionSummarizer,
+    OpenAICompactionSummarizer,
+)
+from historykit.processors import Summarize
+from historykit.processors.summarizers import ExtractiveSummarizer
+from tests.emulator import ProviderEmulator, RecordedRequest, extends, tool_loop
+
+ANTHROPIC = "claude-opus-5-5"
+"""Binds thinking (prefix checks) and has on-demand compaction."""
+NO_ON_DEMAND = "claude-fable-5-2"
+"""Binds thinking, but is not among the models with on-demand compaction: the request is refused."""
+OPENAI = "gpt-5"
+TOOL_TURNS = 14
+
+
+def read(path: str) -> str:
+    """Read a file."""
+    return f"contents of {path}: " + " ".join(f"line{i}=value{i * 7}" for i in range(120))
+
+
+def _emulator() -> ProviderEmulator:
+    return ProviderEmulator(tool_loop(TOOL_TURNS, tool="read", args=lambda i: {"path": f"src/f{i}.py"}))
+
+
+def _summarize(summarizer: Any, **overrides: Any) -> Summarize:
+    settings: dict[str, Any] = {
+        "max_tokens": 3_000,
+        "keep_last": 2,
+        "summary_tokens": 200,
+        "min_gain": 200,
+        "attempts": 2,
+        "retry_wait": tenacity.wait_none(),
+    }
+    settings.update(overrides)
+    return Summarize(summarizer=summarizer, **settings)
+
+
+def _compactions(emulator: ProviderEmulator) -> list[RecordedRequest]:
+    return [
+        r
+        for r in emulator.received
+        if r.api == "openai-compact" or ("compaction" in r.body and r.api == "anthropic")
+    ]
+
+
+def _model_calls(emulator: ProviderEmulator) -> list[RecordedRequest]:
+    return [r for r in emulator.received if r not in _compactions(emulator)]
+
+
+def _assert_append_only_between_compactions(emulator: ProviderEmulator) -> None:
+    """Each model call sends the previous one's history plus what arrived since, unless a compaction
+    request came between them (the provider's cache keeps hitting)."""
+    previous: RecordedRequest | None = None
+    compactions = _compactions(emulator)
+    for record in emulator.accepted:
+        if record in compactions:
+            previous = None
+            continue
+        if previous is not None:
+            assert extends(previous, record)
+        previous = record
+
+
+def _markers(reports: list[Report]) -> list[Any]:
+    return [m for r in reports for m in r.markers]
+
+
+def _first_anthropic_block(request: RecordedRequest) -> dict[str, Any] | None:
+    first = request.body["messages"][0]
+    content = first["content"]
+    return content[0] if first["role"] == "assistant" and isinstance(content, list) else None
+
+
+def _assert_anthropic_native(emulator: ProviderEmulator, reports: list[Report]) -> None:
+    assert emulator.rejected == []
+    compactions = _compactions(emulator)
+    assert compactions, "the trigger never fired"
+    markers = _markers(reports)
+    assert len(compactions) >= 2  # a summary written natively, then updated natively
+    assert [m.strategy for m in markers] == ["summarize"] * len(compactions)
+    assert {m.model for m in markers} == {f"anthropic-compaction:{ANTHROPIC}"}
+    _assert_append_only_between_compactions(emulator)
+    # After the first compaction, every model call opens with the block Anthropic wrote.
+    after = _model_calls(emulator)[-1]
+    block = _first_anthropic_block(after)
+    assert block is not None and block["type"] == "compaction"
+    assert block["content"] == emulator.compaction_summaries[-1]
+    assert "compact-2026-09-04" in after.request.headers["anthropic-beta"]
+    # The summary text (historykit's own, the block's content completed) went to no Anthropic call.
+    assert not any("[historykit] Summary of the earlier" in r.request.text() for r in _model_calls(emulator))
+
+
+def _assert_openai_native(emulator: ProviderEmulator, reports: list[Report]) -> None:
+    assert emulator.rejected == []
+    compactions = _compactions(emulator)
+    assert len(compactions) >= 2
+    markers = _markers(reports)
+    assert len(markers) == len(compactions)
+    assert {m.model for m in markers} == {f"openai-compaction:{OPENAI}"}
+    _assert_append_only_between_compactions(emulator)
+    # The update sent OpenAI its earlier item back (it cannot be read anywhere else).
+    assert any(item.get("type") == "compaction" for item in compactions[-1].body["input"])
+    last = _model_calls(emulator)[-1].body["input"]
+    kinds = [item.get("type", "message") for item in last]
+    # The item stands for everything before it: nothing but instructions precede it.
+    assert kinds.count("compaction") == 1
+    assert all(item.get("role") == "system" for item in last[: kinds.index("compaction")])
+    assert not any("OpenAI holds the full summary" in r.request.text() for r in _model_calls(emulator))
+
+
+# --- Pydantic AI --------------------------------------------------------------------------------
+
+
+def _pydantic_ai_agent(model: Any, summarize: Summarize, reports: list[Report], persist: bool = True) -> Any:
+    from pydantic_ai import Agent
+
+    from historykit.plugins.pydantic_ai_agent import HistoryKit
+
+    kit = HistoryKit(Pipeline([summarize]), on_report=reports.append, persist=persist)
+    agent = Agent(model, instructions="Read the files you are asked about.", capabilities=[kit])
+    agent.tool_plain(read)
+    return agent
+
+
+def _anthropic_model(emulator: ProviderEmulator, name: str = ANTHROPIC) -> Any:
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    client = emulator.anthropic_client(async_=True)
+    return AnthropicModel(name, provider=AnthropicProvider(anthropic_client=client))
+
+
+@pytest.mark.pydantic_ai
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
+async def test_pydantic_ai_anthropic_native_compaction(persist: bool) -> None:
+    emulator = _emulator()
+    reports: list[Report] = []
+    native = AnthropicCompactionSummarizer(emulator.anthropic_client(async_=True), ANTHROPIC)
+    agent = _pydantic_ai_agent(_anthropic_model(emulator), _summarize(native), reports, persist)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no stale-thinking retry: nothing was refused
+        result = await agent.run(
+            "Read the files.", model_settings={"anthropic_thinking": {"type": "adaptive"}}
+        )
+    assert result.output == "All done."
+    _assert_anthropic_native(emulator, reports)
+    history = result.all_messages()
+    # The run's history never holds the provider's block as a response: only historykit's summary.
+    responses = [m for m in history if m.kind == "response"]
+    assert not any(p.part_kind == "compaction" for m in responses for p in m.parts)
+    summaries = [p for m in history if m.kind == "request" for p in m.parts if p.part_kind == "compaction"]
+    if persist:
+        assert summaries and PROVIDER_COMPACTION_KEY in (summaries[-1].metadata or {})
+    else:
+        # View only: the transcript keeps every tool call, untouched.
+        assert summaries == []
+        calls = [p for m in responses for p in m.parts if p.part_kind == "tool-call"]
+        assert len(calls) == TOOL_TURNS
+
+
+@pytest.mark.pydantic_ai
+async def test_pydantic_ai_openai_native_compaction() -> None:
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    emulator = _emulator()
+    reports: list[Report] = []
+    client = emulator.openai_client(async_=True)
+    native = OpenAICompactionSummarizer(client, OPENAI)
+    model = OpenAIResponsesModel(OPENAI, provider=OpenAIProvider(openai_client=client))
+    agent = _pydantic_ai_agent(model, _summarize(native), reports)
+    result = await agent.run("Read the files.")
+    assert result.output == "All done."
+    _assert_openai_native(emulator, reports)
+
+
+@pytest.mark.pydantic_ai
+async def test_pydantic_ai_native_compaction_refused_falls_back_through_the_chain() -> None:
+    """The provider refuses the native call (no on-demand compaction on this model): after its
+    attempts the next summarizer writes the summary, the run goes on, nothing else is refused."""
+    emulator = _emulator()
+    reports: list[Report] = []
+    native = AnthropicCompactionSummarizer(emulator.anthropic_client(async_=True), NO_ON_DEMAND)
+    summarize = _summarize([native, ExtractiveSummarizer()])
+    agent = _pydantic_ai_agent(_anthropic_model(emulator, NO_ON_DEMAND), summarize, reports)
+    result = await agent.run("Read the files.", model_settings={"anthropic_thinking": {"type": "adaptive"}})
+    assert result.output == "All done."
+    refused = emulator.rejected
+    markers = _markers(reports)
+    assert markers and all(m.strategy == "summarize" and m.model is None for m in markers)
+    # Each compaction tried the native call `attempts` times, each refused as Anthropic refuses it.
+    assert len(refused) == 2 * len(markers)
+    assert {r.rejection.rule for r in refused if r.rejection} == {"compaction"}
+    assert all(r.status == 400 for r in refused)
+    details = [d for r in reports for s in r.steps for d in s.notes.details]
+    assert any("tried the next" in d and f"anthropic-compaction:{NO_ON_DEMAND}" in d for d in details)
+    assert [r for r in emulator.received if r not in refused] == emulator.accepted
+    assert not any("compaction" in str(r.body.get("messages", "")) for r in _model_calls(emulator))
+
+
+@pytest.mark.pydantic_ai
+async def test_pydantic_ai_native_compaction_refused_alone_truncates() -> None:
+    emulator = _emulator()
+    reports: list[Report] = []
+    native = AnthropicCompactionSummarizer(emulator.anthropic_client(async_=True), NO_ON_DEMAND)
+    agent = _pydantic_ai_agent(_anthropic_model(emulator, NO_ON_DEMAND), _summarize([native]), reports)
+    result = await agent.run("Read the files.", model_settings={"anthropic_thinking": {"type": "adaptive"}})
+    assert result.output == "All done."
+    markers = _markers(reports)
+    assert markers and {m.strategy for m in markers} == {"truncate"}
+    assert all(r.rejection is not None and r.rejection.rule == "compaction" for r in emulator.rejected)
+
+
+# --- LangChain ----------------------------------------------------------------------------------
+
+
+def _langchain_agent(
+    chat_model: Any, summarize: Summarize, reports: list[Report], persist: bool = True
+) -> Any:
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    from historykit.plugins.langgraph import HistoryKitMiddleware
+
+    middleware = HistoryKitMiddleware(Pipeline([summarize]), persist=persist, on_report=reports.append)
+    return create_agent(
+        chat_model,
+        [tool(read)],
+        system_prompt="Read the files you are asked about.",
+        middleware=[middleware],
+    )
+
+
+def _final_text(state: dict[str, Any]) -> str:
+    content = state["messages"][-1].content
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
+async def test_langchain_anthropic_native_compaction(persist: bool) -> None:
+    emulator = _emulator()
+    reports: list[Report] = []
+    native = AnthropicCompactionSummarizer(emulator.anthropic_client(async_=True), ANTHROPIC)
+    chat = emulator.chat_anthropic(ANTHROPIC, thinking={"type": "adaptive"}, max_tokens=4096)
+    agent = _langchain_agent(chat, _summarize(native), reports, persist)
+    state = await agent.ainvoke({"messages": [("user", "Read the files.")]})
+    assert _final_text(state) == "All done."
+    _assert_anthropic_native(emulator, reports)
+    kinds = [type(m).__name__ for m in state["messages"]]
+    if persist:
+        summaries = [m for m in state["messages"] if PROVIDER_COMPACTION_KEY in m.additional_kwargs]
+        assert summaries and kinds.count("HumanMessage") >= 2
+    else:
+        assert kinds.count("ToolMessage") == TOOL_TURNS
+
+
+async def test_langchain_openai_native_compaction() -> None:
+    emulator = _emulator()
+    reports: list[Report] = []
+    native = OpenAICompactionSummarizer(emulator.openai_client(async_=True), OPENAI)
+    chat = emulator.chat_openai(OPENAI, use_responses_api=True)
+    agent = _langchain_agent(chat, _summarize(native), reports)
+    state = await agent.ainvoke({"messages": [("user", "Read the files.")]})
+    assert _final_text(state) == "All done."
+    _assert_openai_native(emulator, reports)
+
+
+async def test_langchain_native_compaction_refused_falls_back_through_the_chain() -> None:
+    emulator = _emulator()
+    reports: list[Report] = []
+    native = AnthropicCompactionSummarizer(emulator.anthropic_client(async_=True), NO_ON_DEMAND)
+    chat = emulator.chat_anthropic(NO_ON_DEMAND, thinking={"type": "adaptive"}, max_tokens=4096)
+    agent = _langchain_agent(chat, _summarize([native, ExtractiveSummarizer()]), reports)
+    state = await agent.ainvoke({"messages": [("user", "Read the files.")]})
+    assert _final_text(state) == "All done."
+    markers = _markers(reports)
+    assert markers and all(m.strategy == "summarize" and m.model is None for m in markers)
+    assert len(emulator.rejected) == 2 * len(markers)
+    assert {r.rejection.rule for r in emulator.rejected if r.rejection} == {"compaction"}

@@ -21,13 +21,20 @@ block or item, a block sent to the other provider). What must hold:
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import tenacity
 
 from historykit import Pipeline
-from historykit.messages import PROVIDER_COMPACTION_KEY
+from historykit.messages import (
+    PROVIDER_COMPACTION_KEY,
+    CompactionMarker,
+    Message,
+    ProviderCompaction,
+    SummaryPart,
+)
 from historykit.pipeline import Report
 from historykit.plugins.native_compaction import (
     AnthropicCompactionSummarizer,
@@ -35,7 +42,7 @@ from historykit.plugins.native_compaction import (
 )
 from historykit.processors import Summarize
 from historykit.processors.summarizers import ExtractiveSummarizer
-from tests.emulator import ProviderEmulator, RecordedRequest, extends, tool_loop
+from tests.emulator import ProviderEmulator, RecordedRequest, Turn, extends, tool_loop
 
 ANTHROPIC = "claude-opus-5-5"
 """Binds thinking (prefix checks) and has on-demand compaction."""
@@ -311,3 +318,86 @@ async def test_langchain_native_compaction_refused_falls_back_through_the_chain(
     assert markers and all(m.strategy == "summarize" and m.model is None for m in markers)
     assert len(emulator.rejected) == 2 * len(markers)
     assert {r.rejection.rule for r in emulator.rejected if r.rejection} == {"compaction"}
+
+
+# --- the block through the adapters and the delivery ----------------------------------------------
+
+
+def _native_history(compaction: ProviderCompaction) -> list[Message]:
+    marker = CompactionMarker(1, 5, 4_000, 1_000, "summarize", model=f"{compaction.provider}-compaction:m")
+    return [
+        Message.user("Fix src/io.py."),
+        Message("user", (SummaryPart("[historykit] Summary ...", marker, provider_compaction=compaction),)),
+        Message.assistant("Continuing."),
+        Message.user("Go on."),
+    ]
+
+
+_BLOCKS = [
+    ProviderCompaction(
+        "anthropic", ANTHROPIC, '{"content": "Summary.", "signature": "sig", "type": "compaction"}'
+    ),
+    ProviderCompaction("openai", OPENAI, '{"encrypted_content": "enc", "id": "cmp_1", "type": "compaction"}'),
+]
+
+
+@pytest.mark.pydantic_ai
+@pytest.mark.parametrize("compaction", _BLOCKS, ids=["anthropic", "openai"])
+def test_pydantic_ai_history_keeps_the_block_and_sends_it_to_its_provider(
+    compaction: ProviderCompaction,
+) -> None:
+    from pydantic_ai import messages as pai
+
+    from historykit.plugins.pydantic_ai import PydanticAIAdapter
+    from historykit.plugins.pydantic_ai_agent import with_provider_compaction
+
+    adapter = PydanticAIAdapter()
+    native = adapter.to_native(_native_history(compaction))
+    stored = pai.ModelMessagesTypeAdapter.validate_json(pai.ModelMessagesTypeAdapter.dump_json(native))
+    summaries = [p for m in adapter.to_neutral(stored) for p in m.parts if isinstance(p, SummaryPart)]
+    assert [s.provider_compaction for s in summaries] == [compaction]
+    sent = with_provider_compaction(stored)
+    assert len(sent) == len(stored) + 1
+    holder = next(i for i, m in enumerate(stored) if any(p.part_kind == "compaction" for p in m.parts))
+    assert sent[: holder + 1] == stored[: holder + 1] and sent[holder + 2 :] == stored[holder + 1 :]
+    added = sent[holder + 1]
+    assert isinstance(added, pai.ModelResponse) and added.provider_name == compaction.provider
+    [part] = added.parts
+    assert isinstance(part, pai.CompactionPart) and part.provider_name == compaction.provider
+    block = compaction.block_dict()
+    if compaction.provider == "anthropic":
+        assert (part.content, part.provider_details) == (block["content"], {"signature": block["signature"]})
+    else:
+        assert (part.content, part.id, part.provider_details) == (None, block["id"], block)
+    rest = stored[holder + 1 :]
+    assert with_provider_compaction(rest) == rest  # no summary: nothing added
+
+
+@pytest.mark.parametrize("compaction", _BLOCKS, ids=["anthropic", "openai"])
+def test_langchain_history_keeps_the_block(compaction: ProviderCompaction) -> None:
+    from langchain_core.messages import messages_from_dict, messages_to_dict
+
+    from historykit.plugins.langchain import LangChainAdapter
+
+    adapter = LangChainAdapter()
+    native = adapter.to_native(_native_history(compaction))
+    stored = messages_from_dict(messages_to_dict(native))
+    summaries = [p for m in adapter.to_neutral(stored) for p in m.parts if isinstance(p, SummaryPart)]
+    assert [s.provider_compaction for s in summaries] == [compaction]
+    # An edit of the text keeps the block; dropping the block drops its metadata.
+    edited = adapter.to_neutral(stored)
+    part = edited[1].parts[0]
+    assert isinstance(part, SummaryPart)
+    edited[1] = replace(edited[1], parts=(replace(part, text="shorter"),))
+    assert adapter.to_native(edited)[1].additional_kwargs[PROVIDER_COMPACTION_KEY] == compaction.to_dict()
+    edited[1] = replace(edited[1], parts=(replace(part, provider_compaction=None),))
+    assert PROVIDER_COMPACTION_KEY not in adapter.to_native(edited)[1].additional_kwargs
+
+
+def test_a_backend_refuses_a_client_of_another_kind() -> None:
+    with pytest.raises(TypeError, match="anthropic.Anthropic or AsyncAnthropic"):
+        AnthropicCompactionSummarizer(object(), ANTHROPIC)
+    with pytest.raises(TypeError, match=r"openai.OpenAI or AsyncOpenAI"):
+        OpenAICompactionSummarizer(ProviderEmulator(lambda r: Turn()).anthropic_client(), OPENAI)
+    with pytest.raises(ValueError, match="model must be a non-empty model id"):
+        OpenAICompactionSummarizer(ProviderEmulator(lambda r: Turn()).openai_client(), "")

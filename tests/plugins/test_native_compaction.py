@@ -401,3 +401,80 @@ def test_a_backend_refuses_a_client_of_another_kind() -> None:
         OpenAICompactionSummarizer(ProviderEmulator(lambda r: Turn()).anthropic_client(), OPENAI)
     with pytest.raises(ValueError, match="model must be a non-empty model id"):
         OpenAICompactionSummarizer(ProviderEmulator(lambda r: Turn()).openai_client(), "")
+
+
+def test_langchain_sync_agent_with_sync_clients() -> None:
+    """`agent.invoke` runs the middleware's sync path; a sync SDK client compacts on the caller's thread."""
+    emulator = _emulator()
+    reports: list[Report] = []
+    native = AnthropicCompactionSummarizer(emulator.anthropic_client(), ANTHROPIC)
+    chat = emulator.chat_anthropic(ANTHROPIC, thinking={"type": "adaptive"}, max_tokens=4096)
+    agent = _langchain_agent(chat, _summarize(native), reports)
+    state = agent.invoke({"messages": [("user", "Read the files.")]})
+    assert _final_text(state) == "All done."
+    _assert_anthropic_native(emulator, reports)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_transcript_summarized_natively_in_a_sync_pipeline(provider: str) -> None:
+    """No agent: a real transcript (a Claude Code session) through `Pipeline.run`, sync clients;
+    the summary keeps the provider's block."""
+    from historykit.formats import read_transcript
+
+    messages = read_transcript("historykit/data/sample_session.jsonl").history
+    emulator = ProviderEmulator(lambda request: Turn(text="unused"))
+    native: Any = (
+        AnthropicCompactionSummarizer(emulator.anthropic_client(), ANTHROPIC)
+        if provider == "anthropic"
+        else OpenAICompactionSummarizer(emulator.openai_client(), OPENAI)
+    )
+    summarize = Summarize(max_tokens=20_000, summarizer=[native, ExtractiveSummarizer()])
+    result = Pipeline([summarize]).run(messages, context_window=200_000)
+    [marker] = result.report.markers
+    assert (marker.strategy, marker.model) == ("summarize", native.model_name)
+    assert marker.tokens_after < marker.tokens_before
+    [summary] = [p for m in result.messages for p in m.parts if isinstance(p, SummaryPart)]
+    assert summary.provider_compaction is not None and summary.provider_compaction.provider == provider
+    assert emulator.rejected == [] and len(emulator.received) == 1
+    if provider == "anthropic":  # the text is Anthropic's summary, completed with the user's words
+        assert emulator.compaction_summaries[0] in summary.text
+    else:  # OpenAI's cannot be read: the text names the item and is historykit's extractive summary
+        assert emulator.compaction_summaries[0] not in summary.text
+        assert "encrypted compaction item cmp_" in summary.text and "## Task" in summary.text
+
+
+def _assert_other_provider_reads_the_text(emulator: ProviderEmulator, api: str) -> None:
+    assert emulator.rejected == []
+    assert len(_compactions(emulator)) >= 2
+    calls = [r for r in emulator.received if r.api == api]
+    after = [r for r in calls if "[historykit] Summary of the earlier" in r.request.text()]
+    assert after, "the summary text never reached the other provider"
+    assert not any('"type": "compaction"' in r.request.text() for r in calls)
+
+
+@pytest.mark.pydantic_ai
+async def test_pydantic_ai_another_provider_reads_the_summary_text() -> None:
+    """Anthropic writes the summary for an agent whose model is OpenAI's (Chat Completions): the
+    model is sent historykit's summary text, never Anthropic's block."""
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    emulator = _emulator()
+    reports: list[Report] = []
+    native = AnthropicCompactionSummarizer(emulator.anthropic_client(async_=True), ANTHROPIC)
+    model = OpenAIChatModel(
+        OPENAI, provider=OpenAIProvider(openai_client=emulator.openai_client(async_=True))
+    )
+    result = await _pydantic_ai_agent(model, _summarize(native), reports).run("Read the files.")
+    assert result.output == "All done."
+    _assert_other_provider_reads_the_text(emulator, "openai-chat")
+
+
+async def test_langchain_another_provider_reads_the_summary_text() -> None:
+    emulator = _emulator()
+    reports: list[Report] = []
+    native = AnthropicCompactionSummarizer(emulator.anthropic_client(async_=True), ANTHROPIC)
+    agent = _langchain_agent(emulator.chat_openai(OPENAI), _summarize(native), reports)
+    state = await agent.ainvoke({"messages": [("user", "Read the files.")]})
+    assert _final_text(state) == "All done."
+    _assert_other_provider_reads_the_text(emulator, "openai-chat")

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 import tenacity
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from historykit import Pipeline
 from historykit.messages import (
@@ -39,10 +41,13 @@ from historykit.pipeline import Report
 from historykit.plugins.native_compaction import (
     AnthropicCompactionSummarizer,
     OpenAICompactionSummarizer,
+    anthropic_messages,
+    responses_input,
 )
 from historykit.processors import Summarize
 from historykit.processors.summarizers import ExtractiveSummarizer
 from tests.emulator import ProviderEmulator, RecordedRequest, Turn, extends, tool_loop
+from tests.strategies import neutral_histories
 
 ANTHROPIC = "claude-opus-5-5"
 """Binds thinking (prefix checks) and has on-demand compaction."""
@@ -478,3 +483,30 @@ async def test_langchain_another_provider_reads_the_summary_text() -> None:
     state = await agent.ainvoke({"messages": [("user", "Read the files.")]})
     assert _final_text(state) == "All done."
     _assert_other_provider_reads_the_text(emulator, "openai-chat")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=neutral_histories(max_turns=4, max_steps=3), data=st.data())
+def test_any_span_makes_a_compaction_request_the_provider_accepts(history: list[Message], data: Any) -> None:
+    """What a summarizer is given (the task, perhaps an earlier summary, then any span, even one
+    that splits a call from its result) goes to both compaction endpoints as a request they accept:
+    the pairing rules hold, thinking is left out, and the summary comes back."""
+    start = data.draw(st.integers(0, len(history) - 1))
+    end = data.draw(st.integers(start + 1, len(history)))
+    span = history[start:end]
+    if data.draw(st.booleans()):
+        span = [Message("user", (SummaryPart("[historykit] Summary of the earlier conversation."),)), *span]
+    emulator = ProviderEmulator(lambda request: Turn(text="unused"))
+    wire = anthropic_messages(span)
+    items = responses_input(span)
+    if not wire:
+        assert not items
+        with pytest.raises(ValueError, match="nothing to compact"):
+            AnthropicCompactionSummarizer(emulator.anthropic_client(), ANTHROPIC)(span)
+        return
+    assert not any(b["type"] == "thinking" for m in wire for b in m["content"])
+    anthropic_summary = AnthropicCompactionSummarizer(emulator.anthropic_client(), ANTHROPIC)(span)
+    openai_summary = OpenAICompactionSummarizer(emulator.openai_client(), OPENAI)(span)
+    assert emulator.rejected == []
+    assert str(anthropic_summary) == emulator.compaction_summaries[0]
+    assert openai_summary.provider_compaction.provider == "openai"

@@ -236,8 +236,15 @@ def handle_messages(
     transformations: list[dict[str, Any]] = []
     # The API ignores (and does not bill) what comes before the last compaction block; it still
     # validates its structure (done above), and is lenient here about the thinking in it.
+    # A block with null content is a failed compaction, which the API treats as a no-op.
     last_compaction = max(
-        (k for k, t in enumerate(turns) if t.blocks and t.blocks[-1].block.get("type") == "compaction"),
+        (
+            k
+            for k, t in enumerate(turns)
+            if t.blocks
+            and t.blocks[-1].block.get("type") == "compaction"
+            and t.blocks[-1].block.get("content") is not None
+        ),
         default=-1,
     )
     for k, turn in enumerate(turns):
@@ -249,7 +256,9 @@ def handle_messages(
             kind = b.block.get("type")
             if kind == "compaction":
                 state = _check_compaction_block(emulator, b, betas)
-                if k == last_compaction:
+                if k != last_compaction:
+                    kept.blocks.append(b)  # a no-op block: part of the conversation as it stands
+                else:
                     kept.blocks = [b]
                     # Written on a model that binds, it stands for the prefix it summarized, so
                     # thinking in the turns kept after it stays valid; else the conversation starts anew.

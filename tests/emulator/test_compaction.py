@@ -237,3 +237,22 @@ def test_openai_compact_validates_its_input_as_responses_does() -> None:
         client.responses.compact(model="gpt-5", input=_items()[:2])  # a call without its output
     assert "No tool output found for function call call_1" in json.dumps(caught.value.body)
     assert emulator.rejected[-1].rejection is not None and emulator.rejected[-1].rejection.rule == "R2"
+
+
+def test_anthropic_a_failed_compaction_block_is_a_no_op() -> None:
+    """A block with null content (a compaction that produced no summary) is sent back as it is and
+    changes nothing: what precedes it still counts."""
+    emulator = ProviderEmulator(lambda request: Turn(text="ok"))
+    client = emulator.anthropic_client()
+    base = _conversation()
+    with_block = [
+        *base[:2],
+        {"role": "assistant", "content": [{"type": "compaction", "content": None}]},
+        base[2],
+    ]
+    plain = client.beta.messages.create(model=BINDING, max_tokens=100, messages=base, betas=[COMPACTION_BETA])
+    noop = client.beta.messages.create(
+        model=BINDING, max_tokens=100, messages=with_block, betas=[COMPACTION_BETA]
+    )
+    assert emulator.rejected == []
+    assert noop.usage.input_tokens >= plain.usage.input_tokens

@@ -7,9 +7,9 @@ fit in):
 - `AnthropicCompactionSummarizer`: Anthropic's on-demand compaction, a Messages API request with the
   `compaction={"type": "summarize"}` parameter (beta `compact-2026-09-04`). The response holds one
   signed `compaction` block whose `content` is a readable summary.
-- `OpenAICompactionSummarizer`: OpenAI's `POST /responses/compact` (`client.responses.compact`). The output
-  is the input's user messages followed by one `compaction` item whose `encrypted_content` only
-  OpenAI can read.
+- `OpenAICompactionSummarizer`: OpenAI's `POST /responses/compact` (`client.responses.compact`).
+  The output is the input's user messages followed by one `compaction` item whose
+  `encrypted_content` only OpenAI can read.
 
 What stays historykit's: the summary message, its `CompactionMarker` (`strategy="summarize"`,
 `model` naming the backend: `anthropic-compaction:<model>`, `openai-compaction:<model>`), the
@@ -29,8 +29,8 @@ What each reader sees (the choice, in one place):
   text, by the framework glue, at the model call: `HistoryKit` (Pydantic AI 2.x capability) adds it
   as the provider's `CompactionPart` in a response after the summary, which Pydantic AI sends to
   that provider only and which makes it drop what precedes it (as it does for its own
-  `AnthropicCompaction` / `OpenAICompaction` capabilities); `HistoryKitMiddleware` (LangChain) sends the block
-  in place of the summary and of what precedes it, when the chat model is that provider's
+  `AnthropicCompaction` / `OpenAICompaction` capabilities); `HistoryKitMiddleware` (LangChain)
+  sends the block in place of the summary and of what precedes it, when the chat model is that provider's
   (`ChatAnthropic`; `ChatOpenAI` on the Responses API), adding Anthropic's beta header. Any other
   model gets the text. Plain history processors (`Agent(history_processors=[...])`,
   `HistoryKitProcessor`, `HistoryKitHook`) send the text: they cannot tell which model is called.
@@ -46,7 +46,7 @@ What each reader sees (the choice, in one place):
 Example:
     ```python
     import anthropic
-    from historykit.processors import Summarize
+    from historykit.processors import ExtractiveSummarizer, Summarize
     from historykit.plugins.native_compaction import AnthropicCompactionSummarizer
 
     native = AnthropicCompactionSummarizer(anthropic.AsyncAnthropic(), model="claude-opus-5-5")

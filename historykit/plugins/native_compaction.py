@@ -217,6 +217,14 @@ def responses_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return fixed
 
 
+def _takes(method: Any, name: str) -> bool:
+    """Whether an SDK method has the keyword parameter `name` (a feature check, not a version check)."""
+    try:
+        return name in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # no signature to read: assume the current SDK
+        return True
+
+
 def _user_text(text: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
@@ -290,7 +298,11 @@ class AnthropicCompactionSummarizer:
 
     def __call__(self, messages: Sequence[Message]) -> Any:
         request = self._request(messages)
-        response = self.client.beta.messages.create(**request)
+        create = self.client.beta.messages.create
+        if not _takes(create, "compaction"):
+            # An SDK from before on-demand compaction (anthropic < 2): the field goes as extra body.
+            request["extra_body"] = {**request.get("extra_body", {}), "compaction": request.pop("compaction")}
+        response = create(**request)
         if inspect.isawaitable(response):  # an async client: the caller awaits the summary
             return self._finish_async(response)
         return self._finish(response)

@@ -34,12 +34,14 @@ __all__ = [
     "COMPACTION_KEY",
     "EDIT_KEY",
     "PIN_KEY",
+    "PROVIDER_COMPACTION_KEY",
     "CompactionMarker",
     "MediaPart",
     "Message",
     "OtherPart",
     "Part",
     "PartKind",
+    "ProviderCompaction",
     "ReportedUsage",
     "Role",
     "SummaryPart",
@@ -64,6 +66,9 @@ EDIT_KEY = "historykit_edit"
 """Metadata key under which any other message a compaction wrote (a cleared copy, a truncation
 notice, a message whose thinking was dropped, ...) carries its `CompactionMarker.to_dict()`: the
 stores tell such messages from the originals by it. It is never sent to a model."""
+
+PROVIDER_COMPACTION_KEY = "historykit_provider_compaction"
+"""Metadata key under which a native summary message carries its `ProviderCompaction.to_dict()`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +214,46 @@ class CompactionMarker:
 
 
 @dataclass(frozen=True, slots=True)
+class ProviderCompaction:
+    """A provider's own compaction of what a summary replaces: the block it returned, sent back to it.
+
+    Anthropic's on-demand compaction returns a signed `compaction` block (its `content` is readable);
+    OpenAI's `/responses/compact` an encrypted `compaction` item only OpenAI can read. The summary's
+    text is what every other reader (another provider, historykit's checks and counts) sees; the
+    framework glue sends this block instead, to the provider that wrote it only
+    (`historykit.plugins.native_compaction`).
+    """
+
+    provider: str
+    """Who wrote it and alone can read it: `"anthropic"` or `"openai"`."""
+    model: str
+    """The model the compaction request named."""
+    block: str
+    """The block or item as the provider returned it, as JSON (sent back verbatim)."""
+
+    def block_dict(self) -> dict[str, Any]:
+        """The block as a dict, ready to send."""
+        value = json.loads(self.block)
+        if not isinstance(value, dict):
+            raise ValueError(f"a provider compaction block must be a JSON object, got {self.block[:80]!r}")
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict, the form adapters and stores keep it in."""
+        return {"provider": self.provider, "model": self.model, "block": self.block_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ProviderCompaction | None:
+        """Rebuild it from `to_dict()`'s output; `None` for anything else (unknown data stays native)."""
+        if not isinstance(data, dict) or not isinstance(data.get("block"), dict):
+            return None
+        provider, model = data.get("provider"), data.get("model")
+        if not isinstance(provider, str) or not isinstance(model, str):
+            return None
+        return cls(provider, model, json.dumps(data["block"], sort_keys=True))
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryPart:
     """A compaction summary standing in for the messages it replaced."""
 
@@ -216,6 +261,9 @@ class SummaryPart:
     marker: CompactionMarker | None = None
     pinned: bool = False
     native: Any = field(default=None, compare=False, repr=False)
+    provider_compaction: ProviderCompaction | None = None
+    """The provider's own compaction of the same span, when a native backend wrote the summary
+    (`historykit.plugins.native_compaction`): sent to that provider in place of `text`."""
     kind: ClassVar[Literal["summary"]] = "summary"
 
 

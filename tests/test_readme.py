@@ -154,15 +154,22 @@ def _import(module: str) -> Any:
 # Every Python block runs as written, with test models where a provider is named
 # ---------------------------------------------------------------------------------------------
 
-_PAI_MODELS = ('"anthropic:claude-sonnet-4-5"', '"openai:gpt-5"')
+_PAI_MODELS = ('"anthropic:claude-sonnet-4-5"', '"openai:gpt-5"', '"anthropic:claude-opus-5-5"')
 """Pydantic AI model names the recipes use: a `TestModel` answers instead (no network, no key)."""
 
 _LC_MODELS = (
     'init_chat_model("anthropic:claude-sonnet-4-5")',
     'ChatAnthropic(model="claude-haiku-4-5")',
     '"anthropic:claude-sonnet-4-5"',
+    'ChatOpenAI(model="gpt-5", use_responses_api=True)',
 )
 """LangChain chat models the recipes use: a fake chat model answers instead."""
+
+_SDK_CLIENTS = {
+    "anthropic.AsyncAnthropic()": "EMULATOR.anthropic_client(async_=True)",
+    "openai.AsyncOpenAI()": "EMULATOR.openai_client(async_=True)",
+}
+"""Provider SDK clients the recipes pass (native compaction): the provider emulator answers instead."""
 
 
 def _python_blocks() -> list[str]:
@@ -171,6 +178,8 @@ def _python_blocks() -> list[str]:
 
 def _substituted(code: str, postgres_url: str) -> str:
     langchain = "langchain" in code or "langgraph" in code
+    for client, emulated in _SDK_CLIENTS.items():
+        code = code.replace(client, emulated)
     if langchain:
         for name in _LC_MODELS:
             code = code.replace(name, "FAKE_CHAT_MODEL")
@@ -208,9 +217,12 @@ def test_every_python_block_runs_as_written(tmp_path: Path, monkeypatch: pytest.
     assert len(blocks) >= 10
     monkeypatch.chdir(tmp_path)
     (tmp_path / "session.jsonl").write_text((REPO / "historykit/data/sample_session.jsonl").read_text())
+    from tests.emulator import ProviderEmulator, Turn
+
     namespace: dict[str, Any] = {
         "TEST_MODEL": TestModel(call_tools=[]),
         "FAKE_CHAT_MODEL": _fake_chat_model(),
+        "EMULATOR": ProviderEmulator(lambda request: Turn(text="The test passes now.")),
         "__name__": "readme",
     }
     import importlib.metadata

@@ -77,11 +77,13 @@ from historykit.messages import (
     COMPACTION_KEY,
     EDIT_KEY,
     PIN_KEY,
+    PROVIDER_COMPACTION_KEY,
     CompactionMarker,
     MediaPart,
     Message,
     OtherPart,
     Part,
+    ProviderCompaction,
     ReportedUsage,
     Role,
     SummaryPart,
@@ -381,6 +383,9 @@ def _read_content(native: BaseMessage, reading: _Reading, marker: CompactionMark
     provider = provider if isinstance(provider, str) else None
     kwargs = native.additional_kwargs
     summary_pending = reading.summary
+    compaction = (
+        ProviderCompaction.from_dict(kwargs.get(PROVIDER_COMPACTION_KEY)) if summary_pending else None
+    )
 
     if is_ai and isinstance(kwargs.get("reasoning"), dict):
         parts.append(_openai_reasoning(kwargs["reasoning"], kwargs["reasoning"]))
@@ -403,7 +408,7 @@ def _read_content(native: BaseMessage, reading: _Reading, marker: CompactionMark
 
     if isinstance(content, str):
         if summary_pending:
-            parts.append(SummaryPart(content, marker, native=native))
+            parts.append(SummaryPart(content, marker, native=native, provider_compaction=compaction))
             slots.append(_Slot("string"))
             summary_pending = False
         elif content or not is_ai:
@@ -419,7 +424,7 @@ def _read_content(native: BaseMessage, reading: _Reading, marker: CompactionMark
             or (isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str))
         ):
             text = item if isinstance(item, str) else item["text"]
-            parts.append(SummaryPart(text, marker, native=native))
+            parts.append(SummaryPart(text, marker, native=native, provider_compaction=compaction))
             slots.append(_Slot("content", j))
             summary_pending = False
             continue
@@ -444,7 +449,7 @@ def _read_content(native: BaseMessage, reading: _Reading, marker: CompactionMark
 
     if summary_pending:
         # A summary whose content holds no text at all: its metadata still makes it one.
-        parts.append(SummaryPart("", marker, native=native))
+        parts.append(SummaryPart("", marker, native=native, provider_compaction=compaction))
         slots.append(_Slot("marker"))
     for i, tc in enumerate(calls):
         if i not in placed_calls:
@@ -1027,6 +1032,7 @@ def _set_summary_kwargs(acc: _Content, was_summary: bool) -> None:
     if summary is None:
         if was_summary:
             acc.kwargs.pop(COMPACTION_KEY, None)
+            acc.kwargs.pop(PROVIDER_COMPACTION_KEY, None)
             if acc.kwargs.get("lc_source") == SUMMARY_SOURCE:
                 del acc.kwargs["lc_source"]
         return
@@ -1036,6 +1042,9 @@ def _set_summary_kwargs(acc: _Content, was_summary: bool) -> None:
         acc.kwargs["lc_source"] = SUMMARY_SOURCE
     if original is None or summary.marker != original.marker:
         _set_or_drop(acc.kwargs, COMPACTION_KEY, summary.marker.to_dict() if summary.marker else None)
+    if original is None or summary.provider_compaction != original.provider_compaction:
+        compaction = summary.provider_compaction
+        _set_or_drop(acc.kwargs, PROVIDER_COMPACTION_KEY, compaction.to_dict() if compaction else None)
 
 
 def _assemble(items: list[tuple[Any, bool]], original: Any) -> Any:

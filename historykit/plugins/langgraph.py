@@ -93,7 +93,9 @@ from langgraph.types import Command
 
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
+from historykit.messages import PROVIDER_COMPACTION_KEY, ProviderCompaction
 from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
+from historykit.plugins.native_compaction import ANTHROPIC_COMPACTION_BETA
 from historykit.plugins.overflow import OverflowRetry
 from historykit.recall import Recall, recall_option
 from historykit.view import Mode
@@ -109,6 +111,7 @@ __all__ = [
     "chat_model_binds_thinking",
     "chat_model_context_window",
     "state_update",
+    "with_provider_compaction",
 ]
 
 
@@ -554,21 +557,22 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         window = self._window(request.model)
         edited = self._split(request, self._run(history, request.model))
         self._keep_originals(history, edited)
+        sent = with_provider_compaction(edited)
         try:
-            response = handler(edited)
+            response = handler(sent)
         except Exception as error:
             result = self.overflow.recompact(
                 self.pipeline,
                 history,
                 error,
-                rejected=self._history(edited),
+                rejected=self._history(sent),
                 **self._retry_setting(request, window),
             )
             if result is None:
                 raise
             edited = self._split(request, self._deliver(result))
             self._keep_originals(history, edited)
-            response = handler(edited)  # once: a second failure reaches the caller as raised
+            response = handler(with_provider_compaction(edited))  # once: a second failure is raised
         return self._finish(request, edited, response)
 
     async def awrap_model_call(
@@ -578,21 +582,22 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         window = self._window(request.model)
         edited = self._split(request, await self._arun(history, request.model))
         self._keep_originals(history, edited)
+        sent = with_provider_compaction(edited)
         try:
-            response = await handler(edited)
+            response = await handler(sent)
         except Exception as error:
             result = await self.overflow.arecompact(
                 self.pipeline,
                 history,
                 error,
-                rejected=self._history(edited),
+                rejected=self._history(sent),
                 **self._retry_setting(request, window),
             )
             if result is None:
                 raise
             edited = self._split(request, self._deliver(result))
             self._keep_originals(history, edited)
-            response = await handler(edited)  # once: a second failure reaches the caller as raised
+            response = await handler(with_provider_compaction(edited))  # once: a second failure is raised
         return self._finish(request, edited, response)
 
     def _keep_originals(self, history: list[BaseMessage], edited: ModelRequest) -> None:
@@ -636,6 +641,48 @@ def _recall_tool(recall: Recall) -> Any:
     return StructuredTool.from_function(
         func=recall_output, coroutine=arecall_output, name=recall.name, description=recall.description
     )
+
+
+def with_provider_compaction(request: ModelRequest) -> ModelRequest:
+    """The request as sent: the latest summary a native backend of this chat model's provider wrote
+    is replaced by the provider's own block (`historykit.plugins.native_compaction`).
+
+    `ChatAnthropic` gets Anthropic's signed block and `ChatOpenAI` on the Responses API OpenAI's
+    encrypted item, each as an `AIMessage` holding the block, in place of the summary and of every
+    message before it (the block stands for them: Anthropic ignores what precedes it, OpenAI would
+    bill it); Anthropic's beta header joins the model's betas. Any other chat model, and a summary
+    of another provider, get the summary text. What is stored is the processed history, not this.
+    """
+    provider = _native_provider(request.model)
+    if provider is None:
+        return request
+    messages = list(request.messages)
+    for index in range(len(messages) - 1, -1, -1):
+        compaction = ProviderCompaction.from_dict(
+            messages[index].additional_kwargs.get(PROVIDER_COMPACTION_KEY)
+        )
+        if compaction is None or compaction.provider != provider:
+            continue
+        block = AIMessage(content=[compaction.block_dict()], response_metadata={"model_provider": provider})
+        settings = dict(request.model_settings)
+        if provider == "anthropic":
+            betas = [*(getattr(request.model, "betas", None) or []), *(settings.get("betas") or [])]
+            settings["betas"] = [*dict.fromkeys([*betas, ANTHROPIC_COMPACTION_BETA])]
+        return request.override(messages=cast(Any, [block, *messages[index + 1 :]]), model_settings=settings)
+    return request
+
+
+def _native_provider(model: Any) -> str | None:
+    """Whose compaction blocks `model` sends natively: Anthropic's for `ChatAnthropic`, OpenAI's for
+    `ChatOpenAI` on the Responses API; `None` for any other chat model."""
+    names = [f"{c.__module__}.{c.__qualname__}" for c in type(model).__mro__]
+    if any(n.startswith("langchain_anthropic.") for n in names):
+        return "anthropic"
+    if any(n.startswith("langchain_openai.") for n in names):
+        uses = getattr(model, "_use_responses_api", None)
+        responses = uses({}) if callable(uses) else bool(getattr(model, "use_responses_api", False))
+        return "openai" if responses else None
+    return None
 
 
 def _thread() -> str | None:

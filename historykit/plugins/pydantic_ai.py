@@ -72,11 +72,13 @@ from historykit.messages import (
     COMPACTION_KEY,
     EDIT_KEY,
     PIN_KEY,
+    PROVIDER_COMPACTION_KEY,
     CompactionMarker,
     MediaPart,
     Message,
     OtherPart,
     Part,
+    ProviderCompaction,
     ReportedUsage,
     Role,
     SummaryPart,
@@ -367,7 +369,11 @@ def _tool_return_text(part: Any) -> str:
 def _compaction_to_summary(part: Any) -> SummaryPart:
     metadata = getattr(part, "metadata", None)
     return SummaryPart(
-        part.content or "", marker=_marker_of(metadata), pinned=_is_pinned(metadata), native=part
+        part.content or "",
+        marker=_marker_of(metadata),
+        pinned=_is_pinned(metadata),
+        native=part,
+        provider_compaction=_provider_compaction_of(metadata),
     )
 
 
@@ -388,7 +394,13 @@ def _content_item_to_neutral(item: Any, ref: PromptItem) -> Part:
         metadata = item.metadata if isinstance(item.metadata, dict) else None
         pinned = _is_pinned(metadata)
         if metadata is not None and COMPACTION_KEY in metadata:
-            return SummaryPart(item.content, marker=_marker_of(metadata), pinned=pinned, native=ref)
+            return SummaryPart(
+                item.content,
+                marker=_marker_of(metadata),
+                pinned=pinned,
+                native=ref,
+                provider_compaction=_provider_compaction_of(metadata),
+            )
         return TextPart(item.content, pinned=pinned, native=ref)
     if _isinstance(item, _FileUrl):
         return MediaPart(_url_media_type(item), source=item.url, native=ref)
@@ -586,8 +598,8 @@ class _Builder:
         elif isinstance(part, SummaryPart) and isinstance(derived, SummaryPart):
             if part.text != derived.text:
                 changes["content"] = part.text
-            if part.marker != derived.marker:
-                changes["metadata"] = _with_marker(getattr(native, "metadata", None), part.marker)
+            if part.marker != derived.marker or part.provider_compaction != derived.provider_compaction:
+                changes["metadata"] = _with_summary(getattr(native, "metadata", None), part)
         # An OtherPart passes through as it is: only its pin can change.
         self._pin_changes(part, derived, native, changes)
         return _replace(native, changes)
@@ -605,7 +617,7 @@ class _Builder:
             return self._new_tool_return(part)
         if isinstance(part, SummaryPart):
             if _request_compaction_supported():
-                metadata = _with_pin(_with_marker(None, part.marker), part.pinned)
+                metadata = _with_pin(_with_summary(None, part), part.pinned)
                 return _CompactionPart(content=part.text, metadata=metadata)
             return _pai.UserPromptPart([self._new_item(part)])
         if isinstance(part, MediaPart):
@@ -637,7 +649,10 @@ class _Builder:
             self.pin_message |= part.pinned and not derived.pinned
             return item
         text_changed = part.text != derived.text
-        marker_changed = isinstance(part, SummaryPart) and part.marker != getattr(derived, "marker", None)
+        marker_changed = isinstance(part, SummaryPart) and (
+            part.marker != getattr(derived, "marker", None)
+            or part.provider_compaction != getattr(derived, "provider_compaction", None)
+        )
         pin_changed = part.pinned != derived.pinned
         if not (text_changed or marker_changed or pin_changed):
             return item
@@ -646,7 +661,7 @@ class _Builder:
         metadata = item.metadata
         if metadata is None or isinstance(metadata, dict):
             if marker_changed and isinstance(part, SummaryPart):
-                metadata = _with_marker(metadata, part.marker)
+                metadata = _with_summary(metadata, part)
             if pin_changed:
                 metadata = _with_pin(metadata, part.pinned)
         else:
@@ -662,9 +677,7 @@ class _Builder:
         if isinstance(part, SummaryPart):
             if _TextContent is None:
                 raise self._error(part, "this Pydantic AI version's user prompt")
-            return _TextContent(
-                content=part.text, metadata=_with_pin(_with_marker(None, part.marker), part.pinned)
-            )
+            return _TextContent(content=part.text, metadata=_with_pin(_with_summary(None, part), part.pinned))
         if isinstance(part, TextPart):
             if part.pinned and _TextContent is not None:
                 return _TextContent(content=part.text, metadata={PIN_KEY: True})
@@ -894,8 +907,22 @@ def _edit_marker_of(metadata: Any) -> CompactionMarker | None:
         return None
 
 
-def _with_marker(metadata: dict[str, Any] | None, marker: CompactionMarker | None) -> dict[str, Any]:
-    return {**(metadata or {}), COMPACTION_KEY: marker.to_dict() if marker is not None else None}
+def _with_summary(metadata: dict[str, Any] | None, part: SummaryPart) -> dict[str, Any]:
+    """`metadata` with the summary's marker, and its provider compaction when it has one."""
+    marker = part.marker
+    out = {**(metadata or {}), COMPACTION_KEY: marker.to_dict() if marker is not None else None}
+    out.pop(PROVIDER_COMPACTION_KEY, None)
+    if part.provider_compaction is not None:
+        out[PROVIDER_COMPACTION_KEY] = part.provider_compaction.to_dict()
+    return out
+
+
+def _provider_compaction_of(metadata: Any) -> ProviderCompaction | None:
+    return (
+        ProviderCompaction.from_dict(metadata.get(PROVIDER_COMPACTION_KEY))
+        if isinstance(metadata, dict)
+        else None
+    )
 
 
 def _marker_of(metadata: Any) -> CompactionMarker | None:

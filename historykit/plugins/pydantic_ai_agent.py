@@ -74,11 +74,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic_ai import messages as _pai_messages
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
+from historykit.messages import PROVIDER_COMPACTION_KEY, ProviderCompaction
 from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
 from historykit.plugins.overflow import OverflowRetry
 from historykit.recall import Recall, recall_option
@@ -94,7 +96,13 @@ try:
 except ImportError:  # pragma: no cover - Pydantic AI 1.x: no attempts to retry a request step with
     _RetryModelRequest = None  # type: ignore[assignment,misc]
 
-__all__ = ["HistoryKit", "HistoryKitProcessor", "model_binds_thinking_blocks", "model_context_window"]
+__all__ = [
+    "HistoryKit",
+    "HistoryKitProcessor",
+    "model_binds_thinking_blocks",
+    "model_context_window",
+    "with_provider_compaction",
+]
 
 logger = logging.getLogger("historykit")
 
@@ -409,7 +417,11 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         processed = await self.process(given, request_context.model, _conversation(ctx))
         # What a retry after a context overflow starts again from.
         self._steps[_step(ctx)] = _Step(given, self.window_for(request_context.model, _conversation(ctx)))
-        request_context.messages = list(processed)
+        # 2.x: these messages are the request's alone, so the provider's block can go in (1.x would
+        # write it into the history: there `wrap_model_request` adds it).
+        request_context.messages = (
+            with_provider_compaction(processed) if _BEFORE_HOOK_IS_REQUEST_ONLY else list(processed)
+        )
         self._keep_originals(ctx, given, processed)
         if self.persist and _BEFORE_HOOK_IS_REQUEST_ONLY:
             # 2.x keeps `request_context.messages` to this request; the run's history is ctx.messages.
@@ -422,13 +434,13 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         model = request_context.model
         if self.persist:
             step = self._steps.pop(_step(ctx), None)  # `before_model_request` processed the history
-            sent = request_context
+            sent = replace(request_context, messages=with_provider_compaction(request_context.messages))
         else:
             # 1.x view-only: what the handler gets here is sent to the model and never written back.
             given = list(request_context.messages)
             step = _Step(given, self.window_for(model, _conversation(ctx)))
             processed = await self.process(given, model, _conversation(ctx))
-            sent = replace(request_context, messages=_as_sent_in_1x(processed))
+            sent = replace(request_context, messages=with_provider_compaction(_as_sent_in_1x(processed)))
         try:
             return await handler(sent)
         except Exception as error:
@@ -441,7 +453,8 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             self._keep_originals(ctx, step.given, retried)
             if self.persist:
                 ctx.messages[:] = retried  # 1.x: the run's history itself
-            return await handler(replace(request_context, messages=_as_sent_in_1x(retried)))  # once only
+            again = with_provider_compaction(_as_sent_in_1x(retried))
+            return await handler(replace(request_context, messages=again))  # once only
 
     async def _recompact(
         self, ctx: RunContext[Any], step: _Step, error: Exception, model: Any, rejected: list[ModelMessage]
@@ -481,7 +494,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     async def prepare_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         step = self._steps.get(_step(ctx))
         if step is not None and step.retried is not None:
-            request_context.messages = list(step.retried)
+            request_context.messages = with_provider_compaction(step.retried)
         return request_context
 
     async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any, response: Any) -> Any:
@@ -515,6 +528,60 @@ def _recall_toolset(recall: Recall) -> Any:
 
     return FunctionToolset(
         [Tool(recall_output, takes_ctx=True, name=recall.name, description=recall.description)]
+    )
+
+
+def with_provider_compaction(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """What the model is sent: after each summary a native backend wrote, the provider's own block.
+
+    The block goes as that provider's `CompactionPart` in a `ModelResponse` right after the summary
+    request (`historykit.plugins.native_compaction`). Pydantic AI sends it to its own provider only,
+    and there drops the history before it (the summary text and the task included; the block stands
+    for them); any other model drops the block and reads the summary text. The run's history is not
+    given it: only the request is.
+    """
+    compaction_part = getattr(_pai_messages, "CompactionPart", None)
+    if compaction_part is None:  # pragma: no cover - a Pydantic AI without compaction parts
+        return list(messages)
+    out: list[ModelMessage] = []
+    for message in messages:
+        out.append(message)
+        if not isinstance(message, _pai_messages.ModelRequest):
+            continue
+        for part in message.parts:
+            compaction = _provider_compaction_in(part)
+            if compaction is not None:
+                out.append(_provider_response(compaction, compaction_part))
+    return out
+
+
+def _provider_compaction_in(part: Any) -> ProviderCompaction | None:
+    """The provider compaction a summary part (a request `CompactionPart`, or 1.x's `TextContent`
+    in a user prompt) carries in its metadata."""
+    candidates = [part]
+    if isinstance(part, _pai_messages.UserPromptPart) and not isinstance(part.content, str):
+        candidates = list(part.content)
+    for candidate in candidates:
+        metadata = getattr(candidate, "metadata", None)
+        if isinstance(metadata, dict) and PROVIDER_COMPACTION_KEY in metadata:
+            return ProviderCompaction.from_dict(metadata[PROVIDER_COMPACTION_KEY])
+    return None
+
+
+def _provider_response(compaction: ProviderCompaction, compaction_part: Any) -> ModelMessage:
+    block = compaction.block_dict()
+    if compaction.provider == "openai":
+        # As Pydantic AI keeps an item from `/responses/compact`: the encrypted item in the details.
+        part = compaction_part(
+            content=None, id=block.get("id"), provider_name="openai", provider_details=block
+        )
+    else:
+        details = {k: block[k] for k in ("signature", "encrypted_content") if block.get(k) is not None}
+        part = compaction_part(
+            content=block.get("content"), provider_name=compaction.provider, provider_details=details or None
+        )
+    return _pai_messages.ModelResponse(
+        parts=[part], model_name=compaction.model, provider_name=compaction.provider
     )
 
 

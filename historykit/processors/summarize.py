@@ -30,6 +30,7 @@ from historykit.digests import MessageDigests
 from historykit.messages import (
     CompactionMarker,
     Message,
+    ProviderCompaction,
     SummaryPart,
 )
 from historykit.pipeline import HistoryProcessor, ManualCompaction, ProcessContext, StepNotes
@@ -358,7 +359,9 @@ class Summarize(HistoryProcessor):
         reply = yield _Request(inputs, key, focus=manual.focus if manual is not None else None)
         assert reply is not None
         writer = self.writer_name(reply.writer) if reply.writer is not None else None
-        cached = _Cached(reply.text, reply.error, writer=writer)
+        # A native backend's summary carries the provider's own block (`NativeSummary`).
+        compaction = getattr(reply.text, "provider_compaction", None)
+        cached = _Cached(reply.text, reply.error, writer=writer, compaction=compaction)
         if reply.text is not None and reply.writer is not None:
             cached.text = self._finish_text(reply.text, inputs, self._summarizers[reply.writer])
         self._remember(key, cached)
@@ -597,7 +600,8 @@ class Summarize(HistoryProcessor):
                 automatic=self.automatic and manual is None,
                 focus=manual.focus if manual is not None else None,
             )
-            message = cached.messages[numbers] = Message("user", (SummaryPart(cached.text, marker),))
+            part = SummaryPart(cached.text, marker, provider_compaction=cached.compaction)
+            message = cached.messages[numbers] = Message("user", (part,))
         return message
 
     def _remember(self, key: str, entry: _Cached) -> None:
@@ -802,6 +806,8 @@ class _Cached:
     error: str | None
     writer: str | None = None
     """What the marker records as the model: the summarizer of the chain that wrote it."""
+    compaction: ProviderCompaction | None = None
+    """The provider's own block, when a native backend wrote the summary."""
     messages: dict[tuple[int, int, int, int], Message] = field(default_factory=dict)
     """The summary messages made from it, by marker numbers: the same call gives the same object."""
     tokens: int | None = None

@@ -34,7 +34,10 @@ adapters add it to their prompt (`FOCUS_INSTRUCTIONS`), `ExtractiveSummarizer` l
 it first and records it under `## Focus`.
 
 A summarizer may carry a `model_name` attribute: `Summarize` records it in the compaction marker,
-and `max_user_chars` / `max_constraint_chars` attributes: the room `complete_summary` gives.
+and `max_user_chars` / `max_constraint_chars` attributes: the room `complete_summary` gives. A
+summarizer may return a `NativeSummary` (a `str` carrying a provider's own compaction block, as the
+native backends of `historykit.plugins.native_compaction` do): the summary keeps the block, and the
+framework glue sends it to that provider in place of the text.
 Model reasoning (thinking) is never copied into a summary, nor shown to a summarizing model: it must
 not turn into text.
 
@@ -59,6 +62,7 @@ from typing import Any
 
 from historykit.messages import (
     Message,
+    ProviderCompaction,
     SummaryPart,
     TextPart,
     ThinkingPart,
@@ -75,6 +79,7 @@ __all__ = [
     "USER_MESSAGE_CHARS",
     "ExtractiveSummarizer",
     "LangChainSummarizer",
+    "NativeSummary",
     "PydanticAISummarizer",
     "Summarizer",
     "UserMessages",
@@ -92,6 +97,35 @@ __all__ = [
 
 Summarizer = Callable[[Sequence[Message]], str | Awaitable[str]]
 """Neutral messages in, summary text out; sync or async."""
+
+
+class NativeSummary(str):
+    """Summary text that also carries the provider's own compaction of the same messages.
+
+    Example:
+        ```python
+        from historykit.messages import ProviderCompaction
+        from historykit.processors.summarizers import NativeSummary
+
+        block = ProviderCompaction("anthropic", "claude-opus-5-5", '{"type": "compaction", "content": "..."}')
+        summary = NativeSummary("## Task\n- ...", block)
+        assert summary.provider_compaction is block
+        ```
+    """
+
+    provider_compaction: ProviderCompaction
+    """The block `Summarize` keeps on the summary (`SummaryPart.provider_compaction`)."""
+
+    def __new__(cls, text: str, provider_compaction: ProviderCompaction) -> NativeSummary:
+        if not isinstance(provider_compaction, ProviderCompaction):
+            raise TypeError(
+                "provider_compaction must be a ProviderCompaction, got a "
+                f"{type(provider_compaction).__qualname__}"
+            )
+        made = super().__new__(cls, text)
+        made.provider_compaction = provider_compaction
+        return made
+
 
 TASK, USER_MESSAGES, CONSTRAINTS, DECISIONS, FILES, DONE, PENDING, ERRORS = (
     "Task",

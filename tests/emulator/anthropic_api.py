@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,28 @@ if TYPE_CHECKING:
     from tests.emulator.emulator import ProviderEmulator
 
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
+COMPACTION_BETA = "compact-2026-09-04"
+"""On-demand compaction: the `compaction` request parameter, and every request that sends its signed block."""
+THRESHOLD_COMPACTION_BETA = "compact-2026-01-12"
+"""Compaction at a token threshold (`context_management` edit `compact_20260112`) and its unsigned blocks."""
+ON_DEMAND_COMPACTION_MODELS = (
+    "claude-fable-5-1",
+    "claude-mythos-5-1",
+    "claude-fable-5",
+    "claude-mythos-5",
+    "claude-mythos-preview",
+    "claude-opus-5-5",
+    "claude-opus-5",
+    "claude-opus-4-8",
+    "claude-opus-4-7",
+    "claude-opus-4-6",
+    "claude-sonnet-5-5",
+    "claude-sonnet-5",
+    "claude-sonnet-4-6",
+    "claude-haiku-5-5",
+)
+"""The models the compaction pages list for on-demand compaction (`claude-fable-5-2` is not among them)."""
+_COMPACTION_KEYS = {"type", "content", "signature", "encrypted_content", "cache_control", "tool_changes"}
 THINKING_TYPES = ("thinking", "redacted_thinking")
 
 R13_MESSAGE = (
@@ -56,6 +79,8 @@ class _Turn:
     role: str
     first_index: int
     blocks: list[_Block] = field(default_factory=list)
+    closed: bool = False
+    """Ends in a compaction block: what follows starts a turn of its own (the prefix it stands for)."""
 
     def canonical(self) -> dict[str, Any]:
         return {"role": self.role, "content": [canonical(b.block) for b in self.blocks]}
@@ -78,11 +103,13 @@ def _merged_turns(messages: list[dict[str, Any]]) -> list[_Turn]:
         role = message.get("role")
         if role not in ("user", "assistant", "system"):
             raise _reject(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system'", "request")
-        if not turns or turns[-1].role != role or role == "system":
+        if not turns or turns[-1].role != role or role == "system" or turns[-1].closed:
             turns.append(_Turn(role, i))
-        turns[-1].blocks.extend(
-            _Block(b, i, j) for j, b in enumerate(_content_blocks(message.get("content")))
-        )
+        for j, b in enumerate(_content_blocks(message.get("content"))):
+            if turns[-1].closed:
+                turns.append(_Turn(role, i))
+            turns[-1].blocks.append(_Block(b, i, j))
+            turns[-1].closed = b.get("type") == "compaction"
     return turns
 
 
@@ -103,7 +130,12 @@ def _check_structure(messages: list[dict[str, Any]], turns: list[_Turn]) -> None
     conversation = [m for m in messages if m.get("role") != "system"]
     if not conversation:
         raise _reject("messages: at least one message is required", "request")
-    if conversation[0].get("role") != "user":  # R4
+    opening = _content_blocks(conversation[0].get("content"))
+    # A request may open with the assistant's compaction block (the block first, in place of the
+    # messages it summarizes).
+    if conversation[0].get("role") != "user" and not (
+        opening and opening[0].get("type") == "compaction"
+    ):  # R4
         raise _reject('messages: first message must use the "user" role', "R4")
     turns = _conversation(turns)
     for i, message in enumerate(messages):  # R6
@@ -194,14 +226,44 @@ def handle_messages(
     behavior = (binding_config or {}).get("prefix_mismatch_behavior") or "error"
     binding = is_binding_model(model) and (emulator.enforce_prefix_check or binding_config is not None)
 
-    chain = PrefixChain(_system_and_tools(body))
+    compaction = body.get("compaction")
+    if compaction is not None:
+        _check_compaction_request(body, compaction, betas, model)
+
+    head = _system_and_tools(body)
+    chain = PrefixChain(head)
     effective: list[_Turn] = []
     transformations: list[dict[str, Any]] = []
-    for turn in turns:
+    # The API ignores (and does not bill) what comes before the last compaction block; it still
+    # validates its structure (done above), and is lenient here about the thinking in it.
+    # A block with null content is a failed compaction, which the API treats as a no-op.
+    last_compaction = max(
+        (
+            k
+            for k, t in enumerate(turns)
+            if t.blocks
+            and t.blocks[-1].block.get("type") == "compaction"
+            and t.blocks[-1].block.get("content") is not None
+        ),
+        default=-1,
+    )
+    for k, turn in enumerate(turns):
+        if k < last_compaction:
+            continue
         kept = _Turn(turn.role, turn.first_index)
         effective.append(kept)
         for b in turn.blocks:
             kind = b.block.get("type")
+            if kind == "compaction":
+                state = _check_compaction_block(emulator, b, betas)
+                if k != last_compaction:
+                    kept.blocks.append(b)  # a no-op block: part of the conversation as it stands
+                else:
+                    kept.blocks = [b]
+                    # Written on a model that binds, it stands for the prefix it summarized, so
+                    # thinking in the turns kept after it stays valid; else the conversation starts anew.
+                    chain = PrefixChain.from_state(state) if state is not None else PrefixChain(head)
+                continue
             if turn.role != "assistant" or kind not in THINKING_TYPES:
                 kept.blocks.append(b)
                 continue
@@ -220,6 +282,8 @@ def handle_messages(
             elif not emulator.signer.verify_content(signature, text):  # R8
                 raise _reject(f"{path}: Invalid `signature` in `thinking` block", "R8")
             kept.blocks.append(b)
+        if k == last_compaction and state is not None:
+            continue  # the chain stands where the summarized conversation ended
         chain.add_message(kept.canonical())
 
     conversation = _conversation(effective)
@@ -236,6 +300,16 @@ def handle_messages(
     window = emulator.context_window(model)
     if input_tokens > window:
         raise _reject(f"prompt is too long: {input_tokens} tokens > {window} maximum", "window")
+
+    if compaction is not None:
+        summary = emulator.compaction_summary(messages)
+        binds = is_binding_model(model)
+        block = {
+            "type": "compaction",
+            "content": summary,
+            "signature": emulator.signer.sign_compaction(summary, chain.state if binds else None),
+        }
+        return MessagesResult(*_compaction_response(model, block, input_tokens))
 
     turn: Turn = turn_for()
     content: list[dict[str, Any]] = []
@@ -273,6 +347,75 @@ def handle_messages(
     if transformations:
         response["input_transformations"] = transformations
     return MessagesResult(response, _stream_events(response))
+
+
+def _check_compaction_request(body: dict[str, Any], compaction: Any, betas: set[str], model: str) -> None:
+    """What Anthropic refuses on an on-demand compaction request (the `compaction` parameter)."""
+    if COMPACTION_BETA not in betas:
+        raise _reject("compaction: Extra inputs are not permitted", "request")
+    if not isinstance(compaction, dict) or compaction.get("type") != "summarize":
+        raise _reject("compaction.type: Input should be 'summarize'", "request")
+    if not any(
+        model == name or re.fullmatch(re.escape(name) + r"-\d{8}", model)
+        for name in ON_DEMAND_COMPACTION_MODELS
+    ):
+        raise _reject(f"compaction: the model {model!r} does not support on-demand compaction", "compaction")
+    if body.get("context_management") is not None:
+        raise _reject("compaction: cannot be combined with `context_management`", "compaction")
+    if body.get("stop_sequences"):
+        raise _reject("stop_sequences: not supported on a compaction request", "compaction")
+    output_config = body.get("output_config")
+    if isinstance(output_config, dict) and output_config.get("format") is not None:
+        raise _reject("output_config.format: not supported on a compaction request", "compaction")
+    tool_choice = body.get("tool_choice")
+    if isinstance(tool_choice, dict) and tool_choice.get("type") in ("any", "tool"):
+        raise _reject(
+            "tool_choice: a compaction request samples no reply and cannot call a tool", "compaction"
+        )
+
+
+def _check_compaction_block(emulator: ProviderEmulator, b: _Block, betas: set[str]) -> bytes | None:
+    """Validate a replayed compaction block; the prefix state it stands for, when it stands for one."""
+    block, path = b.block, f"messages.{b.index}.content.{b.position}"
+    for key in block:
+        if key not in _COMPACTION_KEYS:
+            raise _reject(f"{path}.{key}: Extra inputs are not permitted", "request")
+    content = block.get("content")
+    if content is not None and (not isinstance(content, str) or not content):
+        raise _reject(f"{path}.content: compaction content must be a non-empty string or null", "R6")
+    signature = block.get("signature")
+    if signature is not None:
+        if COMPACTION_BETA not in betas:
+            raise _reject(f"{path}.signature: Extra inputs are not permitted", "request")
+        if content is None or not emulator.signer.verify_content(signature, content):
+            raise _reject(f"{path}: Invalid `signature` in `compaction` block", "R8")
+        return emulator.signer.compaction_state(signature, content)
+    if content is not None and THRESHOLD_COMPACTION_BETA not in betas and COMPACTION_BETA not in betas:
+        raise _reject(
+            f"{path}: Input tag 'compaction' found using 'type' does not match any expected tag", "request"
+        )
+    return None
+
+
+def _compaction_response(
+    model: str, block: dict[str, Any], input_tokens: int
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    response: dict[str, Any] = {
+        "id": f"msg_{secrets.token_hex(12)}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [block],
+        "stop_reason": "compaction",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": count_value(block) or 1,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+    return response, _stream_events(response)
 
 
 def _stream_events(response: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

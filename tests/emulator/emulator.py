@@ -11,7 +11,7 @@ from typing import Any
 from tests.emulator.anthropic_api import count_tokens_response, handle_messages
 from tests.emulator.errors import Rejection
 from tests.emulator.models import DEFAULT_CONTEXT_WINDOW
-from tests.emulator.openai_api import handle_chat, handle_responses
+from tests.emulator.openai_api import handle_chat, handle_compact, handle_responses
 from tests.emulator.script import Api, EmulatedRequest, Script, Turn
 from tests.emulator.signing import Signer, canonical
 
@@ -19,6 +19,7 @@ __all__ = ["ProviderEmulator", "RecordedRequest", "extends"]
 
 _ROUTES: dict[str, Api] = {
     "/v1/messages": "anthropic",
+    "/v1/responses/compact": "openai-compact",
     "/v1/chat/completions": "openai-chat",
     "/v1/responses": "openai-responses",
 }
@@ -106,8 +107,20 @@ class ProviderEmulator:
     reasoning_followers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Responses API: the item produced right after each reasoning item (R9)."""
 
+    compaction_summaries: list[str] = field(default_factory=list)
+    """Every summary a compaction request wrote (Anthropic's readable one; OpenAI's encrypted one)."""
+
     def __post_init__(self) -> None:
         self.signer = Signer(self.secret)
+
+    def compaction_summary(self, conversation: list[dict[str, Any]]) -> str:
+        """The summary a compaction request writes: deterministic, naming what it summarized (the
+        number of messages and the user's first words), so a test can tell it was sent back."""
+        texts = [_first_text(m) for m in conversation if m.get("role") == "user"]
+        asked = next((t for t in texts if t), "")
+        summary = f"Summary of {len(conversation)} messages. The user asked: {asked[:200]}"
+        self.compaction_summaries.append(summary)
+        return summary
 
     # --- what tests read ---
 
@@ -155,6 +168,8 @@ class ProviderEmulator:
                 response, events = result.response, result.events
             elif api == "openai-chat":
                 response, events = handle_chat(self, request.body, turn_for), []
+            elif api == "openai-compact":
+                response, events = handle_compact(self, request.body), []
             else:
                 response, events = handle_responses(self, request.body, turn_for), []
         except Rejection as rejection:
@@ -228,6 +243,16 @@ class ProviderEmulator:
             http_async_client=self.http_client("openai", async_=True),
             **kwargs,
         )
+
+
+def _first_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    for block in content or []:
+        if isinstance(block, dict) and block.get("type") in ("text", "input_text") and block.get("text"):
+            return str(block["text"])
+    return ""
 
 
 def _sdk_httpx(sdk: str) -> Any:

@@ -163,6 +163,27 @@ def _check_responses(emulator: ProviderEmulator, items: list[dict[str, Any]]) ->
                     f"No tool call found for function call output with call_id {call_id}.", "R1", "input"
                 )
             outputs.add(call_id)
+        elif kind == "compaction":  # only the compact endpoint's own, unmodified items
+            encrypted = item.get("encrypted_content")
+            if not isinstance(encrypted, str):
+                raise _reject(
+                    f"Missing required parameter: 'input[{i}].encrypted_content'.",
+                    "request",
+                    f"input[{i}].encrypted_content",
+                    "missing_required_parameter",
+                )
+            extra = sorted(set(item) - {"type", "id", "encrypted_content", "created_by"})
+            if extra:
+                raise _reject(
+                    f"Unknown parameter: 'input[{i}].{extra[0]}'.",
+                    "request",
+                    f"input[{i}].{extra[0]}",
+                    "unknown_parameter",
+                )
+            if not emulator.signer.verify_content(encrypted, None):
+                raise _reject(
+                    f"The encrypted content for item {item_id} could not be verified.", "R8", "input"
+                )
         elif kind == "reasoning":  # R9: the item it was produced with must follow it
             follower = emulator.reasoning_followers.get(str(item_id))
             nxt = items[i + 1] if i + 1 < len(items) else None
@@ -192,6 +213,89 @@ def _is_follower(item: dict[str, Any] | None, follower: dict[str, Any]) -> bool:
     return item.get("id") in (None, follower["id"])
 
 
+def _input_tokens(emulator: ProviderEmulator, body: dict[str, Any], items: list[dict[str, Any]]) -> int:
+    """The input estimate, checked against the window. Items before a compaction item are processed
+    and billed like any (the compaction item only stands for what it summarized); the item itself
+    counts as the summary it carries."""
+    readable = [
+        {"type": "message", "content": emulator.signer.carried_text(item.get("encrypted_content")) or ""}
+        if item.get("type") == "compaction"
+        else item
+        for item in items
+    ]
+    tokens = count_value(body.get("instructions")) + count_messages(readable) + count_tools(body.get("tools"))
+    window = emulator.context_window(str(body.get("model", "")))
+    if tokens > window:
+        raise _reject(
+            "Your input exceeds the context window of this model. Please adjust your input and try again.",
+            "window",
+            "input",
+            "context_length_exceeded",
+        )
+    return tokens
+
+
+def handle_compact(emulator: ProviderEmulator, body: dict[str, Any]) -> dict[str, Any]:
+    """`POST /v1/responses/compact`: the input validated as `/v1/responses` validates it; the output is
+    the input's user messages followed by one compaction item whose `encrypted_content` is signed
+    (only this emulator can read it back, and an edited one is refused)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _reject(
+            "Missing required parameter: 'model'.", "request", "model", "missing_required_parameter"
+        )
+    if body.get("previous_response_id"):
+        raise _reject(
+            "previous_response_id is not supported by the emulator", "request", "previous_response_id"
+        )
+    items = _input_items(emulator, body)
+    if not items:
+        raise _reject(
+            "Missing required parameter: 'input'.", "request", "input", "missing_required_parameter"
+        )
+    _check_responses(emulator, items)
+    input_tokens = _input_tokens(emulator, body, items)
+    conversation = [
+        {"role": item.get("role", "user"), "content": item.get("content")}
+        for item in items
+        if item.get("type", "message") == "message"
+    ]
+    summary = emulator.compaction_summary(conversation)
+    compaction_id = f"cmp_{secrets.token_hex(12)}"
+    users = [
+        {
+            "type": "message",
+            "id": f"msg_{secrets.token_hex(12)}",
+            "role": "user",
+            "status": "completed",
+            "content": item["content"]
+            if isinstance(item.get("content"), list)
+            else [{"type": "input_text", "text": str(item.get("content"))}],
+        }
+        for item in items
+        if item.get("type", "message") == "message" and item.get("role") == "user"
+    ]
+    item = {
+        "type": "compaction",
+        "id": compaction_id,
+        "encrypted_content": emulator.signer.sign(summary, b"compaction", carry_text=True),
+    }
+    output_tokens = count_text(summary)
+    return {
+        "id": compaction_id.replace("cmp_", "resp_"),
+        "object": "response.compaction",
+        "created_at": int(time.time()),
+        "output": [*users, item],
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
 def handle_responses(emulator: ProviderEmulator, body: dict[str, Any], turn_for: Any) -> dict[str, Any]:
     model = str(body.get("model", ""))
     if body.get("previous_response_id"):
@@ -201,15 +305,7 @@ def handle_responses(emulator: ProviderEmulator, body: dict[str, Any], turn_for:
     items = _input_items(emulator, body)
     _check_responses(emulator, items)
     instructions = body.get("instructions")
-    input_tokens = count_value(instructions) + count_messages(items) + count_tools(body.get("tools"))
-    window = emulator.context_window(model)
-    if input_tokens > window:
-        raise _reject(
-            "Your input exceeds the context window of this model. Please adjust your input and try again.",
-            "window",
-            "input",
-            "context_length_exceeded",
-        )
+    input_tokens = _input_tokens(emulator, body, items)
     turn: Turn = turn_for()
     output: list[dict[str, Any]] = []
     reasoning_id: str | None = None

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 __all__ = ["Api", "EmulatedRequest", "Script", "ToolCall", "Turn", "tool_loop"]
 
-Api = Literal["anthropic", "openai-chat", "openai-responses"]
+Api = Literal["anthropic", "openai-chat", "openai-responses", "openai-compact"]
 
 
 @dataclass(frozen=True)

@@ -44,20 +44,30 @@ def canonical_json(value: Any) -> bytes:
 
 
 class PrefixChain:
-    """The running digest of a request's prefix: the head (`[system, tools]`), then message by message."""
+    """The running digest of a request's prefix: the head (`[system, tools]`), then message by message.
+
+    Each step hashes the previous state with the next message, so the state after any message is a
+    value a compaction block can carry (`state`, `from_state`): the prefix it stands for.
+    """
 
     def __init__(self, head: Any) -> None:
-        self._hash = hashlib.sha256(b"head\0" + canonical_json(head))
+        self.state = hashlib.sha256(b"head\0" + canonical_json(head)).digest()
+
+    @classmethod
+    def from_state(cls, state: bytes) -> PrefixChain:
+        """A chain that continues from `state` (the prefix a compaction block stands for)."""
+        chain = cls.__new__(cls)
+        chain.state = state
+        return chain
 
     def add_message(self, message: Any) -> None:
         """Extend the chain by one whole message (`{"role": ..., "content": [...]}`)."""
-        self._hash.update(b"\x1emessage\0" + canonical_json(message))
+        self.state = hashlib.sha256(self.state + b"\x1emessage\0" + canonical_json(message)).digest()
 
     def digest_with(self, role: str, blocks: Any) -> bytes:
         """The digest of the chain so far plus the opening `blocks` of a message of `role`."""
-        partial = self._hash.copy()
-        partial.update(b"\x1dpartial\0" + canonical_json({"role": role, "content": blocks}))
-        return partial.digest()
+        payload = b"\x1dpartial\0" + canonical_json({"role": role, "content": blocks})
+        return hashlib.sha256(self.state + payload).digest()
 
 
 def prefix_digest(head: Any, messages: list[Any], role: str = "assistant", blocks: Any = ()) -> bytes:
@@ -140,6 +150,27 @@ class Signer:
             text = decoded.text
         assert text is not None
         return hmac.compare_digest(decoded.prefix_mac, self._mac(b"prefix", prefix + b"\0" + text.encode()))
+
+    def sign_compaction(self, summary: str, state: bytes | None) -> str:
+        """The signature of an on-demand compaction block: `c` over the summary, and, when the
+        compaction ran on a model that binds thinking, `s`, the prefix state of the conversation it
+        summarized (system, tools and every message of the compaction request), authenticated by `p`."""
+        body = {"c": self._mac(b"content", summary.encode()), "p": "", "k": "compaction"}
+        if state is not None:
+            body["s"] = state.hex()
+            body["p"] = self._mac(b"compaction", state + b"\0" + summary.encode())
+        return base64.urlsafe_b64encode(json.dumps(body, sort_keys=True).encode()).decode()
+
+    def compaction_state(self, signature: object, summary: str) -> bytes | None:
+        """The prefix state a genuine compaction block stands for; `None` when it stands for none
+        (written by a model that does not bind thinking). Call `verify_content` first."""
+        try:
+            body = json.loads(base64.urlsafe_b64decode(str(signature).encode()))
+            state = bytes.fromhex(body["s"])
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            return None
+        expected = self._mac(b"compaction", state + b"\0" + summary.encode())
+        return state if hmac.compare_digest(str(body.get("p")), expected) else None
 
     def carried_text(self, signature: object) -> str | None:
         decoded = self.decode(signature)

@@ -90,3 +90,9 @@ bench-load: $(VENV)/.installed
 .PHONY: bench-background-summary
 bench-background-summary: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_background_summary.py
+
+# Cold resume: the first model call after loading a stored 1,000- and 10,000-message conversation
+# in a new process, against harness TieredCompaction on the same history (target: 5x).
+.PHONY: bench-resume
+bench-resume: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_resume.py --json benchmarks/results/resume.json

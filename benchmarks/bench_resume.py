@@ -8,8 +8,9 @@ first call of a new pipeline on a freshly loaded history. This measures that cal
   32,000-token window (extractive summaries, no LLM) and saved to a `SQLModelConversationStore` on a
   SQLite file every ten calls, as the README's store recipe does (the store keeps the originals and
   the view as last sent);
-- `historykit: resume`: a new store on the file and a new pipeline (empty token cache) load the
-  conversation and process it with the next exchange appended: load and first call, timed apart;
+- `historykit: resume`: in a new process, a new store on the file and a new pipeline load the
+  conversation and process it with the next exchange appended: load and first call, timed apart
+  (the token counts the store kept come back with the load, `historykit.tokens.remember_counts`);
 - `historykit: view-only replay`: what the first call costs when the raw history is all there is
   (view-only mode, no stored view): the whole conversation replayed, once;
 - `harness:TieredCompaction`: pydantic-ai-harness 0.62 on the whole history, one call through its
@@ -26,6 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +38,7 @@ from typing import Any
 from anchors import harness
 from bench_processors import SUMMARY_TOKENS, WINDOW, corpus_history
 from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from historykit.checkpointers import SQLModelConversationStore
 from historykit.messages import Message
@@ -78,23 +83,42 @@ def store_persistently(raw: list[Any], url: str, conversation_id: str) -> tuple[
 
 def resume(url: str, conversation_id: str, extra: list[Any], repeat: int) -> tuple[float, float, int]:
     """Best-of-`repeat` ms to load the conversation with a new store, and for a new pipeline's first
-    call on it with `extra` appended; and the number of messages loaded."""
+    call on it with `extra` appended, each in a new process (nothing of this one's caches reaches
+    it: the token counts come from the database); and the number of messages loaded."""
     loads: list[float] = []
     calls: list[float] = []
     size = 0
-    for _ in range(repeat):
-        store = SQLModelConversationStore(url)
-        pipeline = default_pipeline()
-        start = time.perf_counter()
-        conversation = asyncio.run(store.load(conversation_id))
-        loads.append((time.perf_counter() - start) * 1000)
-        assert conversation is not None
-        size = len(conversation.messages)
-        start = time.perf_counter()
-        pipeline.run([*conversation.messages, *extra], WINDOW)
-        calls.append((time.perf_counter() - start) * 1000)
-        asyncio.run(store.aclose())
+    with tempfile.TemporaryDirectory() as tmp:
+        extra_file = Path(tmp) / "extra.json"
+        extra_file.write_bytes(ModelMessagesTypeAdapter.dump_json(extra))
+        for _ in range(repeat):
+            out = subprocess.run(
+                [sys.executable, __file__, "--resume", url, conversation_id, str(extra_file)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            timed = json.loads(out.stdout.strip().splitlines()[-1])
+            loads.append(timed["load_ms"])
+            calls.append(timed["call_ms"])
+            size = timed["loaded"]
     return min(loads), min(calls), size
+
+
+def resume_here(url: str, conversation_id: str, extra_file: Path) -> None:
+    """The child of `resume`: everything imported first, then the load and the first call timed."""
+    extra = ModelMessagesTypeAdapter.validate_json(extra_file.read_bytes())
+    store = SQLModelConversationStore(url)
+    pipeline = default_pipeline()
+    start = time.perf_counter()
+    conversation = asyncio.run(store.load(conversation_id))
+    load_ms = (time.perf_counter() - start) * 1000
+    assert conversation is not None
+    start = time.perf_counter()
+    pipeline.run([*conversation.messages, *extra], WINDOW)
+    call_ms = (time.perf_counter() - start) * 1000
+    asyncio.run(store.aclose())
+    print(json.dumps({"load_ms": load_ms, "call_ms": call_ms, "loaded": len(conversation.messages)}))
 
 
 def view_only_replay(raw: list[Any], repeat: int) -> float:
@@ -109,11 +133,17 @@ def view_only_replay(raw: list[Any], repeat: int) -> float:
 
 
 def main() -> None:
+    # Usage warnings (the replay runs near the warn mark) would flood the table's terminal.
+    logging.getLogger("historykit").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--repeat", type=int, default=5, help="runs timed per historykit cell")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--resume", nargs=3, metavar=("URL", "ID", "EXTRA"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.resume:
+        resume_here(args.resume[0], args.resume[1], Path(args.resume[2]))
+        return
     adapter = PydanticAIAdapter()
     histories: dict[int, tuple[list[Message], list[Message]]] = {
         size: corpus_history(size) for size in args.sizes

@@ -278,18 +278,19 @@ class SQLModelConversationStore(ViewSaving):
         entries = await super().save(conversation, scope=scope)
         counter = self._counter
         method = counter.count_method
-        new: dict[bytes, int] = {}
+        counts: dict[bytes, int] = {}
         for message in PydanticAIAdapter().to_neutral(list(messages)):
             digest = message_digest(message)
-            if digest not in new and known_count(method, digest) is None:
-                new[digest] = counter.count_message(message)
-        if new:
-            rows = [
-                {"thread_id": conversation.conversation_id, "digest": d.hex(), "method": method, "tokens": t}
-                for d, t in new.items()
-            ]
+            if digest not in counts:
+                known = known_count(method, digest)
+                counts[digest] = counter.count_message(message) if known is None else known
+        rows = [
+            {"thread_id": conversation.conversation_id, "digest": d.hex(), "method": method, "tokens": t}
+            for d, t in counts.items()
+        ]
+        if rows:
             await self._run(partial(_write_counts, rows=rows), write=True)
-            remember_counts(method, new)
+            remember_counts(method, counts)
         return entries
 
     @property
@@ -395,6 +396,16 @@ def _write_counts(conn: Connection, *, rows: list[dict[str, Any]]) -> None:
     dialect: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
     for start in range(0, len(rows), _CHUNK):
         conn.execute(dialect.insert(_COUNT).on_conflict_do_nothing(), rows[start : start + _CHUNK])
+    if len(rows) <= _CHUNK:
+        # Keep the counts of the current history only (what the next load gives back), so a load
+        # reads about as many counts as messages, however long the conversation was.
+        conn.execute(
+            sa.delete(_COUNT).where(
+                _COUNT.c.thread_id == rows[0]["thread_id"],
+                _COUNT.c.method == rows[0]["method"],
+                _COUNT.c.digest.not_in([row["digest"] for row in rows]),
+            )
+        )
 
 
 def _in_transaction(engine: Engine, work: Callable[[Connection], _T], write: bool) -> _T:

@@ -218,3 +218,51 @@ def test_the_saver_resumes_what_an_in_memory_graph_sends(database_url: str, pers
     else:
         # View-only: the state keeps every message as it arrived; nothing in it was written by a compaction.
         assert transcript.compactions == [] and len(transcript.view or []) == len(transcript.messages)
+
+
+# ---- token counts ---------------------------------------------------------------------------------
+
+
+def test_a_load_brings_back_the_counts_made_the_same_way_only(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from historykit import tokens
+    from historykit.digests import message_digest
+    from historykit.plugins.pydantic_ai import PydanticAIAdapter
+    from historykit.tokens import TokenCounter, heuristic_tokenizer
+
+    model, summarizer = ReadingModel(), CountingSummarizer()
+    agent = _agent(model, summarizer, False)
+
+    async def two_turns() -> Conversation:
+        store = SQLModelConversationStore(database_url)
+        for turn in range(2):
+            conversation = await store.load("counted") or Conversation(conversation_id="counted")
+            await store.save(await agent.run(f"Turn {turn}.", conversation=conversation))
+        await store.aclose()
+        return conversation
+
+    asyncio.run(two_turns())
+    # A new process: nothing known but what the load brings back.
+    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
+    store = SQLModelConversationStore(database_url)
+    loaded = asyncio.run(store.load("counted"))
+    asyncio.run(store.aclose())
+    assert loaded is not None
+    neutral = PydanticAIAdapter().to_neutral(loaded.messages)
+    exact = TokenCounter()
+    brought = tokens._KNOWN_COUNTS
+    assert set(brought) == {exact.count_method}
+    assert {message_digest(m) for m in neutral} <= set(brought[exact.count_method])
+    # The stored count is the one a counter of the same method makes itself.
+    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
+    for message in neutral:
+        assert brought[exact.count_method][message_digest(message)] == TokenCounter().count_message(message)
+    # A counter of another method (another tokenizer, or another counting scheme after an upgrade)
+    # does not take them: it counts for itself.
+    other = TokenCounter(tokenizer=heuristic_tokenizer)
+    assert other.count_method != exact.count_method
+    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {exact.count_method: {message_digest(neutral[0]): 10**9}})
+    assert other.count_message(neutral[0]) < 10**9
+    monkeypatch.setattr(tokens, "COUNT_SCHEME", tokens.COUNT_SCHEME + 1)
+    assert TokenCounter().count_message(neutral[0]) < 10**9

@@ -843,45 +843,26 @@ def mark_written(
     with copies."""
     if len(before) == len(after) and all(a is b for a, b in zip(before, after)):
         return after
-    position = {id(m): i for i, m in enumerate(before)}
-    if all(id(m) in position for m in after):
-        return after  # only removals: no message to carry a marker (the report has them)
     count = ctx.counter.count_message
     reported = [m for m in notes.markers if m.strategy != "summarize"]
     strategy = reported[-1].strategy if reported else strategy_of(processor)
     out = list(after)
-    # Gaps: runs of written messages between two kept messages, and the `before` range between them.
-    index = 0
-    previous_kept = -1
-    while index < len(out):
-        if id(out[index]) in position:
-            previous_kept = position[id(out[index])]
-            index += 1
-            continue
-        end = index
-        while end < len(out) and id(out[end]) not in position:
-            end += 1
-        next_kept = position[id(out[end])] if end < len(out) else len(before)
-        written = range(index, end)
-        replaced = list(range(previous_kept + 1, next_kept))
+    for written, replaced in provenance.written_runs(before, after):
         one_to_one = len(replaced) == len(written)
         for offset, at in enumerate(written):
             msg = out[at]
             covered = replaced[offset : offset + 1] if one_to_one else replaced
             marker = _summary_marker(msg)
             if marker is None:
-                covered_from = covered[0] if covered else previous_kept + 1
-                covered_to = covered[-1] + 1 if covered else covered_from
                 marker = CompactionMarker(
-                    covered_from=covered_from,
-                    covered_to=covered_to,
+                    covered_from=covered.start,
+                    covered_to=covered.stop,
                     tokens_before=sum(count(before[i]) for i in covered),
                     tokens_after=count(msg),
                     strategy=strategy,
                 )
             if msg.marker != marker:
                 out[at] = replace(msg, marker=marker)
-        index = end
     return out
 
 

@@ -20,17 +20,18 @@ Example:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["originals_of", "record"]
+__all__ = ["originals_of", "record", "written_runs"]
 
 _REPLACED: dict[int, tuple[weakref.ref[Any], tuple[Any, ...]]] = {}
 
 
-def record(before: Sequence[Any], after: Sequence[Any]) -> None:
-    """Record what each message of `after` that is not in `before` replaced: the messages of
-    `before` between its kept neighbours (one each when a run of copies replaced as many messages)."""
+def written_runs(before: Sequence[Any], after: Sequence[Any]) -> Iterator[tuple[range, range]]:
+    """The runs of messages of `after` that are not objects of `before` (a step or a call wrote
+    them), each with the range of `before` they stand in for: what lies between their kept
+    neighbours. One pass over both lists, by object identity."""
     position = {id(m): i for i, m in enumerate(before)}
     index, previous_kept = 0, -1
     while index < len(after):
@@ -42,16 +43,22 @@ def record(before: Sequence[Any], after: Sequence[Any]) -> None:
         while end < len(after) and id(after[end]) not in position:
             end += 1
         next_kept = position[id(after[end])] if end < len(after) else len(before)
-        replaced = before[previous_kept + 1 : next_kept]
-        written = after[index:end]
-        one_to_one = len(replaced) == len(written)
-        for offset, message in enumerate(written):
-            originals = tuple(
-                replaced[offset : offset + 1] if one_to_one else (replaced if offset == 0 else ())
-            )
-            if originals:
-                _remember(message, originals)
+        yield range(index, end), range(previous_kept + 1, next_kept)
         index = end
+
+
+def record(before: Sequence[Any], after: Sequence[Any]) -> None:
+    """Record what each message of `after` that is not in `before` replaced: the messages of
+    `before` between its kept neighbours (one each when a run of copies replaced as many messages)."""
+    for written, replaced in written_runs(before, after):
+        one_to_one = len(replaced) == len(written)
+        for offset, at in enumerate(written):
+            if one_to_one:
+                originals = (before[replaced[offset]],)
+            else:
+                originals = tuple(before[i] for i in replaced) if offset == 0 else ()
+            if originals:
+                _remember(after[at], originals)
 
 
 def originals_of(message: Any) -> tuple[Any, ...]:

@@ -166,18 +166,18 @@ class ViewSaving(ConversationStore):
         """Save the originals the run replaced before any save saw them (`historykit.provenance`)
         after the stored history, as one more step of it: the view saved next leaves that history
         as a branch, so its messages stay stored and in the transcript."""
+        expanded = [
+            original for message in conversation.messages for original in provenance.originals_of(message)
+        ]
+        held = {id(message) for message in conversation.messages}
+        if all(id(message) in held for message in expanded):
+            return  # nothing this process replaced: every original is in the history, or stored before
         record = await self.read_record(conversation.conversation_id)
         stored = (
             [entry.message for entry in await self.read_history(record.head_id)]
             if record is not None and record.head_id is not None
             else []
         )
-        expanded = [
-            original for message in conversation.messages for original in provenance.originals_of(message)
-        ]
-        replaced = [m for m in expanded if not any(m is kept for kept in conversation.messages)]
-        if not replaced:
-            return
         unstored = [m for m in expanded if not _written_by_compaction(m) and m not in stored]
         originals = Conversation(
             conversation_id=conversation.conversation_id,

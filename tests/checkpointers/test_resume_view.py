@@ -21,6 +21,9 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic_ai import Agent
+
+pytest.importorskip("pydantic_ai.conversation_store", reason="the conversation store needs Pydantic AI 2.x")
+
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import (
     ModelMessage,

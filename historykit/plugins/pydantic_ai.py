@@ -303,7 +303,7 @@ def _request_to_neutral(request: Any, *, show_instructions: bool) -> list[Messag
     if leading or not groups:
         groups.append(("user", leading))
     pinned = _is_pinned(request.metadata)
-    marker = _edit_marker_of(request.metadata)
+    marker = _marker_of(request.metadata, EDIT_KEY)
     return [Message.from_native(role, parts, request, pinned=pinned, marker=marker) for role, parts in groups]
 
 
@@ -429,7 +429,7 @@ def _response_to_neutral(response: Any) -> Message:
         usage=_reported_usage(response.usage),
         model=response.model_name if isinstance(response.model_name, str) else None,
         pinned=_is_pinned(response.metadata),
-        marker=_edit_marker_of(response.metadata),
+        marker=_marker_of(response.metadata, EDIT_KEY),
     )
 
 
@@ -896,17 +896,6 @@ def _with_part_edit(native: Any, msg: Message) -> Any:
     return replace(native, metadata={**(native.metadata or {}), EDIT_KEY: data})
 
 
-def _edit_marker_of(metadata: Any) -> CompactionMarker | None:
-    """The marker of the compaction that wrote a message (`EDIT_KEY`); `None` for an original, or
-    for a damaged marker (unknown data: the message keeps it and reads as an original)."""
-    if not isinstance(metadata, dict) or not isinstance(metadata.get(EDIT_KEY), dict):
-        return None
-    try:
-        return CompactionMarker.from_dict(metadata[EDIT_KEY])
-    except (ValueError, TypeError):
-        return None
-
-
 def _with_summary(metadata: dict[str, Any] | None, part: SummaryPart) -> dict[str, Any]:
     """`metadata` with the summary's marker, and its provider compaction when it has one."""
     marker = part.marker
@@ -925,13 +914,15 @@ def _provider_compaction_of(metadata: Any) -> ProviderCompaction | None:
     )
 
 
-def _marker_of(metadata: Any) -> CompactionMarker | None:
-    if not isinstance(metadata, dict) or not isinstance(metadata.get(COMPACTION_KEY), dict):
+def _marker_of(metadata: Any, key: str = COMPACTION_KEY) -> CompactionMarker | None:
+    """The marker under `key` of a metadata dict: a summary's (`COMPACTION_KEY`), or that of the
+    compaction that wrote a message (`EDIT_KEY`); `None` when there is none."""
+    if not isinstance(metadata, dict) or not isinstance(metadata.get(key), dict):
         return None
     try:
-        return CompactionMarker.from_dict(metadata[COMPACTION_KEY])
+        return CompactionMarker.from_dict(metadata[key])
     except (ValueError, TypeError):
-        # A damaged marker is unknown data: the native part keeps it, the summary just has none.
+        # A damaged marker is unknown data: the native keeps it, and the message reads as without one.
         return None
 
 

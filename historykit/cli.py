@@ -56,6 +56,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from historykit.errors import CorruptRowError, HistoryKitError, SchemaError
 from historykit.formats import (
     FORMATS,
     TranscriptFile,
@@ -138,7 +139,7 @@ _err = _console(stderr=True)
 _state = {"debug": os.environ.get("HISTORYKIT_DEBUG", "") not in ("", "0")}
 
 
-class CliError(Exception):
+class CliError(HistoryKitError):
     """An error the command reports as one line, with the exit code scripts rely on."""
 
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
@@ -188,11 +189,9 @@ def _classify(exc: BaseException) -> tuple[str, int]:
         return str(exc), EXIT_USAGE
     if isinstance(exc, ImportError):
         return str(exc), EXIT_FAILURE
+    if isinstance(exc, (SchemaError, CorruptRowError)):
+        return str(exc), EXIT_USAGE
     module = type(exc).__module__
-    if module.startswith("historykit.checkpointers"):
-        name = type(exc).__name__
-        if name in ("SchemaError", "SchemaVersionError", "CorruptRowError"):
-            return str(exc), EXIT_USAGE
     if module.startswith("sqlalchemy"):
         from sqlalchemy import exc as sa_exc
 

@@ -46,13 +46,9 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
-from historykit.checkpointers.database import CorruptRowError
+from historykit.errors import CorruptRowError, RefusedTypeError
 
 StateTypes = Literal["loaded", "declared"]
-
-
-class RefusedTypeError(CorruptRowError):
-    """A stored value names a type the saver does not build from a database."""
 
 
 def _type_key(typ: type | tuple[str, ...]) -> tuple[str, str]:

@@ -38,6 +38,7 @@ from sqlalchemy.sql import Executable
 from sqlmodel import Session
 
 from historykit.checkpointers.schema import HistorykitTable, SchemaComponent, SchemaVersionRow, utcnow
+from historykit.errors import CorruptRowError, ReadOnlyDatabaseError, SchemaError, SchemaVersionError
 
 if TYPE_CHECKING:
     # SQLAlchemy's asyncio layer needs greenlet: imported only where async is used.
@@ -72,18 +73,6 @@ DEFAULT_CONNECT_TIMEOUT = 5.0
 answers fails then, instead of blocking)."""
 
 SCHEMA_TABLE = SchemaVersionRow.__table__  # type: ignore[attr-defined]
-
-
-class SchemaError(RuntimeError):
-    """The database's historykit tables are not what this version of historykit expects."""
-
-
-class SchemaVersionError(SchemaError):
-    """The database was written by a newer historykit (or a version with no migration path)."""
-
-
-class CorruptRowError(ValueError):
-    """A stored row cannot be decoded; the message names the table, the row and the reason."""
 
 
 def normalize_url(url: str | URL, *, asynchronous: bool = False) -> URL:
@@ -143,10 +132,6 @@ with other execution options share their URL)."""
 def read_only_reason(engine: Engine | AsyncEngine) -> str | None:
     """Why `engine` (made by `create_engine`) can only read its SQLite file; `None` if it can write."""
     return _READ_ONLY.get(engine.url.render_as_string(hide_password=False))
-
-
-class ReadOnlyDatabaseError(PermissionError):
-    """A write to a SQLite database that can only be read (the message says why)."""
 
 
 def _read_only_sqlite(url: URL) -> tuple[URL, str | None]:

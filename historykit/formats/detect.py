@@ -30,6 +30,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from historykit.errors import TranscriptFormatError
+
 __all__ = ["FORMATS", "TranscriptFormatError", "detect_format", "detect_text", "resolve_format"]
 
 FORMATS: tuple[str, ...] = ("chat", "pydantic-ai", "langchain", "claude-code", "codex")
@@ -60,10 +62,6 @@ _BARE_CODEX_ITEMS = frozenset(
 )
 
 _SNIFF_ROWS = 200
-
-
-class TranscriptFormatError(ValueError):
-    """A transcript file that is not (or not validly) in the format it was read as."""
 
 
 def resolve_format(name: str) -> str:

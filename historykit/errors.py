@@ -1,0 +1,89 @@
+"""Every error historykit raises on purpose, under one root.
+
+```text
+HistoryKitError                          except HistoryKitError: anything historykit raises on purpose
+├── UserError                            historykit was called wrongly; the message says how to call it
+│   ├── InvalidArgumentError (ValueError)    a value out of range, an unknown option, a bad URL
+│   └── ArgumentTypeError (TypeError)        a value of the wrong type (a message of no known framework)
+├── TranscriptFormatError (ValueError)   a transcript file in no known format, or broken in its own
+└── StoreError                           the database behind a saver or a conversation store
+    ├── SchemaError (RuntimeError)           the tables are not what this version expects
+    │   └── SchemaVersionError                   written by a newer historykit
+    ├── CorruptRowError (ValueError)         a stored row that cannot be decoded
+    │   └── RefusedTypeError                     a stored value naming a type never built from a database
+    └── ReadOnlyDatabaseError (PermissionError)  a write to a database that can only be read
+```
+
+Each class also derives from the built-in exception callers caught before this module existed
+(shown in brackets), so `except ValueError` around a historykit call keeps working.
+
+Example:
+    ```python
+    from historykit.errors import HistoryKitError, UserError
+
+    try:
+        pipeline.run(messages, context_window=0)
+    except UserError as exc:        # InvalidArgumentError: context_window must be a positive int
+        print(exc)
+    ```
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArgumentTypeError",
+    "CorruptRowError",
+    "HistoryKitError",
+    "InvalidArgumentError",
+    "ReadOnlyDatabaseError",
+    "RefusedTypeError",
+    "SchemaError",
+    "SchemaVersionError",
+    "StoreError",
+    "TranscriptFormatError",
+    "UserError",
+]
+
+
+class HistoryKitError(Exception):
+    """The root: every error historykit raises on purpose is one of these."""
+
+
+class UserError(HistoryKitError):
+    """historykit was called wrongly: a configuration or an argument it cannot use."""
+
+
+class InvalidArgumentError(UserError, ValueError):
+    """A value historykit cannot use: out of range, an unknown option, an unparsable URL."""
+
+
+class ArgumentTypeError(UserError, TypeError):
+    """A value of the wrong type, such as an item that is not a message of the history's framework."""
+
+
+class TranscriptFormatError(HistoryKitError, ValueError):
+    """A transcript file that is not (or not validly) in the format it was read as."""
+
+
+class StoreError(HistoryKitError):
+    """The database behind a saver or a conversation store cannot be used as asked."""
+
+
+class SchemaError(StoreError, RuntimeError):
+    """The database's historykit tables are not what this version of historykit expects."""
+
+
+class SchemaVersionError(SchemaError):
+    """The database was written by a newer historykit (or a version with no migration path)."""
+
+
+class CorruptRowError(StoreError, ValueError):
+    """A stored row cannot be decoded; the message names the table, the row and the reason."""
+
+
+class RefusedTypeError(CorruptRowError):
+    """A stored value names a type the saver does not build from a database."""
+
+
+class ReadOnlyDatabaseError(StoreError, PermissionError):
+    """A write to a SQLite database that can only be read (the message says why)."""

@@ -11,6 +11,10 @@ first call of a new pipeline on a freshly loaded history. This measures that cal
 - `historykit: resume`: in a new process, a new store on the file and a new pipeline load the
   conversation and process it with the next exchange appended: load and first call, timed apart
   (the token counts the store kept come back with the load, `historykit.tokens.remember_counts`);
+- `historykit: view-only resume`: view-only mode with the view last sent stored beside the raw
+  history (as `HistoryKitMiddleware` keeps it in the LangGraph state): in a new process, a new
+  pipeline is given that view (`Pipeline.remember_view`) and derives the next call's view from the
+  whole raw history; no token count comes back with it, so every message of the view is counted;
 - `historykit: view-only replay`: what the first call costs when the raw history is all there is
   (view-only mode, no stored view): the whole conversation replayed, once;
 - `harness:TieredCompaction`: pydantic-ai-harness 0.62 on the whole history, one call through its
@@ -45,6 +49,7 @@ from historykit.messages import Message
 from historykit.pipeline import Pipeline
 from historykit.plugins.pydantic_ai import PydanticAIAdapter
 from historykit.processors.default_pipeline import default_pipeline
+from historykit.tokens import default_tokenizer
 from historykit.view import request_points
 
 CALLS_PER_SAVE = 10
@@ -110,6 +115,7 @@ def resume_here(url: str, conversation_id: str, extra_file: Path) -> None:
     extra = ModelMessagesTypeAdapter.validate_json(extra_file.read_bytes())
     store = SQLModelConversationStore(url)
     pipeline = default_pipeline()
+    default_tokenizer()  # loaded once per process, before any request
     start = time.perf_counter()
     conversation = asyncio.run(store.load(conversation_id))
     load_ms = (time.perf_counter() - start) * 1000
@@ -119,6 +125,44 @@ def resume_here(url: str, conversation_id: str, extra_file: Path) -> None:
     call_ms = (time.perf_counter() - start) * 1000
     asyncio.run(store.aclose())
     print(json.dumps({"load_ms": load_ms, "call_ms": call_ms, "loaded": len(conversation.messages)}))
+
+
+def view_only_resume(raw: list[Any], extra: list[Any], repeat: int) -> float:
+    """Best-of-`repeat` ms, each in a new process, for a new pipeline's first view-only call on
+    `raw + extra` given the view of the call before it (what the state kept)."""
+    history = [*raw, *extra]
+    previous = request_points(PydanticAIAdapter().to_neutral(history))[-2]
+    view = default_pipeline().run(history[:previous], WINDOW, mode="view").messages
+    best = float("inf")
+    with tempfile.TemporaryDirectory() as tmp:
+        files = [Path(tmp) / name for name in ("history.json", "view.json")]
+        for path, messages in zip(files, (history, view), strict=True):
+            path.write_bytes(ModelMessagesTypeAdapter.dump_json(messages))
+        for _ in range(repeat):
+            out = subprocess.run(
+                [sys.executable, __file__, "--view-resume", str(previous), *map(str, files)],
+                check=False,
+                capture_output=True,
+                text=True,
+            )
+            if out.returncode:
+                raise SystemExit(out.stderr)
+            best = min(best, json.loads(out.stdout.strip().splitlines()[-1])["call_ms"])
+    return best
+
+
+def view_resume_here(previous: int, history_file: Path, view_file: Path) -> None:
+    """The child of `view_only_resume`: the stored view remembered, then the first call, timed together."""
+    history, view = (
+        ModelMessagesTypeAdapter.validate_json(f.read_bytes()) for f in (history_file, view_file)
+    )
+    pipeline = default_pipeline()
+    start = time.perf_counter()
+    pipeline.remember_view(history[:previous], view, WINDOW)
+    result = pipeline.run(history, WINDOW, mode="view")
+    call_ms = (time.perf_counter() - start) * 1000
+    assert result.report.replayed_calls == 1, result.report.replayed_calls
+    print(json.dumps({"call_ms": call_ms}))
 
 
 def view_only_replay(raw: list[Any], repeat: int) -> float:
@@ -140,9 +184,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="runs timed per historykit cell")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--resume", nargs=3, metavar=("URL", "ID", "EXTRA"), help=argparse.SUPPRESS)
+    parser.add_argument("--view-resume", nargs=3, metavar=("AT", "HISTORY", "VIEW"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.resume:
         resume_here(args.resume[0], args.resume[1], Path(args.resume[2]))
+        return
+    if args.view_resume:
+        view_resume_here(int(args.view_resume[0]), Path(args.view_resume[1]), Path(args.view_resume[2]))
         return
     adapter = PydanticAIAdapter()
     histories: dict[int, tuple[list[Message], list[Message]]] = {
@@ -165,6 +213,7 @@ def main() -> None:
             calls, _ = store_persistently(raw, url, f"resume-{size}")
             stored_s = time.perf_counter() - start
             load_ms, first_ms, loaded = resume(url, f"resume-{size}", native_extra, args.repeat)
+            view_resume_ms = view_only_resume(raw, native_extra, args.repeat)
             replay_ms = view_only_replay(raw, 1 if size >= 5_000 else min(args.repeat, 3))
             anchor = tiered[(str(size), "tiered")]
             figures.append(
@@ -175,17 +224,20 @@ def main() -> None:
                     "view_messages_loaded": loaded,
                     "load_ms": round(load_ms, 2),
                     "first_call_ms": round(first_ms, 2),
+                    "view_only_resume_ms": round(view_resume_ms, 2),
                     "view_only_replay_ms": round(replay_ms, 1),
                     "tiered_ms": round(anchor, 1),
                     "speedup_first_call": round(anchor / first_ms, 1),
                     "speedup_load_and_call": round(anchor / (load_ms + first_ms), 1),
+                    "speedup_view_only_resume": round(anchor / view_resume_ms, 1),
                     "speedup_view_only_replay": round(anchor / replay_ms, 2),
                 }
             )
     print(f"window {WINDOW:,} tokens; stored every {CALLS_PER_SAVE} calls on SQLite; best of {args.repeat}")
     header = (
         f"{'messages':>9} {'calls':>6} {'view':>5} {'load ms':>8} {'1st call':>9} {'Tiered ms':>10} "
-        f"{'x (call)':>9} {'x (load+call)':>14} {'view-only replay ms':>20} {'x':>6}"
+        f"{'x (call)':>9} {'x (load+call)':>14} {'view-only resume ms':>20} {'x':>6} "
+        f"{'view-only replay ms':>20} {'x':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -193,7 +245,8 @@ def main() -> None:
         print(
             f"{f['messages']:>9,} {f['model_calls']:>6,} {f['view_messages_loaded']:>5} {f['load_ms']:>8.1f} "
             f"{f['first_call_ms']:>9.1f} {f['tiered_ms']:>10.1f} {f['speedup_first_call']:>8.1f}x "
-            f"{f['speedup_load_and_call']:>13.1f}x {f['view_only_replay_ms']:>20.1f} "
+            f"{f['speedup_load_and_call']:>13.1f}x {f['view_only_resume_ms']:>20.1f} "
+            f"{f['speedup_view_only_resume']:>5.1f}x {f['view_only_replay_ms']:>20.1f} "
             f"{f['speedup_view_only_replay']:>5.2f}x"
         )
     for f in figures:

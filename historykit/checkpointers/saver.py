@@ -725,10 +725,17 @@ def _json_equal(actual: Any, expected: Any) -> bool:
 
 
 def _with_view(transcript: Transcript, latest: CheckpointTuple | None) -> Transcript:
-    """`transcript` with its view: the root graph's `messages` channel at the latest checkpoint."""
-    messages = latest.checkpoint.get("channel_values", {}).get("messages") if latest is not None else None
-    view = list(messages) if isinstance(messages, list) else None
-    return replace(transcript, view=view)
+    """`transcript` with its view: the root graph's `messages` channel at the latest checkpoint; in
+    view-only mode (`HistoryKitMiddleware` keeps the view last sent beside the raw messages) that
+    view and the messages that arrived after it."""
+    values = latest.checkpoint.get("channel_values", {}) if latest is not None else {}
+    messages = values.get("messages")
+    if not isinstance(messages, list):
+        return replace(transcript, view=None)
+    sent, of = values.get("historykit_view"), values.get("historykit_view_of")
+    if isinstance(sent, list) and isinstance(of, int) and 0 < of <= len(messages):
+        return replace(transcript, view=[*sent, *messages[of:]])
+    return replace(transcript, view=list(messages))
 
 
 def _calls_before_results(

@@ -83,10 +83,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from typing import Annotated, Any, NotRequired, cast
 
-from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+)
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, RemoveMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
@@ -108,6 +114,7 @@ except ImportError:  # pragma: no cover - langchain 1.x before wrap_model_call c
 __all__ = [
     "HistoryKitHook",
     "HistoryKitMiddleware",
+    "HistoryKitState",
     "chat_model_binds_thinking",
     "chat_model_context_window",
     "state_update",
@@ -481,6 +488,20 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
         return self._update(old, await self._arun(old, self.model))
 
 
+class HistoryKitState(AgentState):  # type: ignore[type-arg]
+    """The agent state `HistoryKitMiddleware` adds to: in view-only mode, the view last sent.
+
+    The checkpointer keeps it with the state, so a process that resumes the thread (a server
+    loading it per request) continues from that view instead of replaying every model call of the
+    conversation. Private: not part of the agent's input or output.
+    """
+
+    historykit_view: NotRequired[Annotated[list[AnyMessage], PrivateStateAttr]]
+    """The messages the last model call was sent, after the system message."""
+    historykit_view_of: NotRequired[Annotated[int, PrivateStateAttr]]
+    """How many of the request's messages (the system message aside) that view was derived from."""
+
+
 class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
     """LangChain v1 agent middleware (`create_agent(middleware=[...])`) that processes every model call.
 
@@ -490,6 +511,11 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
     applied after the model node (the response is kept after them), so the state and its
     checkpoints shrink. Put it first in `middleware=` in persistent mode, so that what it writes
     back is the state as stored, not another middleware's view of it.
+
+    In view-only mode the view each call was sent goes into the state too (`HistoryKitState`,
+    private keys the checkpointer stores; `SQLModelSaver` stores each of its messages once), so a new
+    process resuming the thread continues from it: its first call costs what a warm call costs
+    instead of a replay of the whole conversation.
 
     Example:
         ```python
@@ -520,8 +546,25 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             self.recall.install(self.pipeline.processors)
             self.tools = [_recall_tool(self.recall)]
 
+    state_schema = HistoryKitState
+
     def __repr__(self) -> str:
         return f"HistoryKitMiddleware({self.pipeline!r}, persist={self.persist})"
+
+    def _resume_view(self, request: ModelRequest, history: list[BaseMessage], window: ContextWindow) -> None:
+        """View-only mode: continue from the view the state kept (a process that did not derive it
+        would otherwise replay the whole conversation). Remembered even when this process derived
+        it: the stored view is what was sent."""
+        if self.persist or not isinstance(request.state, dict):
+            return
+        view, of = request.state.get("historykit_view"), request.state.get("historykit_view_of")
+        if not isinstance(view, list) or not isinstance(of, int) or not 0 < of <= len(request.messages):
+            return
+        system = [request.system_message] if request.system_message is not None else []
+        derived_from = history[: len(system) + of]
+        self.pipeline.remember_view(
+            derived_from, [*system, *view], window.tokens, binds_thinking=self._binds(request.model)
+        )
 
     @staticmethod
     def _split(request: ModelRequest, processed: list[BaseMessage]) -> ModelRequest:
@@ -536,7 +579,10 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
 
     def _finish(self, request: ModelRequest, edited: ModelRequest, response: Any) -> Any:
         if not self.persist:
-            return response
+            if _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x: replayed on resume
+                return response
+            kept = {"historykit_view": list(edited.messages), "historykit_view_of": len(request.messages)}
+            return _ExtendedModelResponse(model_response=response, command=Command(update=kept))
         state = request.state
         if not isinstance(state, dict) or not isinstance(state.get("messages"), list):
             raise ValueError("persistent mode needs the agent state's 'messages' list in the model request")
@@ -555,6 +601,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         history = self._history(request)
         window = self._window(request.model)
+        self._resume_view(request, history, window)
         edited = self._split(request, self._run(history, request.model))
         self._keep_originals(history, edited)
         sent = with_provider_compaction(edited)
@@ -580,6 +627,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
     ) -> Any:
         history = self._history(request)
         window = self._window(request.model)
+        self._resume_view(request, history, window)
         edited = self._split(request, await self._arun(history, request.model))
         self._keep_originals(history, edited)
         sent = with_provider_compaction(edited)

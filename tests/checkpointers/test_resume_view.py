@@ -36,7 +36,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from historykit import check, default_pipeline
+from historykit import Report, check, default_pipeline
 from historykit.checkpointers import SQLModelConversationStore, SQLModelSaver
 from historykit.plugins.langgraph import HistoryKitMiddleware
 from historykit.plugins.pydantic_ai_agent import HistoryKit
@@ -182,14 +182,29 @@ def _lc_seen(messages: list[BaseMessage]) -> list[tuple[str, str, str]]:
 
 
 def _langgraph_run(
-    persist: bool, saver_for_turn: Callable[[], Any]
+    persist: bool,
+    saver_for_turn: Callable[[], Any],
+    *,
+    cold: bool = False,
+    reports: list[Report] | None = None,
 ) -> tuple[ToolCallingFakeModel, CountingSummarizer]:
+    """`TURNS` turns of one thread; `cold`: a new middleware and pipeline every turn, as a server
+    that loads the thread per request in a new process has."""
     summarizer = CountingSummarizer()
     model = ToolCallingFakeModel(messages=_script(), profile={"max_input_tokens": WINDOW})
-    middleware = HistoryKitMiddleware(default_pipeline(summarizer=summarizer), persist=persist)
+
+    def new_middleware() -> HistoryKitMiddleware:
+        on_report = None if reports is None else reports.append
+        return HistoryKitMiddleware(
+            default_pipeline(summarizer=summarizer), persist=persist, on_report=on_report
+        )
+
+    middleware = new_middleware()
     config = {"configurable": {"thread_id": "t"}}
     for turn in range(TURNS):
         saver = saver_for_turn()
+        if cold:
+            middleware = new_middleware()
         agent = create_agent(model, [lc_read_file], middleware=[middleware], checkpointer=saver)
         agent.invoke({"messages": [HumanMessage(f"Turn {turn}: read the next module.")]}, config)
         if isinstance(saver, SQLModelSaver):
@@ -219,8 +234,29 @@ def test_the_saver_resumes_what_an_in_memory_graph_sends(database_url: str, pers
         # Persistent: the state is the view, and every message a compaction wrote is a marker.
         assert "summarize" in {c.marker.strategy for c in transcript.compactions}
     else:
-        # View-only: the state keeps every message as it arrived; nothing in it was written by a compaction.
-        assert transcript.compactions == [] and len(transcript.view or []) == len(transcript.messages)
+        # View-only: the state keeps every message as it arrived, and beside it the view last sent,
+        # whose summaries and cleared copies are stored with their markers.
+        assert "summarize" in {c.marker.strategy for c in transcript.compactions}
+        assert _lc_seen((transcript.view or [])[:-1]) == _lc_seen(stored_model.inputs[-1])
+        assert len(transcript.view or []) < len(transcript.messages)
+
+
+def test_a_cold_view_only_resume_continues_the_stored_view(database_url: str) -> None:
+    """A new middleware and pipeline every turn (a server loading the thread per request): each
+    turn's first call continues the view the state kept instead of replaying the conversation."""
+    memory_saver = InMemorySaver()
+    memory_model, memory_summaries = _langgraph_run(False, lambda: memory_saver)
+    reports: list[Report] = []
+    cold_model, cold_summaries = _langgraph_run(
+        False, lambda: SQLModelSaver(database_url), cold=True, reports=reports
+    )
+
+    assert cold_summaries.calls == memory_summaries.calls
+    for call, (cold, memory) in enumerate(zip(cold_model.inputs, memory_model.inputs, strict=True)):
+        assert _lc_seen(cold) == _lc_seen(memory), f"call {call} sent another view"
+    # Two model calls a turn; without the stored view a turn's first call replays every earlier one.
+    assert len(reports) == 2 * TURNS
+    assert max(r.replayed_calls for r in reports) == 1
 
 
 # ---- token counts ---------------------------------------------------------------------------------

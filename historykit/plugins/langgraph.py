@@ -47,7 +47,8 @@ middleware, the `model=` you pass for the hook), else from the model names in th
 Compact and retry (the middleware): when the provider refuses the call as too long for its context
 window (LangChain's `ContextOverflowError`, or the SDK's `BadRequestError` saying so), the pipeline
 runs again on the same input with a smaller window and the model is called once more
-(`historykit.plugins.overflow`); the smaller window stays with the thread. The report of the retry
+(`historykit.plugins.overflow`); the smaller window stays with the thread, in its state too
+(`HistoryKitState`), so a process that resumes the thread budgets for it at once. The report of the retry
 has an `OverflowRetry` step and marker; a second refusal reaches the caller as the model raised it.
 The hook runs before the model node and cannot retry.
 
@@ -489,7 +490,8 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
 
 
 class HistoryKitState(AgentState):  # type: ignore[type-arg]
-    """The agent state `HistoryKitMiddleware` adds to: in view-only mode, the view last sent.
+    """The agent state `HistoryKitMiddleware` adds to: in view-only mode the view last sent, and the
+    window the thread shrank to after a context overflow.
 
     The checkpointer keeps it with the state, so a process that resumes the thread (a server
     loading it per request) continues from that view instead of replaying every model call of the
@@ -500,6 +502,8 @@ class HistoryKitState(AgentState):  # type: ignore[type-arg]
     """The messages the last model call was sent, after the system message."""
     historykit_view_of: NotRequired[Annotated[int, PrivateStateAttr]]
     """How many of the request's messages (the system message aside) that view was derived from."""
+    historykit_window: NotRequired[Annotated[int, PrivateStateAttr]]
+    """The window the thread shrank to after a context overflow (both modes)."""
 
 
 class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
@@ -578,28 +582,45 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         return [*system, *request.messages]
 
     def _finish(self, request: ModelRequest, edited: ModelRequest, response: Any) -> Any:
-        if not self.persist:
-            if _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x: replayed on resume
-                return response
-            kept = {"historykit_view": list(edited.messages), "historykit_view_of": len(request.messages)}
-            return _ExtendedModelResponse(model_response=response, command=Command(update=kept))
-        state = request.state
-        if not isinstance(state, dict) or not isinstance(state.get("messages"), list):
-            raise ValueError("persistent mode needs the agent state's 'messages' list in the model request")
+        """The response, with the state update this call makes: in persistent mode the edits; in
+        view-only mode the view sent; in both the window the thread shrank to after an overflow."""
+        state = request.state if isinstance(request.state, dict) else {}
+        update: dict[str, Any] = {}
+        shrunk = self.overflow.windows.get(_thread())
+        if shrunk is not None and state.get("historykit_window") != shrunk:
+            update["historykit_window"] = shrunk
         if isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
-        old = state["messages"]
-        # The request's messages are the state's unless LangChain patched dangling tool calls: then
-        # the update replaces everything rather than guess which ids the patch gave.
-        same = len(old) == len(request.messages) and all(a is b for a, b in zip(old, request.messages))
-        update = state_update(old if same else [], edited.messages, appended=response.result)
-        if not update:
+        if not self.persist:
+            update["historykit_view"] = list(edited.messages)
+            update["historykit_view_of"] = len(request.messages)
+        else:
+            if not isinstance(state.get("messages"), list):
+                raise ValueError(
+                    "persistent mode needs the agent state's 'messages' list in the model request"
+                )
+            old = state["messages"]
+            # The request's messages are the state's unless LangChain patched dangling tool calls: then
+            # the update replaces everything rather than guess which ids the patch gave.
+            same = len(old) == len(request.messages) and all(a is b for a, b in zip(old, request.messages))
+            edits = state_update(old if same else [], edited.messages, appended=response.result)
+            if edits:
+                update["messages"] = edits
+        if not update or _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
             return response
-        assert _ExtendedModelResponse is not None
-        return _ExtendedModelResponse(model_response=response, command=Command(update={"messages": update}))
+        return _ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    def _resume_window(self, request: ModelRequest) -> None:
+        """The window the thread shrank to after an overflow, as the state kept it (a new process
+        would otherwise budget for the configured window again and overflow once more)."""
+        thread = _thread()
+        stored = request.state.get("historykit_window") if isinstance(request.state, dict) else None
+        if thread is not None and isinstance(stored, int) and stored > 0:
+            self.overflow.windows.setdefault(thread, stored)
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         history = self._history(request)
+        self._resume_window(request)
         window = self._window(request.model)
         self._resume_view(request, history, window)
         edited = self._split(request, self._run(history, request.model))
@@ -626,6 +647,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Any:
         history = self._history(request)
+        self._resume_window(request)
         window = self._window(request.model)
         self._resume_view(request, history, window)
         edited = self._split(request, await self._arun(history, request.model))

@@ -257,6 +257,45 @@ def test_langchain_modes_send_the_same_requests_around_a_retry() -> None:
 
 
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
+def test_langchain_a_resumed_thread_keeps_its_shrunk_window(persist: bool) -> None:
+    """The window a thread shrank to is kept in its state: a new middleware (a new process) resuming
+    the thread budgets for it at once instead of overflowing again."""
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from historykit.plugins.langgraph import HistoryKitMiddleware
+
+    played = 0
+
+    def script(request: EmulatedRequest) -> Turn:
+        nonlocal played
+        i, played = played, played + 1
+        if i in (TOOL_TURNS, TOOL_TURNS + 5):
+            return Turn(text="All done.")
+        return Turn(text=f"Reading file {i}.", tool_calls=[ToolCall("read", {"path": f"src/f{i}.py"})])
+
+    emulator = ProviderEmulator(script, context_windows={NON_BINDING_ANTHROPIC_MODEL: REAL_WINDOW})
+    saver = InMemorySaver()
+    config = {"configurable": {"thread_id": "shrinking"}}
+    reports: list[Report] = []
+    for turn in range(2):
+        middleware = HistoryKitMiddleware(
+            default_pipeline(), context_window=CONFIGURED, persist=persist, on_report=reports.append
+        )
+        llm = emulator.chat_anthropic(NON_BINDING_ANTHROPIC_MODEL, max_tokens=1024)
+        agent = create_agent(
+            llm, tools=[tool(read)], system_prompt=SYSTEM, middleware=[middleware], checkpointer=saver
+        )
+        state = agent.invoke({"messages": [{"role": "user", "content": f"Read the files ({turn})."}]}, config)
+        assert state["messages"][-1].text == "All done."
+    assert len(emulator.rejected) == 1, "the resumed thread overflowed again"
+    retry = next(i for i, r in enumerate(reports) if any(s.processor == RETRY_STEP for s in r.steps))
+    shrunk = reports[retry].context_window
+    assert all(r.context_window == shrunk and r.window_source == RETRY_WINDOW_SOURCE for r in reports[retry:])
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
 async def test_langchain_async_second_overflow_reaches_the_caller(persist: bool) -> None:
     from langchain_core.exceptions import ContextOverflowError
 

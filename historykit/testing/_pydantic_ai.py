@@ -53,7 +53,8 @@ class PydanticAIReplay(_Replay["ModelResponse"]):
     ) -> None:
         """Args:
         recording: The session to replay.
-        window: The context window the model declares in its profile (`None`: none).
+        window: The context window the model declares in its profile (`None`: none). Pydantic AI
+            1.x profiles have no window: there, give it to `HistoryKitProcessor(context_window=...)`.
         counter: Counts the tokens of each call (a default `TokenCounter` otherwise).
         on_call: Called with each `Call` as the model receives it.
         delay: Seconds each model call waits, so a live display can be followed.
@@ -68,7 +69,7 @@ class PydanticAIReplay(_Replay["ModelResponse"]):
             native = PydanticAIAdapter().to_native(recording.messages[start:end])
             turns.append([m for m in native if isinstance(m, ModelResponse)])
         super().__init__(recording, turns, counter=counter, on_call=on_call, delay=delay)
-        profile: Any = {"context_window": window} if window is not None else None
+        profile: Any = {"context_window": window} if window is not None and _profiles_have_window() else None
         self.model: FunctionModel = FunctionModel(
             self._answer, model_name=f"replay:{recording.name}", profile=profile
         )
@@ -95,6 +96,15 @@ class PydanticAIReplay(_Replay["ModelResponse"]):
             )
         # A copy: the agent stamps its own fields (run id, timestamps) on what the model returns.
         return replace(response, usage=RequestUsage(input_tokens=call.sent, output_tokens=0))
+
+
+def _profiles_have_window() -> bool:
+    """Whether model profiles state a context window (Pydantic AI 2.x; 1.x profiles have none)."""
+    import dataclasses
+
+    from pydantic_ai.profiles import ModelProfile
+
+    return not dataclasses.is_dataclass(ModelProfile)
 
 
 def _recorded_tool(name: str, results: dict[str, str]) -> Tool[Any]:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from historykit.demo._replay_run import DEFAULT_WINDOW, THREAD_IDS, ReplayRun
+from historykit.demo._replay_run import DEFAULT_WINDOW, THREAD_IDS, ReplayRun, collecting
 from historykit.pipeline import HistoryProcessor, Report
 from historykit.testing import Call, LangChainReplay, Recording
 from historykit.tokens import TokenCounter
@@ -35,13 +35,7 @@ def run_langgraph(
     from historykit.plugins.langgraph import HistoryKitMiddleware
 
     replay = LangChainReplay(recording, window=window, counter=counter, on_call=on_call, delay=delay)
-    reports: list[Report] = []
-
-    def report(r: Report) -> None:
-        reports.append(r)
-        if on_report is not None:
-            on_report(r)
-
+    reports, report = collecting(on_report)
     thread_id = THREAD_IDS["langgraph"]
     saver: Any
     if database is not None:

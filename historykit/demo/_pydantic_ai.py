@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from historykit.demo._replay_run import DEFAULT_WINDOW, THREAD_IDS, ReplayRun
+from historykit.demo._replay_run import DEFAULT_WINDOW, THREAD_IDS, ReplayRun, collecting
 from historykit.pipeline import HistoryProcessor, Report
 from historykit.testing import Call, PydanticAIReplay, Recording
 from historykit.tokens import TokenCounter
@@ -35,13 +35,7 @@ async def run_pydantic_ai(
     from historykit.plugins.pydantic_ai_agent import HistoryKit
 
     replay = PydanticAIReplay(recording, window=window, counter=counter, on_call=on_call, delay=delay)
-    reports: list[Report] = []
-
-    def report(r: Report) -> None:
-        reports.append(r)
-        if on_report is not None:
-            on_report(r)
-
+    reports, report = collecting(on_report)
     kit = HistoryKit(pipeline, on_report=report)
     agent = Agent(replay.model, tools=replay.tools, system_prompt=replay.system_prompts, capabilities=[kit])
     store, conversation = await _open_store(database)

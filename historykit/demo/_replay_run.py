@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,3 +50,15 @@ class ReplayRun:
             for marker in report.markers:
                 out[marker.strategy] = out.get(marker.strategy, 0) + 1
         return out
+
+
+def collecting(on_report: Callable[[Report], None] | None) -> tuple[list[Report], Callable[[Report], None]]:
+    """A list of reports, and the `on_report` callback that appends to it, then calls `on_report`."""
+    reports: list[Report] = []
+
+    def report(r: Report) -> None:
+        reports.append(r)
+        if on_report is not None:
+            on_report(r)
+
+    return reports, report

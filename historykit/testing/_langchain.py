@@ -8,9 +8,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from historykit.errors import ReplayMismatchError
-from historykit.testing._recording import Recording
-from historykit.testing._replay import CLOSING_TEXT, DEFAULT_WINDOW, Call, _Replay
-from historykit.tokens import TokenCounter
+from historykit.messages import Message
+from historykit.testing._replay import CLOSING_TEXT, _Replay
 
 if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
@@ -40,37 +39,31 @@ class LangChainReplay(_Replay["AIMessage"]):
         ```
     """
 
-    def __init__(
-        self,
-        recording: Recording,
-        *,
-        window: int | None = DEFAULT_WINDOW,
-        counter: TokenCounter | None = None,
-        on_call: Callable[[Call], None] | None = None,
-        delay: float = 0.0,
-    ) -> None:
-        """Args:
-        recording: The session to replay.
-        window: The context window the model declares in its profile (`None`: none).
-        counter: Counts the tokens of each call (a default `TokenCounter` otherwise).
-        on_call: Called with each `Call` as the model receives it.
-        delay: Seconds each model call waits, so a live display can be followed.
-        """
-        from langchain_core.messages import AIMessage, HumanMessage
+    model: BaseChatModel
+    """The chat model: pass it to `create_agent(...)` (it binds any tools)."""
+    tools: list[BaseTool]
+    """One tool per tool name the session used, each returning the recorded results."""
+    system_prompt: str | None
+    """For `create_agent(system_prompt=...)`."""
+    prompts: list[list[HumanMessage]]
+    """The user messages that open each turn."""
+
+    def _responses(self, turn: list[Message]) -> list[AIMessage]:
+        from langchain_core.messages import AIMessage
 
         from historykit.plugins.langchain import LangChainAdapter
 
-        turns: list[list[AIMessage]] = []
-        for start, end in recording.turns:
-            native = LangChainAdapter().to_native(recording.messages[start:end])
-            turns.append([m for m in native if isinstance(m, AIMessage)])
-        super().__init__(recording, turns, counter=counter, on_call=on_call, delay=delay)
+        return [m for m in LangChainAdapter().to_native(turn) if isinstance(m, AIMessage)]
+
+    def _build(self, window: int | None) -> None:
+        from langchain_core.messages import HumanMessage
+
+        recording = self.recording
         profile = {"max_input_tokens": window} if window is not None else None
-        self.model: BaseChatModel = _replay_chat_model_class()(replay=self, profile=profile)
-        """The chat model: pass it to `create_agent(...)` (it binds any tools)."""
+        self.model = _replay_chat_model_class()(replay=self, profile=profile)
         results = recording.tool_results()
         tool_class = _recorded_tool_class()
-        self.tools: list[BaseTool] = [
+        self.tools = [
             tool_class(
                 name=name,
                 description=f"Returns what `{name}` returned in the recorded session.",
@@ -78,14 +71,11 @@ class LangChainReplay(_Replay["AIMessage"]):
             )
             for name in recording.tool_names
         ]
-        """One tool per tool name the session used, each returning the recorded results."""
         system = recording.system_prompts
-        self.system_prompt: str | None = "\n\n".join(system) if system else None
-        """For `create_agent(system_prompt=...)`."""
-        self.prompts: list[list[HumanMessage]] = [
+        self.system_prompt = "\n\n".join(system) if system else None
+        self.prompts = [
             [HumanMessage(text) for text in recording.prompts(t)] for t in range(len(recording.turns))
         ]
-        """The user messages that open each turn."""
 
     def _answer(self, messages: Sequence[BaseMessage]) -> AIMessage:
         from langchain_core.messages import AIMessage

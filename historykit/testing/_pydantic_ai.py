@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from historykit.errors import ReplayMismatchError
-from historykit.testing._recording import Recording
-from historykit.testing._replay import CLOSING_TEXT, DEFAULT_WINDOW, Call, _Replay
-from historykit.tokens import TokenCounter
+from historykit.messages import Message
+from historykit.testing._replay import CLOSING_TEXT, _Replay
 
 if TYPE_CHECKING:
     from pydantic_ai import Tool
@@ -42,45 +40,32 @@ class PydanticAIReplay(_Replay["ModelResponse"]):
         ```
     """
 
-    def __init__(
-        self,
-        recording: Recording,
-        *,
-        window: int | None = DEFAULT_WINDOW,
-        counter: TokenCounter | None = None,
-        on_call: Callable[[Call], None] | None = None,
-        delay: float = 0.0,
-    ) -> None:
-        """Args:
-        recording: The session to replay.
-        window: The context window the model declares in its profile (`None`: none). Pydantic AI
-            1.x profiles have no window: there, give it to `HistoryKitProcessor(context_window=...)`.
-        counter: Counts the tokens of each call (a default `TokenCounter` otherwise).
-        on_call: Called with each `Call` as the model receives it.
-        delay: Seconds each model call waits, so a live display can be followed.
-        """
+    model: FunctionModel
+    """The model: pass it to `Agent(...)`."""
+    tools: list[Tool[Any]]
+    """One tool per tool name the session used, each returning the recorded results."""
+    system_prompts: list[str]
+    """For `Agent(system_prompt=...)`."""
+    prompts: list[str]
+    """The user prompt of each turn."""
+
+    def _responses(self, turn: list[Message]) -> list[ModelResponse]:
         from pydantic_ai.messages import ModelResponse
-        from pydantic_ai.models.function import FunctionModel
 
         from historykit.plugins.pydantic_ai import PydanticAIAdapter
 
-        turns: list[list[ModelResponse]] = []
-        for start, end in recording.turns:
-            native = PydanticAIAdapter().to_native(recording.messages[start:end])
-            turns.append([m for m in native if isinstance(m, ModelResponse)])
-        super().__init__(recording, turns, counter=counter, on_call=on_call, delay=delay)
+        return [m for m in PydanticAIAdapter().to_native(turn) if isinstance(m, ModelResponse)]
+
+    def _build(self, window: int | None) -> None:
+        from pydantic_ai.models.function import FunctionModel
+
+        recording = self.recording
         profile: Any = {"context_window": window} if window is not None and _profiles_have_window() else None
-        self.model: FunctionModel = FunctionModel(
-            self._answer, model_name=f"replay:{recording.name}", profile=profile
-        )
-        """The model: pass it to `Agent(...)`."""
+        self.model = FunctionModel(self._answer, model_name=f"replay:{recording.name}", profile=profile)
         results = recording.tool_results()
-        self.tools: list[Tool[Any]] = [_recorded_tool(name, results) for name in recording.tool_names]
-        """One tool per tool name the session used, each returning the recorded results."""
-        self.system_prompts: list[str] = recording.system_prompts
-        """For `Agent(system_prompt=...)`."""
-        self.prompts: list[str] = ["\n\n".join(recording.prompts(t)) for t in range(len(recording.turns))]
-        """The user prompt of each turn."""
+        self.tools = [_recorded_tool(name, results) for name in recording.tool_names]
+        self.system_prompts = recording.system_prompts
+        self.prompts = ["\n\n".join(recording.prompts(t)) for t in range(len(recording.turns))]
 
     async def _answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         from pydantic_ai.messages import ModelResponse

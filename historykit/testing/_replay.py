@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from historykit.errors import InvalidArgumentError
+from historykit.messages import Message
 from historykit.testing._recording import Recording
 from historykit.tokens import TokenCounter
 
@@ -80,26 +82,47 @@ class _Meter:
         return call
 
 
-class _Replay(Generic[ResponseT]):
-    """The turn a replay answers from, and the next recorded response of that turn."""
+class _Replay(ABC, Generic[ResponseT]):
+    """The turn a replay answers from, and the next recorded response of that turn.
+
+    A framework's replay says how a turn's assistant messages become its responses (`_responses`)
+    and builds the model, the tools and the prompts (`_build`).
+    """
 
     def __init__(
         self,
         recording: Recording,
-        turns: list[list[ResponseT]],
         *,
-        counter: TokenCounter | None,
-        on_call: Callable[[Call], None] | None,
-        delay: float,
+        window: int | None = DEFAULT_WINDOW,
+        counter: TokenCounter | None = None,
+        on_call: Callable[[Call], None] | None = None,
+        delay: float = 0.0,
     ) -> None:
+        """Args:
+        recording: The session to replay.
+        window: The context window the model declares in its profile (`None`: none). Pydantic AI
+            1.x profiles have no window: there, give it to `HistoryKitProcessor(context_window=...)`.
+        counter: Counts the tokens of each call (a default `TokenCounter` otherwise).
+        on_call: Called with each `Call` as the model receives it.
+        delay: Seconds each model call waits, so a live display can be followed.
+        """
         self.recording = recording
         """The session replayed."""
         self.delay = delay
         """Seconds each model call waits, so a live display can be followed."""
         self._meter = _Meter(recording, counter, on_call)
-        self._turns = turns
+        self._turns = [self._responses(recording.messages[start:end]) for start, end in recording.turns]
         self._turn = 0
         self._next = 0
+        self._build(window)
+
+    @abstractmethod
+    def _responses(self, turn: list[Message]) -> list[ResponseT]:
+        """A turn's assistant messages as the framework's responses, in order."""
+
+    @abstractmethod
+    def _build(self, window: int | None) -> None:
+        """Make the model (declaring `window`), the tools and the prompts."""
 
     @property
     def calls(self) -> list[Call]:

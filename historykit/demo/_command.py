@@ -17,6 +17,7 @@ from historykit.demo._live import LiveGauge
 from historykit.demo._pydantic_ai import run_pydantic_ai
 from historykit.demo._render import print_report, print_threads, print_where, shown_url
 from historykit.demo._replay_run import DEFAULT_WINDOW, ReplayRun
+from historykit.errors import CorruptRowError, SchemaError
 from historykit.testing import Recording
 from historykit.tokens import TokenCounter
 
@@ -149,8 +150,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _is_database_error(exc: BaseException) -> bool:
     """A database that cannot be reached, or holds something else: reported in one line."""
     from sqlalchemy.exc import SQLAlchemyError
-
-    from historykit.checkpointers.database import CorruptRowError, SchemaError
 
     return isinstance(exc, (SQLAlchemyError, SchemaError, CorruptRowError))
 

@@ -124,6 +124,7 @@ def _transcript_view(run: ReplayRun, width: int, edge: int = 2) -> Group:
     from historykit.plugins import adapter_for
 
     transcript = run.transcript
+    assert transcript is not None  # only the runs that stored their thread are shown
     messages = transcript.logged()
     adapter = adapter_for(messages) if messages else None
     markers = Table(box=box.SIMPLE_HEAD, pad_edge=False)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from historykit.pipeline import Report
 from historykit.testing import Call
+
+if TYPE_CHECKING:
+    from historykit.checkpointers import Transcript
 
 DEFAULT_WINDOW = 10_000
 """The demo's context window: the sample's raw history grows to more than twice this."""
@@ -17,29 +20,46 @@ THREAD_IDS = {"pydantic-ai": "demo-pydantic-ai", "langgraph": "demo-langgraph"}
 
 @dataclass
 class ReplayRun:
-    """One framework's replay of the recording, and what it stored."""
+    """One framework's replay of the recording, and what it stored.
+
+    Example:
+        ```python
+        import historykit
+        from historykit.demo import run_langgraph
+        from historykit.testing import Recording
+
+        run = run_langgraph(Recording.load(), historykit.default_pipeline())
+        run.sent, run.reused, run.compactions    # tokens over all calls, their prompt-cache reuse
+        ```
+    """
 
     framework: str
     """`Pydantic AI` or `LangGraph`."""
     thread_id: str
+    """The conversation (Pydantic AI) or thread (LangGraph) id the run was stored under."""
     calls: list[Call]
+    """Every model call, as the replayed model measured it."""
     reports: list[Report]
     """The pipeline's report of every model call, in order."""
     answer: str
     """The agent's final answer (the last turn's)."""
     seconds: float
-    transcript: Any = None
+    """How long the replay took."""
+    transcript: Transcript | None = None
     """What the store kept (`historykit.checkpointers.Transcript`), `None` without persistence."""
     history: int = 0
     """Messages in the stored current history (the conversation, or the graph state)."""
     notes: list[str] = field(default_factory=list)
+    """What the run could not do here (such as persisting without Pydantic AI 2.x)."""
 
     @property
     def sent(self) -> int:
+        """Tokens sent over all calls."""
         return sum(c.sent for c in self.calls)
 
     @property
     def reused(self) -> int:
+        """Tokens over all calls that repeated the previous call's input from its start."""
         return sum(c.reused for c in self.calls)
 
     @property

@@ -236,6 +236,14 @@ def test_the_counting_summarizer_records_every_call() -> None:
     assert summarizer.focuses == [None] * len(summarizer.calls)
 
 
+def test_the_counting_summarizer_records_the_focus_of_a_manual_compaction() -> None:
+    from historykit.processors import Summarize
+
+    summarizer = CountingSummarizer()
+    Summarize(summarizer=summarizer).compact(Recording.load().messages, 128_000, focus="the tests")
+    assert summarizer.focuses == ["the tests"] and len(summarizer.calls) == 1
+
+
 def test_importing_it_imports_no_framework() -> None:
     code = (
         "import sys, historykit.testing\n"

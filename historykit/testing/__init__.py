@@ -23,6 +23,7 @@ when it is made.
 Example:
     ```python
     from pydantic_ai import Agent
+    from pydantic_ai.usage import UsageLimits
 
     import historykit
     from historykit.plugins.pydantic_ai_agent import HistoryKit
@@ -30,7 +31,7 @@ Example:
 
     replay = PydanticAIReplay(Recording.load("session.jsonl"), window=10_000)
     agent = Agent(replay.model, tools=replay.tools, capabilities=[HistoryKit(historykit.default_pipeline())])
-    result = await agent.run(replay.prompts[0])
+    result = await agent.run(replay.prompts[0], usage_limits=UsageLimits(request_limit=None))
     assert max(call.sent for call in replay.calls) <= 10_000
     ```
 """

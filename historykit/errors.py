@@ -6,6 +6,7 @@ HistoryKitError                          except HistoryKitError: anything histor
 │   ├── InvalidArgumentError (ValueError)    a value out of range, an unknown option, a bad URL
 │   └── ArgumentTypeError (TypeError)        a value of the wrong type (a message of no known framework)
 ├── TranscriptFormatError (ValueError)   a transcript file in no known format, or broken in its own
+├── ReplayMismatchError (LookupError)    a replay (historykit.testing) asked for what its recording lacks
 └── StoreError                           the database behind a saver or a conversation store
     ├── SchemaError (RuntimeError)           the tables are not what this version expects
     │   └── SchemaVersionError                   written by a newer historykit
@@ -37,6 +38,7 @@ __all__ = [
     "InvalidArgumentError",
     "ReadOnlyDatabaseError",
     "RefusedTypeError",
+    "ReplayMismatchError",
     "SchemaError",
     "SchemaVersionError",
     "StoreError",
@@ -63,6 +65,10 @@ class ArgumentTypeError(UserError, TypeError):
 
 class TranscriptFormatError(HistoryKitError, ValueError):
     """A transcript file that is not (or not validly) in the format it was read as."""
+
+
+class ReplayMismatchError(HistoryKitError, LookupError):
+    """A replayed tool (`historykit.testing`) was called with a call id its recording has no result for."""
 
 
 class StoreError(HistoryKitError):

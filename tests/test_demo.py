@@ -37,18 +37,16 @@ import historykit
 from historykit.checkpointers import SQLModelConversationStore, SQLModelSaver
 from historykit.cli import app
 from historykit.demo import (
-    CLOSING_TEXT,
     DEFAULT_DATABASE,
     DEFAULT_WINDOW,
     THREAD_IDS,
-    Recording,
     ReplayRun,
     main,
     run_langgraph,
     run_pydantic_ai,
-    sample_path,
 )
 from historykit.messages import Message, TextPart, ToolResultPart
+from historykit.testing import CLOSING_TEXT, Recording, sample_path
 from historykit.tokens import TokenCounter
 from historykit.validity import check
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import historykit
-from historykit.demo import _parser
+from historykit.demo._command import _parser
 from historykit.processors import (
     ClearToolResults,
     DedupeFileReads,

@@ -48,7 +48,6 @@ from historykit.checkpointers.conversation_schema import (
 )
 from historykit.checkpointers.database import (
     DEFAULT_BUSY_TIMEOUT,
-    SCHEMA_TABLE,
     create_engine,
     normalize_url,
     read_only_reason,
@@ -61,6 +60,7 @@ from historykit.checkpointers.schema import (
     CompactionRow,
     MessageRow,
     SchemaComponent,
+    SchemaVersionRow,
     ThreadRow,
     WriteRow,
 )
@@ -82,6 +82,8 @@ __all__ = [
 
 _COMPONENTS: tuple[SchemaComponent, ...] = (CORE, CHECKPOINTS, CONVERSATIONS)
 """Every component a historykit database may hold, in the order their versions are checked."""
+
+SCHEMA_TABLE = SchemaVersionRow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,19 +291,18 @@ class DatabaseInspector:
             rows = conn.execute(query.order_by(thread.c.created_at, thread.c.thread_id)).all()
             if not rows:
                 return []
-            counts = _Counts(conn, only)
-            messages = counts.of(MessageRow, "data")
-            compactions = counts.of(CompactionRow)
+            messages = _per_thread(conn, only, MessageRow, "data")
+            compactions = _per_thread(conn, only, CompactionRow)
             checkpoints: dict[str, tuple[int, int]] = {}
             blobs: dict[str, tuple[int, int]] = {}
             writes: dict[str, tuple[int, int]] = {}
             if CheckpointRow.__tablename__ in self.schema.tables:
-                checkpoints = counts.of(CheckpointRow, "checkpoint")
-                blobs = counts.of(BlobRow, "data")
-                writes = counts.of(WriteRow, "data")
+                checkpoints = _per_thread(conn, only, CheckpointRow, "checkpoint")
+                blobs = _per_thread(conn, only, BlobRow, "data")
+                writes = _per_thread(conn, only, WriteRow, "data")
             entries: dict[str, tuple[int, int]] = {}
             if ConversationEntryRow.__tablename__ in self.schema.tables:
-                entries = counts.of(ConversationEntryRow)
+                entries = _per_thread(conn, only, ConversationEntryRow)
         out = []
         for thread_id, framework, created_at in rows:
             storage: dict[str, int] = {}
@@ -409,24 +410,20 @@ class DatabaseInspector:
             await store.aclose()
 
 
-class _Counts:
-    """Per-thread row counts and payload sizes of one table, for one thread or all of them."""
-
-    def __init__(self, conn: Connection, only: str | None) -> None:
-        self.conn = conn
-        self.only = only
-
-    def of(self, model: Any, payload: str | None = None) -> dict[str, tuple[int, int]]:
-        """`{thread_id: (rows, payload bytes)}` of `model`'s table (bytes 0 without a payload column)."""
-        table = model.__table__
-        key = table.c.thread_id
-        size: Any = (
-            sa.func.coalesce(sa.func.sum(sa.func.length(table.c[payload])), 0) if payload else sa.literal(0)
-        )
-        query = sa.select(key, sa.func.count(), size).group_by(key)
-        if self.only is not None:
-            query = query.where(key == self.only)
-        return {row[0]: (int(row[1]), int(row[2])) for row in self.conn.execute(query)}
+def _per_thread(
+    conn: Connection, only: str | None, model: Any, payload: str | None = None
+) -> dict[str, tuple[int, int]]:
+    """`{thread_id: (rows, payload bytes)}` of `model`'s table, for one thread or all of them (bytes
+    0 without a payload column)."""
+    table = model.__table__
+    key = table.c.thread_id
+    size: Any = (
+        sa.func.coalesce(sa.func.sum(sa.func.length(table.c[payload])), 0) if payload else sa.literal(0)
+    )
+    query = sa.select(key, sa.func.count(), size).group_by(key)
+    if only is not None:
+        query = query.where(key == only)
+    return {row[0]: (int(row[1]), int(row[2])) for row in conn.execute(query)}
 
 
 def _table_names(component: SchemaComponent) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from historykit.cli._app import _classify, _errors, _state, app
+from historykit.cli._app import EXIT_FAILURE, CliError, _classify, _errors, _state, app
 from historykit.cli._options import (
     _FROM_HELP,
     _LEGACY_FORMAT,
@@ -118,7 +118,9 @@ def _plot(analyses: Sequence[Any], path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError(f"--plot needs matplotlib ({exc}): pip install 'historykit[notebooks]'") from exc
+        raise CliError(
+            f"--plot needs matplotlib ({exc}): pip install 'historykit[notebooks]'", EXIT_FAILURE
+        ) from exc
     fig, axes = plt.subplots(len(analyses), 1, figsize=(11, 3.8 * len(analyses)), squeeze=False)
     for analysis, ax in zip(analyses, axes[:, 0]):
         analysis.plot(ax)

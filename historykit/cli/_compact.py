@@ -13,7 +13,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from historykit.cli._app import EXIT_NOT_FOUND, CliError, _errors, app
+from historykit.cli._app import EXIT_FAILURE, EXIT_NOT_FOUND, CliError, _errors, app
 from historykit.cli._options import (
     _FROM_HELP,
     _LEGACY_FORMAT,
@@ -99,7 +99,7 @@ def compact(
                 else:
                     result = built.run(transcript.history, window)
             except Exception as exc:
-                raise RuntimeError(f"the pipeline failed on {file}: {exc}") from exc
+                raise CliError(f"the pipeline failed on {file}: {exc}", EXIT_FAILURE) from exc
             write_transcript(result.messages, output, out_fmt)
             report = result.report
             violations = check(result.messages)

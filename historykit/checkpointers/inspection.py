@@ -10,8 +10,8 @@ historykit wrote. Stored messages are decoded by the stores' own readers (`trans
 build only the message types of their framework: nothing read from the database is ever run.
 
 The API is synchronous. A conversation's details come from the asynchronous conversation store, run
-to completion inside the call: call the inspector from synchronous code (in an event loop, through
-`asyncio.to_thread`).
+to completion inside the call (on a worker thread when the caller is itself in an event loop, which
+then waits: in async code, call the inspector through `asyncio.to_thread`).
 
 Example:
     ```python
@@ -31,12 +31,13 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
@@ -82,6 +83,8 @@ __all__ = [
 
 _COMPONENTS: tuple[SchemaComponent, ...] = (CORE, CHECKPOINTS, CONVERSATIONS)
 """Every component a historykit database may hold, in the order their versions are checked."""
+
+_T = TypeVar("_T")
 
 SCHEMA_TABLE = SchemaVersionRow.__table__  # type: ignore[attr-defined]
 
@@ -339,7 +342,7 @@ class DatabaseInspector:
         if summary.framework == "langgraph":
             with self._saver() as saver:
                 return saver.transcript(thread_id)
-        return asyncio.run(self._conversation(thread_id, state=False))[1]
+        return _complete(self._conversation(thread_id, state=False))[1]
 
     def details(self, thread_id: str) -> ThreadDetails | None:
         """The thread's summary, its latest checkpoint or conversation record, the size of its
@@ -363,7 +366,7 @@ class DatabaseInspector:
                     pending_writes=len(found.pending_writes or ()),
                 )
         else:
-            conversation, transcript = asyncio.run(self._conversation(thread_id, state=True))
+            conversation, transcript = _complete(self._conversation(thread_id, state=True))
         return ThreadDetails(
             summary=summary,
             latest_checkpoint=latest,
@@ -456,6 +459,17 @@ def _read_only_engine(url: URL) -> Engine:
     return sa.create_engine(
         read_only, connect_args={"timeout": DEFAULT_BUSY_TIMEOUT, "check_same_thread": False}
     )
+
+
+def _complete(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Run a store coroutine to completion from synchronous code, in an event loop or not."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    # `asyncio.run` refuses to run inside a running loop: give the coroutine a loop of its own.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _as_datetime(value: Any) -> datetime | None:

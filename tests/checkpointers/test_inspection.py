@@ -291,3 +291,12 @@ def test_postgresql_sessions_only_read(new_postgres_database: Callable[[], str])
         with pytest.raises(sa.exc.InternalError, match="read-only transaction"), engine.begin() as conn:
             conn.execute(sa.text("DELETE FROM historykit_thread"))
         assert {t.thread_id for t in db.threads()} == {"t-graph", "c-chat"}
+
+
+def test_a_conversation_from_inside_an_event_loop(url: str) -> None:
+    async def inspect() -> Any:
+        with DatabaseInspector(url) as db:
+            return db.details("c-chat")
+
+    details = asyncio.run(inspect())
+    assert details is not None and [m.marker for m in details.markers] == [CONVERSATION_MARKER]

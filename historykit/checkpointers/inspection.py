@@ -9,6 +9,11 @@ PostgreSQL in read-only transactions, and refuses a database that is not history
 historykit wrote. Stored messages are decoded by the stores' own readers (`transcript()`), which
 build only the message types of their framework: nothing read from the database is ever run.
 
+One exception to "read-only": a LangGraph thread's checkpoint and transcript come from
+`SQLModelSaver`, which takes a URL, not an engine, and opens the database as any saver does. On a
+database of the current schema that only reads; one an older historykit wrote, it migrates (as
+`historykit show` always did), unless the file cannot be written.
+
 The API is synchronous. A conversation's details come from the asynchronous conversation store, run
 to completion inside the call (on a worker thread when the caller is itself in an event loop, which
 then waits: in async code, call the inspector through `asyncio.to_thread`).

@@ -11,8 +11,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from historykit.cli._render import _one_line, _safe
-from historykit.errors import CorruptRowError, HistoryKitError, SchemaError
-from historykit.formats import TranscriptFormatError
+from historykit.errors import CorruptRowError, HistoryKitError, SchemaError, TranscriptFormatError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

@@ -1,0 +1,5 @@
+"""`python -m historykit.cli`: the `historykit` command."""
+
+from historykit.cli import main
+
+main()

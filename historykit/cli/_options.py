@@ -1,0 +1,54 @@
+"""What the transcript commands share: reading a file, the format flags, checking where output goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from historykit.cli._app import EXIT_NOT_FOUND, CliError
+from historykit.cli._render import _say
+from historykit.formats import FORMATS, TranscriptFile, read_transcript
+
+
+def _read(path: Path, format: str | None) -> TranscriptFile:
+    if not path.exists():
+        raise CliError(f"{path}: no such file", EXIT_NOT_FOUND)
+    return read_transcript(path, format)
+
+
+def _format_option(format: str | None) -> str | None:
+    if format is None:
+        return None
+    from historykit.formats import resolve_format
+
+    return resolve_format(format)
+
+
+def _format_flags(new: str | None, old: str | None, flag: str) -> str | None:
+    """The format `flag` (`--from`/`--to`) names, or the deprecated `--format`'s, with a warning."""
+    if old is not None:
+        if new is not None and _format_option(new) != _format_option(old):
+            raise CliError(f"{flag} {new} and --format {old} disagree: give {flag} only")
+        _say(
+            f"historykit: warning: --format/-f is deprecated here and goes in the next release; use {flag}",
+            err=True,
+        )
+        new = new if new is not None else old
+    return _format_option(new)
+
+
+_FROM_HELP = f"Input format ({', '.join(FORMATS)}); detected from the content when not given."
+_LEGACY_FORMAT = typer.Option(
+    "--format", "-f", hidden=True, help="Deprecated: --from (input) or --to (output)."
+)
+_PIPELINE_HELP = (
+    "Processors to run: `default` or e.g. dedupe,clear:keep=5,strip,truncate, "
+    "summarize:model=openai:gpt-4o-mini (see `historykit --help`)."
+)
+
+
+def _check_writable(path: Path) -> None:
+    parent = path.expanduser().resolve().parent
+    if not parent.is_dir():
+        raise CliError(f"{path}: the directory {parent} does not exist", EXIT_NOT_FOUND)

@@ -34,9 +34,10 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 # The documentation site (mkdocs.yml) into site/; --strict fails on a broken link, a missing page or
-# a docstring mkdocstrings cannot render. NO_MKDOCS_2_WARNING silences Material's banner.
+# a docstring mkdocstrings cannot render, a README section an include no longer finds. Not --quiet:
+# it hides the warnings from --strict too. NO_MKDOCS_2_WARNING silences Material's banner.
 docs: $(VENV)/.installed
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The sdist and wheel as users get them: built, installed into new environments (runtime
 # dependencies only, and with [all]), every public name imported, `historykit --help` run.

@@ -6,10 +6,10 @@ installs the wheel into two new virtual environments, outside the repository:
 - `all`: the wheel with `[all]`: every public module (no `_` in its dotted path) must import and
   every name in its `__all__` must resolve.
 - `runtime`: the wheel and its required dependencies only. The same, except where the import fails
-  on a module that the optional extras bring (the `all` environment has it) and no required
-  dependency provides: those are listed as skipped, with the extra that declares the module's
-  distribution (or "an extra's dependencies" when it comes in through one). A module missing that
-  a required dependency provides, or that not even `[all]` installs, fails the check.
+  on a module whose distribution (as `[all]` installs it) an optional extra of the package declares
+  and no required dependency does: those are listed as skipped, with the extra. Any other missing
+  module fails the check: one a required dependency should bring, and one the package imports but
+  only gets through another package's dependencies (declare what you import).
 
 In both, `historykit --help` must run. uv's cache makes the installs fast after the first run; the
 package registry is the only network this needs (for the build backend and the dependencies).
@@ -22,6 +22,7 @@ a new environment.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.metadata
 import json
@@ -34,6 +35,7 @@ import tempfile
 import time
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 PACKAGE = "historykit"
@@ -58,7 +60,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory and print it")
     args = parser.parse_args()
     if args.inside:
-        with_extras = set(json.loads(args.with_extras.read_text())) if args.with_extras else set()
+        with_extras = json.loads(args.with_extras.read_text()) if args.with_extras else {}
         return import_public_names(strict=args.inside == "all", with_extras=with_extras)
     return check(keep=args.keep)
 
@@ -114,9 +116,10 @@ def check(*, keep: bool) -> int:
 
 _DUMP_MODULES = (
     "import importlib.metadata, json, sys; "
-    "json.dump(sorted(importlib.metadata.packages_distributions()), open(sys.argv[1], 'w'))"
+    "json.dump(importlib.metadata.packages_distributions(), open(sys.argv[1], 'w'))"
 )
-"""Writes the top-level modules an environment's distributions install (run in the `all` one)."""
+"""Writes the top-level modules an environment has, each with the distributions that install it
+(run in the `all` one)."""
 
 
 def _uv() -> str:
@@ -140,8 +143,8 @@ def _check_typed_marker(wheel: Path, sdist: Path) -> None:
             sys.exit(f"{sdist.name} has no {TYPED_MARKER}")
 
 
-def import_public_names(*, strict: bool, with_extras: set[str]) -> int:
-    """Import every public module of the installed package and resolve its `__all__`."""
+def import_public_names(*, strict: bool, with_extras: dict[str, list[str]]) -> int:
+    """Import every public module of the installed package and resolve each name of its `__all__`."""
     label = "all" if strict else "runtime"
     package = importlib.import_module(PACKAGE)
     package_dir = Path(package.__file__).parent  # type: ignore[arg-type]
@@ -151,35 +154,44 @@ def import_public_names(*, strict: bool, with_extras: set[str]) -> int:
     required, optional = _dependencies()
     errors: list[str] = []
     skipped: list[str] = []
-    names = 0
-    modules = _public_modules(package_dir)
-    for module_name in modules:
+
+    def attempt(what: str, load: Callable[[], object]) -> object | None:
         try:
             with warnings.catch_warnings():
                 # Old import paths warn that they moved; importing them is the point here.
                 warnings.simplefilter("ignore", DeprecationWarning)
-                module = importlib.import_module(module_name)
-                exported = list(getattr(module, "__all__", []))
-                for name in exported:
-                    getattr(module, name)
+                return load()
         except ImportError as error:
-            missing = (getattr(error, "name", None) or "").split(".")[0]
+            missing = (error.name or "").split(".")[0]
             brought_by = _brought_by_extras(missing, required, optional, with_extras)
             if strict or brought_by is None:
-                errors.append(f"{module_name}: {type(error).__name__}: {error}")
+                errors.append(f"{what}: {type(error).__name__}: {error}")
             else:
-                skipped.append(f"{module_name} (needs {missing}, from {brought_by})")
+                skipped.append(f"{what} (needs {missing}, from {brought_by})")
+        except Exception as error:  # a public name must import: report whatever stops it
+            errors.append(f"{what}: {type(error).__name__}: {error}")
+        return None
+
+    modules = names = 0
+    for module_name in _public_modules(package_dir):
+        module = attempt(module_name, functools.partial(importlib.import_module, module_name))
+        if module is None:
             continue
-        except Exception as error:  # a public module must import: report whatever stops it
-            errors.append(f"{module_name}: {type(error).__name__}: {error}")
-            continue
-        names += len(exported)
-    print(f"[{label}] {len(modules) - len(skipped) - len(errors)} public modules, {names} names imported")
+        modules += 1
+        for name in getattr(module, "__all__", []):
+            if attempt(f"{module_name}.{name}", functools.partial(_resolve, module, name)) is not None:
+                names += 1
+    print(f"[{label}] {modules} public modules and {names} names imported, {len(skipped)} skipped")
     for line in skipped:
         print(f"[{label}] skipped {line}")
     for line in errors:
         print(f"[{label}] FAILED {line}")
     return 1 if errors else 0
+
+
+def _resolve(module: object, name: str) -> object:
+    getattr(module, name)
+    return True  # not the value: a public constant may be None
 
 
 def _public_modules(package_dir: Path) -> list[str]:
@@ -212,24 +224,17 @@ def _dependencies() -> tuple[set[str], dict[str, set[str]]]:
 
 
 def _brought_by_extras(
-    module: str, required: set[str], optional: dict[str, set[str]], with_extras: set[str]
+    module: str, required: set[str], optional: dict[str, set[str]], with_extras: dict[str, list[str]]
 ) -> str | None:
-    """What installs `module` when only the optional extras do; `None` when a missing module is
-    an error (a required dependency provides it, or nothing the package declares does)."""
-    if not module or module not in with_extras:
+    """The extras that declare the distribution of `module`, when only extras do; `None` when a
+    missing module is an error (a required dependency provides it, or no extra declares it)."""
+    distributions = {_normalize(name) for name in with_extras.get(module, [])}
+    if not distributions or distributions & required:
         return None
-    top = _normalize(module)
-
-    def provides(distribution: str) -> bool:
-        # `pydantic_ai` comes from pydantic-ai-slim, `opentelemetry` from opentelemetry-api.
-        return distribution == top or distribution.startswith(f"{top}-")
-
-    if any(provides(distribution) for distribution in required):
-        return None
-    extras = {extra for distribution, names in optional.items() if provides(distribution) for extra in names}
+    extras = {extra for name in distributions for extra in optional.get(name, ())}
     # `all` (and the development extras) repeat the others: name the extra a user would pick.
     chosen = (extras - _UMBRELLA_EXTRAS) or extras
-    return f"{PACKAGE}[{','.join(sorted(chosen))}]" if chosen else "an extra's dependencies"
+    return f"{PACKAGE}[{','.join(sorted(chosen))}]" if chosen else None
 
 
 def _normalize(name: str) -> str:

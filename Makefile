@@ -5,7 +5,7 @@ VENV := .venv
 VENV_PAI1 := .venv-pai1
 PAI1_SPEC := pydantic-ai-slim>=1.0,<2
 
-.PHONY: demo test lint typecheck test-main test-pai1 clean
+.PHONY: demo test lint typecheck docs wheel-check test-main test-pai1 clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -24,12 +24,25 @@ $(VENV_PAI1)/.installed: pyproject.toml Makefile
 demo: $(VENV)/.installed
 	$(VENV)/bin/python -m historykit.demo
 
+LINT_PATHS := historykit tests benchmarks .ci docs/_hooks
+
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check historykit tests benchmarks
-	$(VENV)/bin/ruff format --check historykit tests benchmarks
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
+
+# The documentation site (mkdocs.yml) into site/; --strict fails on a broken link, a missing page or
+# a docstring mkdocstrings cannot render, a README section an include no longer finds. Not --quiet:
+# it hides the warnings from --strict too. NO_MKDOCS_2_WARNING silences Material's banner.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The sdist and wheel as users get them: built, installed into new environments (runtime
+# dependencies only, and with [all]), every public name imported, `historykit --help` run.
+wheel-check: $(VENV)/.installed
+	$(VENV)/bin/python .ci/check_wheel.py
 
 test-main: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q
@@ -38,10 +51,10 @@ test-pai1: $(VENV_PAI1)/.installed
 	$(VENV_PAI1)/bin/python -c "import pydantic_ai, importlib.metadata as m; v = m.version('pydantic-ai-slim'); assert v.startswith('1.'), v; print('pydantic-ai-slim', v)"
 	$(VENV_PAI1)/bin/python -m pytest -q -m pydantic_ai
 
-test: lint typecheck test-main test-pai1
+test: lint typecheck docs wheel-check test-main test-pai1
 
 clean:
-	rm -rf $(VENV) $(VENV_PAI1) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_PAI1) .pytest_cache .mypy_cache .ruff_cache site
 
 # The processors against pydantic-ai-harness and LangChain: speed, then the corpus replay priced as a
 # prompt cache prices it. The harness gets its own environment (benchmarks/.envs/harness) on first use.

@@ -25,6 +25,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from historykit._validate import check_instance, check_int
+from historykit.errors import ArgumentTypeError
 from historykit.messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
@@ -167,24 +169,21 @@ class ClearToolResults(HistoryProcessor):
     _cache_key: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        _check_count("keep", self.keep)
-        if self.keep_tokens is not None:
-            _check_count("keep_tokens", self.keep_tokens)
-        _check_count("min_tokens", self.min_tokens)
-        if self.min_gain is not None:
-            _check_count("min_gain", self.min_gain)
+        check_int("keep", self.keep)
+        check_int("keep_tokens", self.keep_tokens, optional=True)
+        check_int("min_tokens", self.min_tokens)
+        check_int("min_gain", self.min_gain, optional=True)
         if isinstance(self.exclude_tools, str) or not isinstance(self.exclude_tools, Collection):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"exclude_tools must be a collection of tool names, got {type(self.exclude_tools).__name__} "
                 f"{self.exclude_tools!r}"
             )
         for index, name in enumerate(self.exclude_tools):
             if not isinstance(name, str):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"exclude_tools[{index}] must be a tool name (str), got {type(name).__name__}"
                 )
-        if not isinstance(self.trigger, Trigger):
-            raise TypeError(f"trigger must be a historykit Trigger, got {type(self.trigger).__name__}")
+        check_instance("trigger", self.trigger, Trigger, "a historykit Trigger")
         check_recall_tool(self.recall_tool)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
@@ -393,8 +392,3 @@ def _clear_value(
             return value, False
         return [new for new, _ in cleared], True
     return value, False
-
-
-def _check_count(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")

@@ -50,6 +50,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
+from historykit._validate import check_instance, check_int
+from historykit.errors import ArgumentTypeError
 from historykit.messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.file_reads import (
@@ -136,16 +138,11 @@ class DedupeFileReads(HistoryProcessor):
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.min_gain, bool) or not isinstance(self.min_gain, int) or self.min_gain < 0:
-            raise ValueError(f"min_gain must be a non-negative int, got {self.min_gain!r}")
-        if self.trigger is not None and not isinstance(self.trigger, Trigger):
-            raise TypeError(
-                f"trigger must be a historykit Trigger or None, got {type(self.trigger).__qualname__}"
-            )
+        check_int("min_gain", self.min_gain)
+        check_instance("trigger", self.trigger, Trigger, "a historykit Trigger or None", optional=True)
         if self.file_key is not None and not callable(self.file_key):
-            raise TypeError(f"file_key must be callable, got {type(self.file_key).__qualname__}")
-        if self.root is not None and not isinstance(self.root, str):
-            raise TypeError(f"root must be a str or None, got {type(self.root).__qualname__}")
+            raise ArgumentTypeError(f"file_key must be callable, got {type(self.file_key).__qualname__}")
+        check_instance("root", self.root, str, "a str or None", optional=True)
         check_recall_tool(self.recall_tool)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:

@@ -48,6 +48,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from historykit._validate import check_int
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import ToolCallPart, ToolResultPart
 
 __all__ = [
@@ -84,14 +86,16 @@ class FileRead:
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path:
-            raise ValueError(f"FileRead.path must be a non-empty string, got {self.path!r}")
-        if isinstance(self.start, bool) or not isinstance(self.start, int) or self.start == 0:
-            raise ValueError(f"FileRead.start must be a non-zero int, got {self.start!r}")
+            raise InvalidArgumentError(f"FileRead.path must be a non-empty string, got {self.path!r}")
+        check_int("FileRead.start", self.start, minimum=None, what="a non-zero int")
+        if self.start == 0:
+            raise InvalidArgumentError(f"FileRead.start must be a non-zero int, got {self.start!r}")
         if self.end is not None:
-            if isinstance(self.end, bool) or not isinstance(self.end, int):
-                raise ValueError(f"FileRead.end must be an int or None, got {self.end!r}")
+            check_int("FileRead.end", self.end, minimum=None, what="an int or None")
             if self.start < 0 or self.end < self.start:
-                raise ValueError(f"FileRead lines {self.start}-{self.end} of {self.path!r} are not a range")
+                raise InvalidArgumentError(
+                    f"FileRead lines {self.start}-{self.end} of {self.path!r} are not a range"
+                )
 
     @property
     def whole(self) -> bool:
@@ -133,7 +137,9 @@ class FileWrite:
 
     def __post_init__(self) -> None:
         if isinstance(self.paths, str) or not all(isinstance(p, str) and p for p in self.paths):
-            raise ValueError(f"FileWrite.paths must be a tuple of non-empty strings, got {self.paths!r}")
+            raise InvalidArgumentError(
+                f"FileWrite.paths must be a tuple of non-empty strings, got {self.paths!r}"
+            )
 
 
 FileAccess = FileRead | FileWrite
@@ -315,14 +321,16 @@ def _from_user(call: ToolCallPart, file_key: FileKey, root: str | None) -> FileA
     if isinstance(found, str):
         path = normalize_path(found, root=root)
         if path is None:
-            raise ValueError(f"file_key returned an empty path for tool call {call.id!r} ({call.name})")
+            raise InvalidArgumentError(
+                f"file_key returned an empty path for tool call {call.id!r} ({call.name})"
+            )
         return FileRead(path)
     if isinstance(found, FileRead):
         path = normalize_path(found.path, root=root) or found.path
         return found if path == found.path else FileRead(path, found.start, found.end, found.window)
     if isinstance(found, FileWrite):
         return FileWrite(tuple(normalize_path(p, root=root) or p for p in found.paths))
-    raise TypeError(
+    raise ArgumentTypeError(
         f"file_key returned a {type(found).__module__}.{type(found).__qualname__} for tool call "
         f"{call.id!r} ({call.name}); expected a FileRead, a FileWrite, a path or None"
     )

@@ -11,14 +11,14 @@ the view only grows by appending, in both modes (`historykit.view`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from itertools import accumulate
 from typing import Any, ClassVar, Literal
 
 from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors import final_request
-from historykit.processors.trigger import Trigger
+from historykit.processors.trigger import Trigger, compaction_trigger
 from historykit.processors.turns import (
     Unit,
     UnitKind,
@@ -32,7 +32,10 @@ from historykit.processors.turns import (
 __all__ = ["PairwiseTruncate"]
 
 DEFAULT_FRACTION = 0.8
-"""High-water mark used when no `max_tokens`, `max_fraction` or `max_messages` is given."""
+"""The default trigger's high-water mark, as a fraction of the window."""
+DEFAULT_TRIGGER = Trigger(max_fraction=DEFAULT_FRACTION)
+"""The trigger of `PairwiseTruncate` and `Summarize` when none is given: over 80% of the window,
+down to 60% of that (`Trigger.low_water`'s default)."""
 
 
 @dataclass
@@ -53,25 +56,29 @@ class PairwiseTruncate(HistoryProcessor):
     Example:
         ```python
         from historykit.processors.pairwise_truncate import PairwiseTruncate
+        from historykit.processors.trigger import Trigger
 
-        truncate = PairwiseTruncate(max_fraction=0.8)        # start at 80% of the window ...
-        truncate = PairwiseTruncate(max_tokens=30_000, low_water=0.5)  # ... or at 30k, down to 15k
+        truncate = PairwiseTruncate(trigger=Trigger(max_fraction=0.8))  # start at 80% of the window ...
+        truncate = PairwiseTruncate(trigger=Trigger(max_tokens=30_000, low_water=0.5))  # ... or 30k, to 15k
         result = truncate.run(messages, context_window=32_000)
         ```
     """
 
-    max_tokens: int | None = None
-    """High-water mark in tokens. With none of the three limits given, `max_fraction` is 0.8."""
-    max_fraction: float | None = None
-    """High-water mark as a fraction of the model's context window."""
-    max_messages: int | None = None
-    """High-water mark as a number of messages."""
-    low_water: float = 0.6
-    """Truncation goes down to this fraction of the high-water mark."""
-    reserve: int | None = None
-    """High-water mark as tokens kept free: the window less this many tokens (`Trigger.reserve`)."""
-    floor_fraction: float | None = None
-    """The token mark is never below this fraction of the window (`Trigger.floor_fraction`)."""
+    trigger: Trigger = DEFAULT_TRIGGER
+    """When truncation starts (the high-water mark) and how far down it goes (the low-water mark);
+    `Trigger` documents the marks. Default: over 80% of the window, down to 60% of that."""
+    max_tokens: InitVar[int | None] = None
+    """Deprecated: `trigger=Trigger(max_tokens=...)`."""
+    max_fraction: InitVar[float | None] = None
+    """Deprecated: `trigger=Trigger(max_fraction=...)`."""
+    max_messages: InitVar[int | None] = None
+    """Deprecated: `trigger=Trigger(max_messages=...)`."""
+    low_water: InitVar[float | None] = None
+    """Deprecated: `trigger=Trigger(..., low_water=...)`."""
+    reserve: InitVar[int | None] = None
+    """Deprecated: `trigger=Trigger(reserve=...)`."""
+    floor_fraction: InitVar[float | None] = None
+    """Deprecated: `trigger=Trigger(..., floor_fraction=...)`."""
     fit_final_request: bool = True
     """When the history is still over the model's context window once everything else that may go
     is gone, because the final request alone is that large (say, six parallel file reads), cut the
@@ -79,29 +86,29 @@ class PairwiseTruncate(HistoryProcessor):
     down to the high-water mark, so the provider does not reject the call. `False`: send it as it
     is; the notes say it is over."""
 
-    def __post_init__(self) -> None:
-        if (
-            self.max_tokens is None
-            and self.max_fraction is None
-            and self.max_messages is None
-            and self.reserve is None
-        ):
-            self.max_fraction = DEFAULT_FRACTION
-        self.trigger()  # a bad limit is an error here, not at the first call
-
-    def trigger(self) -> Trigger:
-        """The high- and low-water marks these fields describe."""
-        return Trigger(
-            self.max_tokens,
-            self.max_fraction,
-            self.max_messages,
-            self.low_water,
-            self.reserve,
-            self.floor_fraction,
+    def __post_init__(
+        self,
+        max_tokens: int | None,
+        max_fraction: float | None,
+        max_messages: int | None,
+        low_water: float | None,
+        reserve: int | None,
+        floor_fraction: float | None,
+    ) -> None:
+        self.trigger = compaction_trigger(
+            "PairwiseTruncate",
+            self.trigger,
+            DEFAULT_TRIGGER,
+            max_tokens=max_tokens,
+            max_fraction=max_fraction,
+            max_messages=max_messages,
+            low_water=low_water,
+            reserve=reserve,
+            floor_fraction=floor_fraction,
         )
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        state = CompactionState(messages, ctx, self.trigger())
+        state = CompactionState(messages, ctx, self.trigger)
         point = state.current_call()
         if state.fires(point):
             state.truncate(point)
@@ -109,7 +116,7 @@ class PairwiseTruncate(HistoryProcessor):
         if self.fit_final_request:
             window = ctx.context_window
             if sum(map(ctx.counter.count_message, out)) > window:
-                limit = min(self.trigger().high_tokens(ctx) or window, window)
+                limit = min(self.trigger.high_tokens(ctx) or window, window)
                 out = final_request.fit_final_request(out, ctx, limit, notes)
         return out, notes
 

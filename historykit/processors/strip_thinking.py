@@ -24,6 +24,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 
+from historykit._validate import check_instance, check_int
 from historykit.messages import Message, TextPart, ThinkingPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
@@ -81,16 +82,9 @@ class StripThinking(HistoryProcessor):
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.keep_turns, bool) or not isinstance(self.keep_turns, int) or self.keep_turns < 0:
-            raise ValueError(f"keep_turns must be a non-negative int, got {self.keep_turns!r}")
-        if self.min_gain is not None and (
-            isinstance(self.min_gain, bool) or not isinstance(self.min_gain, int) or self.min_gain < 0
-        ):
-            raise ValueError(f"min_gain must be a non-negative int, got {self.min_gain!r}")
-        if self.trigger is not None and not isinstance(self.trigger, Trigger):
-            raise TypeError(
-                f"trigger must be a historykit Trigger or None, got {type(self.trigger).__name__}"
-            )
+        check_int("keep_turns", self.keep_turns)
+        check_int("min_gain", self.min_gain, optional=True)
+        check_instance("trigger", self.trigger, Trigger, "a historykit Trigger or None", optional=True)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         notes = StepNotes()

@@ -60,6 +60,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from historykit.errors import ArgumentTypeError
 from historykit.messages import (
     Message,
     ProviderCompaction,
@@ -118,7 +119,7 @@ class NativeSummary(str):
 
     def __new__(cls, text: str, provider_compaction: ProviderCompaction) -> NativeSummary:
         if not isinstance(provider_compaction, ProviderCompaction):
-            raise TypeError(
+            raise ArgumentTypeError(
                 "provider_compaction must be a ProviderCompaction, got a "
                 f"{type(provider_compaction).__qualname__}"
             )

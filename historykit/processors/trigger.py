@@ -29,8 +29,12 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import warnings
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
+from historykit._validate import check_fraction, check_instance, check_int
+from historykit.errors import InvalidArgumentError
 from historykit.pipeline import ProcessContext
 
 __all__ = ["Trigger"]
@@ -70,20 +74,17 @@ class Trigger:
             and self.max_messages is None
             and self.reserve is None
         ):
-            raise ValueError("a trigger needs max_tokens, max_fraction, reserve or max_messages")
+            raise InvalidArgumentError("a trigger needs max_tokens, max_fraction, reserve or max_messages")
         for name in ("max_tokens", "max_messages", "reserve"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_int(name, getattr(self, name), minimum=1, optional=True)
         for name in ("max_fraction", "floor_fraction"):
-            value = getattr(self, name)
-            if value is not None and not 0 < value <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+            check_fraction(name, getattr(self, name), numbers_only=False, optional=True)
         token_marks = (self.max_tokens, self.max_fraction, self.reserve)
         if self.floor_fraction is not None and all(mark is None for mark in token_marks):
-            raise ValueError("floor_fraction raises a token mark: give reserve, max_tokens or max_fraction")
-        if not 0 < self.low_water <= 1:
-            raise ValueError(f"low_water must be in (0, 1], got {self.low_water!r}")
+            raise InvalidArgumentError(
+                "floor_fraction raises a token mark: give reserve, max_tokens or max_fraction"
+            )
+        check_fraction("low_water", self.low_water, numbers_only=False)
 
     @classmethod
     def cline(cls, reserve: int = 40_000, floor_fraction: float = 0.8, low_water: float = 0.5) -> Trigger:
@@ -143,3 +144,35 @@ class Trigger:
             return False
         target_n = self.target_messages()
         return target_n is None or messages <= target_n
+
+
+def compaction_trigger(owner: str, trigger: Trigger, default: Trigger, **keywords: Any) -> Trigger:
+    """The trigger a compacting processor runs with: `trigger`, or the one its deprecated flat
+    keywords (`max_fraction=0.7, low_water=0.5`) describe, with a `DeprecationWarning` naming the
+    `Trigger` to write instead.
+
+    With no high-water mark among the keywords (only `low_water`), the mark is `default`'s, as it
+    was before `trigger=`. Raises `InvalidArgumentError` when both a trigger other than `default`
+    and flat keywords are given, `ArgumentTypeError` when `trigger` is not a `Trigger`.
+    """
+    check_instance("trigger", trigger, Trigger, "a historykit Trigger")
+    given = {name: value for name, value in keywords.items() if value is not None}
+    if not given:
+        return trigger
+    order = [f.name for f in fields(Trigger)]
+    flat = ", ".join(name for name in order if name in given)
+    if trigger != default:
+        raise InvalidArgumentError(f"give {owner} either trigger= or the flat keywords ({flat}), not both")
+    marks = ("max_tokens", "max_fraction", "max_messages", "reserve")
+    if not any(name in given for name in marks):
+        inherited = {name: getattr(default, name) for name in marks if getattr(default, name) is not None}
+        given = {**inherited, **given}
+    spelled = ", ".join(f"{name}={given[name]!r}" for name in order if name in given)
+    resolved = Trigger(**given)
+    warnings.warn(
+        f"{owner}'s flat trigger keywords ({flat}) are deprecated and go in the next release: "
+        f"use {owner}(trigger=Trigger({spelled}))",
+        DeprecationWarning,
+        stacklevel=4,  # this function, the owner's __post_init__, its __init__, the caller
+    )
+    return resolved

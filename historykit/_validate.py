@@ -37,7 +37,12 @@ def check_int(
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
-        wanted = what or _INT_WORDS.get(minimum, "an int" if minimum is None else f"an int >= {minimum}")
+        if what is not None:
+            wanted = what
+        elif minimum is None:
+            wanted = "an int"
+        else:
+            wanted = _INT_WORDS.get(minimum, f"an int >= {minimum}")
         raise InvalidArgumentError(f"{name} must be {wanted}, got {value!r}")
 
 

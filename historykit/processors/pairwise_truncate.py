@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import InitVar, dataclass
 from itertools import accumulate
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
+from historykit.identity_cache import IdentityCache
 from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors import final_request
@@ -528,19 +529,17 @@ class CompactionState:
 class _NoticeTokens:
     """Tokens of the notice for a count: the count changes as a cut moves, the text barely does."""
 
-    _cache: ClassVar[dict[tuple[Any, int], int]] = {}
+    _cache: ClassVar[IdentityCache[int]] = IdentityCache()
+    """Per tokenizer (its identity) and count, shared by every truncation."""
 
     def __init__(self, ctx: ProcessContext) -> None:
         self._counter = ctx.counter
+        self._policy = ctx.cache_policy
 
     def __call__(self, count: int) -> int:
-        key = (self._counter.tokenizer, count)
-        try:
-            tokens = self._cache.get(key)
-        except TypeError:  # an unhashable tokenizer: count every time
-            return self._counter.count_message(truncation_notice(count))
+        tokenizer = self._counter.tokenizer
+        tokens = self._cache.get(tokenizer, count)
         if tokens is None:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            tokens = self._cache[key] = self._counter.count_message(truncation_notice(count))
+            tokens = self._counter.count_message(truncation_notice(count))
+            self._cache.put(tokenizer, tokens, self._policy, count)
         return tokens

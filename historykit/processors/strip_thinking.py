@@ -25,6 +25,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 
 from historykit._validate import check_instance, check_int
+from historykit.identity_cache import IdentityCache
 from historykit.messages import Message, TextPart, ThinkingPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
@@ -35,8 +36,6 @@ __all__ = ["StripThinking"]
 
 DEFAULT_MIN_GAIN_FRACTION = 0.02
 """`min_gain` when none is given: this fraction of the context window."""
-
-_MAX_CACHED = 200_000
 
 
 @dataclass
@@ -77,8 +76,8 @@ class StripThinking(HistoryProcessor):
     """When stripping starts and how far down it goes; `None`: strip at every call."""
     min_gain: int | None = None
     """Never strip fewer tokens than this at once; `None`: 2% of the context window."""
-    _cache: dict[int, tuple[Message, Message]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _stripped_copies: IdentityCache[Message] = field(
+        default_factory=IdentityCache, init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
@@ -99,7 +98,7 @@ class StripThinking(HistoryProcessor):
         pinned_calls = {p.tool_call_id for m in messages for p in m.tool_results if p.pinned or m.pinned}
         for index, msg in enumerate(messages):
             keeps = pinned_calls and any(c.id in pinned_calls for c in msg.tool_calls)
-            stripped.append(msg if keeps else self._stripped(msg))
+            stripped.append(msg if keeps else self._stripped(msg, ctx))
             if msg.role == "assistant":
                 if not answered:
                     firsts.append(index)
@@ -165,18 +164,13 @@ class StripThinking(HistoryProcessor):
         )
         return out, notes
 
-    def _stripped(self, msg: Message) -> Message:
-        """`msg` without its droppable thinking (itself when there is none), cached per message."""
-        hit = self._cache.get(id(msg))
-        if hit is not None and hit[0] is msg:
-            return hit[1]
-        new = _strip(msg)
-        if len(self._cache) >= _MAX_CACHED:
-            self._cache.clear()
-        # Holding both objects keeps `id(msg)` from being reused while cached, and keeps the
-        # token counter's per-object cache hitting on `new`.
-        self._cache[id(msg)] = (msg, new)
-        return new
+    def _stripped(self, msg: Message, ctx: ProcessContext) -> Message:
+        """`msg` without its droppable thinking (itself when there is none), cached per message:
+        the same copy every call keeps the token counter's per-object cache hitting on it."""
+        hit = self._stripped_copies.get(msg)
+        if hit is not None:
+            return hit
+        return self._stripped_copies.put(msg, _strip(msg), ctx.cache_policy)
 
 
 def _strip(msg: Message) -> Message:

@@ -302,6 +302,7 @@ class Summarize(HistoryProcessor):
     ) -> Generator[_Request, _Reply | None, tuple[list[Message], StepNotes]]:
         """Compacts this call's history if it must; yields summarizer requests, receives their
         replies (`None` for a background request, which the driver only starts)."""
+        self._digests.cache_policy = ctx.cache_policy
         state = CompactionState(messages, ctx, self.trigger)
         notes = state.notes
         point = state.current_call()

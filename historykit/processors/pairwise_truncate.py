@@ -11,7 +11,7 @@ the view only grows by appending, in both modes (`historykit.view`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import ClassVar, Literal
 
@@ -19,7 +19,7 @@ from historykit.identity_cache import IdentityCache
 from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors import final_request
-from historykit.processors.trigger import Trigger, compaction_trigger
+from historykit.processors.trigger import Trigger, TriggerField
 from historykit.processors.turns import (
     Unit,
     UnitKind,
@@ -32,15 +32,9 @@ from historykit.processors.turns import (
 
 __all__ = ["PairwiseTruncate"]
 
-DEFAULT_FRACTION = 0.8
-"""The default trigger's high-water mark, as a fraction of the window."""
-DEFAULT_TRIGGER = Trigger(max_fraction=DEFAULT_FRACTION)
-"""The trigger of `PairwiseTruncate` and `Summarize` when none is given: over 80% of the window,
-down to 60% of that (`Trigger.low_water`'s default)."""
-
 
 @dataclass
-class PairwiseTruncate(HistoryProcessor):
+class PairwiseTruncate(TriggerField, HistoryProcessor):
     """Drops the oldest whole turns until the history fits its budget, and says so in a notice.
 
     Work starts when the history crosses the high-water mark and goes down to the low-water mark,
@@ -65,48 +59,12 @@ class PairwiseTruncate(HistoryProcessor):
         ```
     """
 
-    trigger: Trigger = DEFAULT_TRIGGER
-    """When truncation starts (the high-water mark) and how far down it goes (the low-water mark);
-    `Trigger` documents the marks. Default: over 80% of the window, down to 60% of that."""
-    max_tokens: InitVar[int | None] = None
-    """Deprecated: `trigger=Trigger(max_tokens=...)`."""
-    max_fraction: InitVar[float | None] = None
-    """Deprecated: `trigger=Trigger(max_fraction=...)`."""
-    max_messages: InitVar[int | None] = None
-    """Deprecated: `trigger=Trigger(max_messages=...)`."""
-    low_water: InitVar[float | None] = None
-    """Deprecated: `trigger=Trigger(..., low_water=...)`."""
-    reserve: InitVar[int | None] = None
-    """Deprecated: `trigger=Trigger(reserve=...)`."""
-    floor_fraction: InitVar[float | None] = None
-    """Deprecated: `trigger=Trigger(..., floor_fraction=...)`."""
     fit_final_request: bool = True
     """When the history is still over the model's context window once everything else that may go
     is gone, because the final request alone is that large (say, six parallel file reads), cut the
     middle out of its largest tool results (head and tail stay, with a line saying what was cut)
     down to the high-water mark, so the provider does not reject the call. `False`: send it as it
     is; the notes say it is over."""
-
-    def __post_init__(
-        self,
-        max_tokens: int | None,
-        max_fraction: float | None,
-        max_messages: int | None,
-        low_water: float | None,
-        reserve: int | None,
-        floor_fraction: float | None,
-    ) -> None:
-        self.trigger = compaction_trigger(
-            "PairwiseTruncate",
-            self.trigger,
-            DEFAULT_TRIGGER,
-            max_tokens=max_tokens,
-            max_fraction=max_fraction,
-            max_messages=max_messages,
-            low_water=low_water,
-            reserve=reserve,
-            floor_fraction=floor_fraction,
-        )
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         state = CompactionState(messages, ctx, self.trigger)

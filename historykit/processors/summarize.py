@@ -21,7 +21,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, ClassVar, TypeAlias
 
@@ -37,14 +37,14 @@ from historykit.messages import (
     SummaryPart,
 )
 from historykit.pipeline import HistoryProcessor, ManualCompaction, ProcessContext, StepNotes
-from historykit.processors.pairwise_truncate import DEFAULT_TRIGGER, CompactionState, Cut, Point
+from historykit.processors.pairwise_truncate import CompactionState, Cut, Point
 from historykit.processors.summarizers import (
     ExtractiveSummarizer,
     Summarizer,
     complete_summary,
     summarizer_for,
 )
-from historykit.processors.trigger import Trigger, compaction_trigger
+from historykit.processors.trigger import TriggerField
 from historykit.processors.turns import is_user_request
 
 __all__ = ["SUMMARY_HEADER", "Summarize"]
@@ -63,7 +63,7 @@ def _utc_now() -> datetime:
 
 
 @dataclass
-class Summarize(HistoryProcessor):
+class Summarize(TriggerField, HistoryProcessor):
     """Replaces the older span of the history with ONE structured summary; keeps a recent tail.
 
     When the history crosses the high-water mark, everything between the task and the last
@@ -129,21 +129,6 @@ class Summarize(HistoryProcessor):
         ```
     """
 
-    trigger: Trigger = DEFAULT_TRIGGER
-    """When a compaction starts (the high-water mark) and how far down it goes (the low-water
-    mark); `Trigger` documents the marks. Default: over 80% of the window, down to 60% of that."""
-    max_tokens: InitVar[int | None] = None
-    """Deprecated: `trigger=Trigger(max_tokens=...)`."""
-    max_fraction: InitVar[float | None] = None
-    """Deprecated: `trigger=Trigger(max_fraction=...)`."""
-    max_messages: InitVar[int | None] = None
-    """Deprecated: `trigger=Trigger(max_messages=...)`."""
-    low_water: InitVar[float | None] = None
-    """Deprecated: `trigger=Trigger(..., low_water=...)`."""
-    reserve: InitVar[int | None] = None
-    """Deprecated: `trigger=Trigger(reserve=...)`."""
-    floor_fraction: InitVar[float | None] = None
-    """Deprecated: `trigger=Trigger(..., floor_fraction=...)`."""
     keep_last: int = 6
     """At most this many units stay verbatim at the end (a tool call and all its results are one
     unit); fewer when that is needed to reach the low-water mark, never less than the final request."""
@@ -188,26 +173,8 @@ class Summarize(HistoryProcessor):
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
 
-    def __post_init__(
-        self,
-        max_tokens: int | None,
-        max_fraction: float | None,
-        max_messages: int | None,
-        low_water: float | None,
-        reserve: int | None,
-        floor_fraction: float | None,
-    ) -> None:
-        self.trigger = compaction_trigger(
-            "Summarize",
-            self.trigger,
-            DEFAULT_TRIGGER,
-            max_tokens=max_tokens,
-            max_fraction=max_fraction,
-            max_messages=max_messages,
-            low_water=low_water,
-            reserve=reserve,
-            floor_fraction=floor_fraction,
-        )
+    def __post_init__(self, *flat: float | None) -> None:
+        super().__post_init__(*flat)
         if self.summarizer is not None and self.model is not None:
             raise InvalidArgumentError("give either summarizer= or model=, not both")
         if self.model is not None:

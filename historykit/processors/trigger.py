@@ -30,14 +30,13 @@ Example:
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import InitVar, dataclass, fields, replace
 
 from historykit._validate import check_fraction, check_instance, check_int
 from historykit.errors import InvalidArgumentError
 from historykit.pipeline import ProcessContext
 
-__all__ = ["Trigger"]
+__all__ = ["DEFAULT_TRIGGER", "Trigger"]
 
 
 @dataclass(frozen=True)
@@ -146,33 +145,62 @@ class Trigger:
         return target_n is None or messages <= target_n
 
 
-def compaction_trigger(owner: str, trigger: Trigger, default: Trigger, **keywords: Any) -> Trigger:
-    """The trigger a compacting processor runs with: `trigger`, or the one its deprecated flat
-    keywords (`max_fraction=0.7, low_water=0.5`) describe, with a `DeprecationWarning` naming the
-    `Trigger` to write instead.
+DEFAULT_FRACTION = 0.8
+"""The default trigger's high-water mark, as a fraction of the window."""
+DEFAULT_TRIGGER = Trigger(max_fraction=DEFAULT_FRACTION)
+"""The trigger of `Summarize` and `PairwiseTruncate` when none is given: over 80% of the window,
+down to 60% of that (`Trigger.low_water`'s default)."""
 
-    With no high-water mark among the keywords (only `low_water`), the mark is `default`'s, as it
-    was before `trigger=`. Raises `InvalidArgumentError` when both a trigger other than `default`
-    and flat keywords are given, `ArgumentTypeError` when `trigger` is not a `Trigger`.
-    """
-    check_instance("trigger", trigger, Trigger, "a historykit Trigger")
-    given = {name: value for name, value in keywords.items() if value is not None}
-    if not given:
-        return trigger
-    order = [f.name for f in fields(Trigger)]
-    flat = ", ".join(name for name in order if name in given)
-    if trigger != default:
-        raise InvalidArgumentError(f"give {owner} either trigger= or the flat keywords ({flat}), not both")
-    marks = ("max_tokens", "max_fraction", "max_messages", "reserve")
-    if not any(name in given for name in marks):
-        inherited = {name: getattr(default, name) for name in marks if getattr(default, name) is not None}
-        given = {**inherited, **given}
-    spelled = ", ".join(f"{name}={given[name]!r}" for name in order if name in given)
-    resolved = Trigger(**given)
-    warnings.warn(
-        f"{owner}'s flat trigger keywords ({flat}) are deprecated and go in the next release: "
-        f"use {owner}(trigger=Trigger({spelled}))",
-        DeprecationWarning,
-        stacklevel=4,  # this function, the owner's __post_init__, its __init__, the caller
-    )
-    return resolved
+
+@dataclass
+class TriggerField:
+    """The `trigger` field of the processors that compact (`Summarize`, `PairwiseTruncate`), with
+    the flat keywords they took before it, deprecated (`max_fraction=0.7` ->
+    `trigger=Trigger(max_fraction=0.7)`): a subclass's `__post_init__` passes them on to this one."""
+
+    trigger: Trigger = DEFAULT_TRIGGER
+    """When work starts (the high-water mark) and how far down it goes (the low-water mark); see
+    `Trigger`. Default: over 80% of the window, down to 60% of that."""
+    max_tokens: InitVar[int | None] = None
+    """Deprecated: `trigger=Trigger(max_tokens=...)`."""
+    max_fraction: InitVar[float | None] = None
+    """Deprecated: `trigger=Trigger(max_fraction=...)`."""
+    max_messages: InitVar[int | None] = None
+    """Deprecated: `trigger=Trigger(max_messages=...)`."""
+    low_water: InitVar[float | None] = None
+    """Deprecated: `trigger=Trigger(..., low_water=...)`."""
+    reserve: InitVar[int | None] = None
+    """Deprecated: `trigger=Trigger(reserve=...)`."""
+    floor_fraction: InitVar[float | None] = None
+    """Deprecated: `trigger=Trigger(..., floor_fraction=...)`."""
+
+    def __post_init__(self, *flat: float | None) -> None:
+        """Resolve the deprecated flat keywords (in field order) into `trigger`, warning with the
+        `Trigger` to write instead; with no high-water mark among them (only `low_water`), the mark
+        is the default's, as it was. Raises `InvalidArgumentError` when a trigger other than the
+        default comes with flat keywords, `ArgumentTypeError` when `trigger` is not a `Trigger`."""
+        check_instance("trigger", self.trigger, Trigger, "a historykit Trigger")
+        order = [f.name for f in fields(Trigger)]
+        names = ("max_tokens", "max_fraction", "max_messages", "low_water", "reserve", "floor_fraction")
+        given = {name: value for name, value in zip(names, flat) if value is not None}
+        if not given:
+            return
+        owner = type(self).__name__
+        # A subclass's own __post_init__ (calling this one) is one more frame above this one.
+        overridden = type(self).__post_init__ is not TriggerField.__post_init__
+        listed = ", ".join(name for name in order if name in given)
+        if self.trigger != DEFAULT_TRIGGER:
+            raise InvalidArgumentError(
+                f"give {owner} either trigger= or the flat keywords ({listed}), not both"
+            )
+        marks = ("max_tokens", "max_fraction", "max_messages", "reserve")
+        if not any(name in given for name in marks):
+            given = {"max_fraction": DEFAULT_FRACTION, **given}
+        spelled = ", ".join(f"{name}={given[name]!r}" for name in order if name in given)
+        self.trigger = Trigger(**given)  # type: ignore[arg-type]  # ints for the int marks
+        warnings.warn(
+            f"{owner}'s flat trigger keywords ({listed}) are deprecated and go in the next release: "
+            f"use {owner}(trigger=Trigger({spelled}))",
+            DeprecationWarning,
+            stacklevel=3 + overridden,  # the caller of __init__
+        )

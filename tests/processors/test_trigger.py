@@ -11,10 +11,10 @@ import pytest
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.processors.clear_tool_results import ClearToolResults
 from historykit.processors.dedupe_file_reads import DedupeFileReads
-from historykit.processors.pairwise_truncate import DEFAULT_TRIGGER, PairwiseTruncate
+from historykit.processors.pairwise_truncate import PairwiseTruncate
 from historykit.processors.strip_thinking import StripThinking
 from historykit.processors.summarize import Summarize
-from historykit.processors.trigger import Trigger
+from historykit.processors.trigger import DEFAULT_TRIGGER, Trigger
 
 COMPACTING = (Summarize, PairwiseTruncate, ClearToolResults, DedupeFileReads, StripThinking)
 

@@ -30,7 +30,7 @@ Example:
 from __future__ import annotations
 
 import warnings
-from dataclasses import InitVar, dataclass, fields, replace
+from dataclasses import InitVar, dataclass, field, fields, replace
 
 from historykit._validate import check_fraction, check_instance, check_int
 from historykit.errors import InvalidArgumentError
@@ -158,7 +158,7 @@ class TriggerField:
     the flat keywords they took before it, deprecated (`max_fraction=0.7` ->
     `trigger=Trigger(max_fraction=0.7)`): a subclass's `__post_init__` passes them on to this one."""
 
-    trigger: Trigger = DEFAULT_TRIGGER
+    trigger: Trigger = field(default_factory=lambda: DEFAULT_TRIGGER)
     """When work starts (the high-water mark) and how far down it goes (the low-water mark); see
     `Trigger`. Default: over 80% of the window, down to 60% of that."""
     max_tokens: InitVar[int | None] = None

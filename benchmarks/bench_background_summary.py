@@ -33,6 +33,7 @@ from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from historykit.pipeline import Pipeline
 from historykit.processors.summarize import Summarize
 from historykit.processors.summarizers import ExtractiveSummarizer
+from historykit.processors.trigger import Trigger
 from historykit.view import request_points
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
@@ -97,7 +98,10 @@ async def replay(
     summarizer = SlowSummarizer(delay)
     # A fixed clock: the markers' `created_at` would be the only difference between the runs.
     summarize = Summarize(
-        max_fraction=fraction, summarizer=summarizer, background_at=background_at, clock=_when
+        trigger=Trigger(max_fraction=fraction),
+        summarizer=summarizer,
+        background_at=background_at,
+        clock=_when,
     )
     pipeline = Pipeline([summarize])
     carried: list[Message] = []

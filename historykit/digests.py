@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from historykit.identity_cache import DEFAULT_CACHE_POLICY, CachePolicy, IdentityCache
 from historykit.messages import (
     MediaPart,
     Message,
@@ -35,12 +36,13 @@ __all__ = ["MessageDigests", "message_digest"]
 
 class MessageDigests:
     """Content digests of messages, remembered per message (or per native message, for adapters
-    that make new neutral objects on every call): a view-only replay hashes each message once."""
+    that make new neutral objects on every call): a view-only replay hashes each message once.
 
-    max_cached = 200_000
+    `cache_policy` bounds what is remembered (the pipeline's, `historykit.identity_cache`)."""
 
-    def __init__(self) -> None:
-        self._cache: dict[tuple[int, str, tuple[str, ...]], tuple[object, bytes]] = {}
+    def __init__(self, cache_policy: CachePolicy = DEFAULT_CACHE_POLICY) -> None:
+        self.cache_policy = cache_policy
+        self._cache: IdentityCache[bytes] = IdentityCache()
 
     def key(self, messages: Sequence[Message]) -> str:
         """Identity of a summarizer input by content."""
@@ -53,16 +55,10 @@ class MessageDigests:
         anchor: object = msg.native if msg.is_untouched else msg
         # One native message may give several neutral ones (a request's system prompt and user
         # prompt): the role and the part kinds tell them apart.
-        key = (id(anchor), msg.role, tuple(p.kind for p in msg.parts))
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] is anchor:
-            return hit[1]
-        digest = message_digest(msg)
-        if len(self._cache) >= self.max_cached:
-            for old in list(self._cache)[: self.max_cached // 2]:
-                del self._cache[old]
-        # Holding the object keeps its id from being reused while the entry lives.
-        self._cache[key] = (anchor, digest)
+        variant = (msg.role, tuple(p.kind for p in msg.parts))
+        digest = self._cache.get(anchor, variant)
+        if digest is None:
+            digest = self._cache.put(anchor, message_digest(msg), self.cache_policy, variant)
         return digest
 
 

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 from historykit import provenance
 from historykit.binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
+from historykit.identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.telemetry import pipeline_span
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
@@ -105,6 +106,9 @@ class ProcessContext:
     edit then costs every thinking block after it, which the pipeline drops after its processors."""
     manual: ManualCompaction | None = None
     """A compaction the user asked for in this call (`Pipeline.compact`); `None` for a normal call."""
+    cache_policy: CachePolicy = DEFAULT_CACHE_POLICY
+    """Bounds every identity cache a processor keeps (`historykit.identity_cache`): the pipeline's
+    `cache_policy`, or the default for a processor run outside a pipeline."""
 
 
 @dataclass
@@ -408,6 +412,7 @@ class Pipeline(HistoryProcessor):
         on_report: Callable[[Report], None] | None = None,
         warn_at: float | None = None,
         on_warning: Callable[[UsageWarning], None] | None = None,
+        cache_policy: CachePolicy | None = None,
     ) -> None:
         for index, proc in enumerate(processors):
             if not isinstance(proc, HistoryProcessor):
@@ -421,7 +426,10 @@ class Pipeline(HistoryProcessor):
         """Token counter shared by every run of this pipeline, so its cache is reused."""
         self.on_report = on_report
         """Called with every run's report (for logging, metrics or a UI)."""
-        self.views = ViewReplay()
+        self.cache_policy = cache_policy or DEFAULT_CACHE_POLICY
+        """How large each processor's identity caches may grow (`historykit.identity_cache`): the one
+        knob that bounds the memory they hold, given to every step in its `ProcessContext`."""
+        self.views = ViewReplay(cache_policy=self.cache_policy)
         """The views this pipeline derived in view-only mode, so each call replays only what is new."""
         self.usage = UsageMonitor(warn_at, on_warning)
         """Warns when what a call sends crosses `warn_at` of the window or is over it, once per
@@ -446,8 +454,16 @@ class Pipeline(HistoryProcessor):
         if context_window is not None:
             if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0:
                 raise ValueError(f"context_window must be a positive int, got {context_window!r}")
-            return ProcessContext(context_window, window_source or "explicit", self.counter, binds)
-        return ProcessContext(DEFAULT_CONTEXT_WINDOW, "default", self.counter, binds)
+            return ProcessContext(
+                context_window,
+                window_source or "explicit",
+                self.counter,
+                binds,
+                cache_policy=self.cache_policy,
+            )
+        return ProcessContext(
+            DEFAULT_CONTEXT_WINDOW, "default", self.counter, binds, cache_policy=self.cache_policy
+        )
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         out, steps = self._run_steps(messages, ctx)

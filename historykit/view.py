@@ -38,6 +38,7 @@ from collections.abc import Generator, Sequence
 from typing import Literal
 
 from historykit.digests import MessageDigests
+from historykit.identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit.messages import Message
 
 __all__ = ["Mode", "ViewReplay", "request_points"]
@@ -74,11 +75,11 @@ class ViewReplay:
         ```
     """
 
-    def __init__(self, max_views: int = 512) -> None:
+    def __init__(self, max_views: int = 512, cache_policy: CachePolicy = DEFAULT_CACHE_POLICY) -> None:
         self.max_views = max_views
         """Views remembered (least recently used go first); one per model call of recent conversations."""
         self._views: OrderedDict[bytes, tuple[Message, ...]] = OrderedDict()
-        self._digests = MessageDigests()
+        self._digests = MessageDigests(cache_policy)
 
     def _chain(self, raw: Sequence[Message], points: Sequence[int], setting: str) -> list[bytes]:
         """The digest of `raw[:p]` for every point `p`: a hash chain over the message digests,

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from historykit.cli import EXIT_NOT_FOUND, EXIT_PROBLEMS, EXIT_USAGE, app, build_pipeline
 from historykit.formats import read_transcript
+from historykit.processors.trigger import Trigger
 from historykit.tokens import TokenCounter
 from historykit.validity import check
 from tests.conftest import corpus_paths, postgres_admin_url
@@ -249,7 +250,7 @@ def test_pipeline_specs() -> None:
     pipeline = build_pipeline("clear:keep=5:exclude_tools=Read+Grep,truncate:max_fraction=0.7")
     clear, truncate, repair = pipeline.processors
     assert clear.keep == 5 and tuple(clear.exclude_tools) == ("Read", "Grep")
-    assert truncate.max_fraction == 0.7 and type(repair).__name__ == "Repair"
+    assert truncate.trigger.max_fraction == 0.7 and type(repair).__name__ == "Repair"
     assert [type(p).__name__ for p in build_pipeline("strip,repair").processors] == [
         "StripThinking",
         "Repair",
@@ -352,7 +353,7 @@ def _run_graph(url: str) -> None:
 
     def graph_for(responses: list[AIMessage], saver: Any) -> Any:
         model = GenericFakeChatModel(messages=iter(responses))
-        summarize = Pipeline([Summarize(max_tokens=3000, keep_last=2, min_gain=100)])
+        summarize = Pipeline([Summarize(trigger=Trigger(max_tokens=3000), keep_last=2, min_gain=100)])
 
         def agent(state: MessagesState) -> dict[str, Any]:
             return {"messages": [model.invoke(state["messages"])]}
@@ -741,7 +742,7 @@ def test_format_flags_have_one_meaning_and_the_old_one_still_works(tmp_path: Pat
 def test_model_names_with_colons_in_a_pipeline_spec() -> None:
     pipeline = build_pipeline("clear:keep=3,summarize:model=openai:gpt-4o-mini:max_tokens=2000")
     clear, summarize, _ = pipeline.processors
-    assert summarize.model == "openai:gpt-4o-mini" and summarize.max_tokens == 2000
+    assert summarize.model == "openai:gpt-4o-mini" and summarize.trigger.max_tokens == 2000
     assert clear.keep == 3
     with pytest.raises(Exception, match="is not option=value"):
         build_pipeline("summarize:openai:gpt-4o")

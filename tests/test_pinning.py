@@ -33,8 +33,8 @@ def squeeze() -> Pipeline:
         [
             ClearToolResults(keep=0, min_tokens=1, min_gain=0, trigger=Trigger(max_tokens=1)),
             StripThinking(keep_turns=0, trigger=None),
-            Summarize(max_tokens=200, keep_last=0, min_gain=0),
-            PairwiseTruncate(max_tokens=200),
+            Summarize(trigger=Trigger(max_tokens=200), keep_last=0, min_gain=0),
+            PairwiseTruncate(trigger=Trigger(max_tokens=200)),
             Repair(),
         ]
     )

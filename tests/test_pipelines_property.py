@@ -66,10 +66,11 @@ def processors(draw: st.DrawFn) -> list[HistoryProcessor]:
             trigger=_maybe_trigger(draw),
             min_gain=draw(gains),
         ),
-        "truncate": lambda: PairwiseTruncate(max_fraction=draw(fractions), low_water=draw(low_waters)),
+        "truncate": lambda: PairwiseTruncate(
+            trigger=Trigger(max_fraction=draw(fractions), low_water=draw(low_waters))
+        ),
         "summarize": lambda: Summarize(
-            max_fraction=draw(fractions),
-            low_water=draw(low_waters),
+            trigger=Trigger(max_fraction=draw(fractions), low_water=draw(low_waters)),
             keep_last=draw(st.integers(0, 6)),
             summary_tokens=draw(st.integers(20, 400)),
             min_gain=draw(st.integers(0, 400)),

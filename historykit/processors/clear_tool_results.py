@@ -25,6 +25,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from historykit._validate import check_instance, check_int
+from historykit.errors import ArgumentTypeError
+from historykit.identity_cache import CachePolicy, IdentityCache
 from historykit.messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
@@ -73,8 +76,6 @@ _SHORT = 80
 
 DEFAULT_MIN_GAIN_FRACTION = 0.05
 """`min_gain` when none is given: this fraction of the context window."""
-
-_MAX_CACHED = 200_000
 
 
 def describe_call(call: ToolCallPart) -> str:
@@ -161,30 +162,27 @@ class ClearToolResults(HistoryProcessor):
     recall_tool: str | None = None
     """The name of the recall tool, when the integration installed one (`historykit.recall`): a
     cleared result then names it with a handle instead of saying "call the tool again"."""
-    _cache: dict[int, tuple[Message, Message | None, Message, int, int, int]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _cache: IdentityCache[tuple[Message, Message | None, Message, int, int, int]] = field(
+        default_factory=IdentityCache, init=False, repr=False, compare=False
     )
     _cache_key: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        _check_count("keep", self.keep)
-        if self.keep_tokens is not None:
-            _check_count("keep_tokens", self.keep_tokens)
-        _check_count("min_tokens", self.min_tokens)
-        if self.min_gain is not None:
-            _check_count("min_gain", self.min_gain)
+        check_int("keep", self.keep)
+        check_int("keep_tokens", self.keep_tokens, optional=True)
+        check_int("min_tokens", self.min_tokens)
+        check_int("min_gain", self.min_gain, optional=True)
         if isinstance(self.exclude_tools, str) or not isinstance(self.exclude_tools, Collection):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"exclude_tools must be a collection of tool names, got {type(self.exclude_tools).__name__} "
                 f"{self.exclude_tools!r}"
             )
         for index, name in enumerate(self.exclude_tools):
             if not isinstance(name, str):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"exclude_tools[{index}] must be a tool name (str), got {type(name).__name__}"
                 )
-        if not isinstance(self.trigger, Trigger):
-            raise TypeError(f"trigger must be a historykit Trigger, got {type(self.trigger).__name__}")
+        check_instance("trigger", self.trigger, Trigger, "a historykit Trigger")
         check_recall_tool(self.recall_tool)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
@@ -214,9 +212,9 @@ class ClearToolResults(HistoryProcessor):
             if msg.role == "assistant":
                 caller = msg
                 starts.append(index)
-            hit = cache.get(id(msg))
-            if hit is None or hit[0] is not msg or hit[1] is not caller:
-                hit = self._entry(msg, caller, counter)
+            hit = cache.get(msg)
+            if hit is None or hit[1] is not caller:
+                hit = self._entry(msg, caller, counter, ctx.cache_policy)
             cleared.append(hit[2])
             own.append(hit[3])
             less.append(hit[4])
@@ -273,7 +271,7 @@ class ClearToolResults(HistoryProcessor):
         return out, notes
 
     def _entry(
-        self, msg: Message, caller: Message | None, counter: TokenCounter
+        self, msg: Message, caller: Message | None, counter: TokenCounter, policy: CachePolicy
     ) -> tuple[Message, Message | None, Message, int, int, int]:
         """What `process` needs to know of `msg`, cached: `msg` cleared (itself when nothing is),
         its size before and after, and how many tool results it carries.
@@ -286,13 +284,8 @@ class ClearToolResults(HistoryProcessor):
         if new_size >= size:  # an edit that saves nothing is not made
             new, new_size = msg, size
         results = 0 if msg.role == "assistant" else sum(isinstance(p, ToolResultPart) for p in msg.parts)
-        entry = (msg, caller, new, size, new_size, results)
-        if len(self._cache) >= _MAX_CACHED:
-            self._cache.clear()
-        # The entry holds `msg` so its id cannot be reused while cached, and `new` so the
-        # counter's own per-object cache keeps hitting on it.
-        self._cache[id(msg)] = entry
-        return entry
+        # The entry holds `new` so the counter's own per-object cache keeps hitting on it.
+        return self._cache.put(msg, (msg, caller, new, size, new_size, results), policy)
 
     def _clear(self, msg: Message, caller: Message | None, counter: TokenCounter) -> Message:
         if msg.pinned or caller is None:
@@ -393,8 +386,3 @@ def _clear_value(
             return value, False
         return [new for new, _ in cleared], True
     return value, False
-
-
-def _check_count(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")

@@ -48,8 +48,10 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
 
+from historykit._validate import check_instance, check_int
+from historykit.errors import ArgumentTypeError
+from historykit.identity_cache import IdentityCache
 from historykit.messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.file_reads import (
@@ -72,9 +74,6 @@ NOTICE_PREFIX = "[Superseded file read] "
 
 _PLACEHOLDER_MAX = 500
 """A result this short, bracketed whole (`[...]`), is another processor's placeholder."""
-_MAX_CACHED = 200_000
-"""Remembered result verdicts and token counts, per processor."""
-_T = TypeVar("_T")
 
 
 @dataclass
@@ -122,30 +121,23 @@ class DedupeFileReads(HistoryProcessor):
     """The name of the recall tool, when the integration installed one (`historykit.recall`): a
     notice then also names the handle that gives the replaced copy back."""
     _recogniser: FileAccessRecogniser | None = field(default=None, init=False, repr=False, compare=False)
-    _outputs: dict[int, tuple[Message, tuple[tuple[int, str], ...], Message]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _outputs: IdentityCache[tuple[tuple[tuple[int, str], ...], Message]] = field(
+        default_factory=IdentityCache, init=False, repr=False, compare=False
     )
-    _results: dict[int, tuple[ToolResultPart, str]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _results: IdentityCache[str] = field(default_factory=IdentityCache, init=False, repr=False, compare=False)
+    _estimates: IdentityCache[tuple[ToolCallPart, TokenCounter, str | None, int]] = field(
+        default_factory=IdentityCache, init=False, repr=False, compare=False
     )
-    _estimates: dict[int, tuple[ToolResultPart, ToolCallPart, TokenCounter, str | None, int]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    _part_tokens: dict[int, tuple[ToolResultPart, TokenCounter, int]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _part_tokens: IdentityCache[tuple[TokenCounter, int]] = field(
+        default_factory=IdentityCache, init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.min_gain, bool) or not isinstance(self.min_gain, int) or self.min_gain < 0:
-            raise ValueError(f"min_gain must be a non-negative int, got {self.min_gain!r}")
-        if self.trigger is not None and not isinstance(self.trigger, Trigger):
-            raise TypeError(
-                f"trigger must be a historykit Trigger or None, got {type(self.trigger).__qualname__}"
-            )
+        check_int("min_gain", self.min_gain)
+        check_instance("trigger", self.trigger, Trigger, "a historykit Trigger or None", optional=True)
         if self.file_key is not None and not callable(self.file_key):
-            raise TypeError(f"file_key must be callable, got {type(self.file_key).__qualname__}")
-        if self.root is not None and not isinstance(self.root, str):
-            raise TypeError(f"root must be a str or None, got {type(self.root).__qualname__}")
+            raise ArgumentTypeError(f"file_key must be callable, got {type(self.file_key).__qualname__}")
+        check_instance("root", self.root, str, "a str or None", optional=True)
         check_recall_tool(self.recall_tool)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
@@ -174,25 +166,23 @@ class DedupeFileReads(HistoryProcessor):
             return messages, notes
         out = list(messages)
         for index, changes in by_message.items():
-            out[index] = self._edited(messages[index], changes)
+            out[index] = self._edited(messages[index], changes, ctx)
         return out, notes
 
-    def _edited(self, msg: Message, changes: dict[int, str]) -> Message:
+    def _edited(self, msg: Message, changes: dict[int, str], ctx: ProcessContext) -> Message:
         """`msg` with the given results replaced; the same edit gives the same object every call,
         so token counts cached on it (and the provider's view of it) stay put."""
         key = tuple(sorted(changes.items()))
-        hit = self._outputs.get(id(msg))
-        if hit is not None and hit[0] is msg and hit[1] == key:
-            return hit[2]
+        hit = self._outputs.get(msg)
+        if hit is not None and hit[0] == key:
+            return hit[1]
         parts: list[Part] = list(msg.parts)
         for part_index, text in key:
             old = parts[part_index]
             assert isinstance(old, ToolResultPart)
             parts[part_index] = replace(old, content=text)
         edited = replace(msg, parts=tuple(parts))
-        if len(self._outputs) >= _MAX_CACHED:
-            self._outputs.clear()
-        self._outputs[id(msg)] = (msg, key, edited)
+        self._outputs.put(msg, (key, edited), ctx.cache_policy)
         return edited
 
     # --- scanning ------------------------------------------------------------------------------
@@ -200,7 +190,7 @@ class DedupeFileReads(HistoryProcessor):
     def _scan(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[_Read], dict[str, list[int]]]:
         """The history's reads (with their results) and, per file, the order numbers of its writes."""
         located = _pair_calls(messages)
-        accesses = self._recognise()([call for call, _ in located])
+        accesses = self._recognise()([call for call, _ in located], ctx.cache_policy)
         settles = _settling_points(messages)
         reads: list[_Read] = []
         writes: dict[str, list[int]] = {}
@@ -215,7 +205,7 @@ class DedupeFileReads(HistoryProcessor):
             msg = messages[msg_index]
             part = msg.parts[part_index]
             assert isinstance(part, ToolResultPart)
-            state = self._state(msg, part)
+            state = self._state(msg, part, ctx)
             if state == _IGNORED:
                 continue
             read = _Read(
@@ -236,13 +226,10 @@ class DedupeFileReads(HistoryProcessor):
             self._recogniser = recogniser
         return recogniser
 
-    def _state(self, msg: Message, part: ToolResultPart) -> str:
-        hit = self._results.get(id(part))
-        if hit is not None and hit[0] is part:
-            state = hit[1]
-        else:
-            state = _content_state(part)
-            _remember(self._results, part, state)
+    def _state(self, msg: Message, part: ToolResultPart, ctx: ProcessContext) -> str:
+        state = self._results.get(part)
+        if state is None:
+            state = self._results.put(part, _content_state(part), ctx.cache_policy)
         if state in (_CONTENT, _PARTIAL):
             if msg.source is not None and not msg.part_is_original(part):
                 return _IGNORED  # another processor's edit: not the file's lines
@@ -257,31 +244,21 @@ class DedupeFileReads(HistoryProcessor):
         changed (the longer form), so the notices actually written are rarely longer."""
         part = read.part
         tool = self.recall_tool
-        hit = self._estimates.get(id(part))
-        if (
-            hit is not None
-            and hit[0] is part
-            and hit[1] is read.call
-            and hit[2] is ctx.counter
-            and hit[3] == tool
-        ):
-            return hit[4]
+        hit = self._estimates.get(part)
+        if hit is not None and hit[0] is read.call and hit[1] is ctx.counter and hit[2] == tool:
+            return hit[3]
         estimate = PART_OVERHEAD + ctx.counter.count_text(_notice(read, read, True, tool))
-        if len(self._estimates) >= _MAX_CACHED:
-            self._estimates.clear()
-        self._estimates[id(part)] = (part, read.call, ctx.counter, tool, estimate)
+        self._estimates.put(part, (read.call, ctx.counter, tool, estimate), ctx.cache_policy)
         return estimate
 
     def _tokens(self, msg: Message, part: ToolResultPart, ctx: ProcessContext) -> int:
         if len(msg.parts) == 1:
             return ctx.counter.count_message(msg) - MESSAGE_OVERHEAD  # cached by the shared counter
-        hit = self._part_tokens.get(id(part))
-        if hit is not None and hit[0] is part and hit[1] is ctx.counter:
-            return hit[2]
+        hit = self._part_tokens.get(part)
+        if hit is not None and hit[0] is ctx.counter:
+            return hit[1]
         tokens = ctx.counter.count_part(part)
-        if len(self._part_tokens) >= _MAX_CACHED:
-            self._part_tokens.clear()
-        self._part_tokens[id(part)] = (part, ctx.counter, tokens)
+        self._part_tokens.put(part, (ctx.counter, tokens), ctx.cache_policy)
         return tokens
 
     # --- when -----------------------------------------------------------------------------------
@@ -323,13 +300,6 @@ class DedupeFileReads(HistoryProcessor):
                     continue
             boundary, freed, pending = point, freed + pending, 0
         return boundary
-
-
-def _remember(cache: dict[int, tuple[ToolResultPart, _T]], part: ToolResultPart, value: _T) -> None:
-    # The entry keeps a reference to the part so that its `id` cannot be reused while cached.
-    if len(cache) >= _MAX_CACHED:
-        cache.clear()
-    cache[id(part)] = (part, value)
 
 
 # --- reads ----------------------------------------------------------------------------------

@@ -63,6 +63,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
+from historykit._validate import check_fraction, check_instance, check_int
+from historykit.errors import InvalidArgumentError
 from historykit.pipeline import Pipeline, Report
 from historykit.processors.clear_tool_results import ClearToolResults
 from historykit.processors.dedupe_file_reads import DedupeFileReads
@@ -138,16 +140,8 @@ class TriggerPreset:
 
     def __post_init__(self) -> None:
         for name in ("edit", "summarize", "truncate"):
-            if not isinstance(getattr(self, name), Trigger):
-                raise TypeError(
-                    f"{name} must be a historykit Trigger, got {type(getattr(self, name)).__name__}"
-                )
-        if self.warn_at is not None and (
-            isinstance(self.warn_at, bool)
-            or not isinstance(self.warn_at, (int, float))
-            or not 0 < self.warn_at <= 1
-        ):
-            raise ValueError(f"warn_at must be a fraction in (0, 1], got {self.warn_at!r}")
+            check_instance(name, getattr(self, name), Trigger, "a historykit Trigger")
+        check_fraction("warn_at", self.warn_at, what="a fraction in (0, 1]", optional=True)
 
 
 TRIGGER_PRESETS: dict[str, TriggerPreset] = {
@@ -183,21 +177,9 @@ def _preset(preset: str | TriggerPreset) -> TriggerPreset:
         return preset
     if isinstance(preset, str) and preset in TRIGGER_PRESETS:
         return TRIGGER_PRESETS[preset]
-    raise ValueError(
+    raise InvalidArgumentError(
         f"preset must be a TriggerPreset or one of {', '.join(map(repr, TRIGGER_PRESETS))}, got {preset!r}"
     )
-
-
-def _limits(trigger: Trigger) -> dict[str, Any]:
-    """A trigger as the keyword arguments of `Summarize` and `PairwiseTruncate`, which take its fields."""
-    return {
-        "max_tokens": trigger.max_tokens,
-        "max_fraction": trigger.max_fraction,
-        "max_messages": trigger.max_messages,
-        "low_water": trigger.low_water,
-        "reserve": trigger.reserve,
-        "floor_fraction": trigger.floor_fraction,
-    }
 
 
 def default_pipeline(
@@ -228,10 +210,7 @@ def default_pipeline(
     Raises `ValueError` for a `context_window` that is not a positive int, an unknown preset, or
     when both `summarizer` and `model` are given.
     """
-    if context_window is not None and (
-        isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0
-    ):
-        raise ValueError(f"context_window must be a positive int, got {context_window!r}")
+    check_int("context_window", context_window, minimum=1, optional=True)
     marks = _preset(preset)
 
     def budget(trigger: Trigger) -> Trigger:
@@ -255,12 +234,12 @@ def default_pipeline(
                 keep_turns=1, trigger=replace(edit, low_water=STRIP_DOWN_TO), min_gain=gain(STRIP_MIN_GAIN)
             ),
             Summarize(
-                **_limits(budget(marks.summarize)),
+                trigger=budget(marks.summarize),
                 keep_last=KEEP_LAST,
                 summarizer=summarizer,
                 model=model,
             ),
-            PairwiseTruncate(**_limits(budget(marks.truncate))),
+            PairwiseTruncate(trigger=budget(marks.truncate)),
             Repair(),
         ],
         on_report=on_report,

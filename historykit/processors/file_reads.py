@@ -23,6 +23,11 @@ Paths are normalised (`./a.py`, `a/../a.py` and `a.py` are one file); a relative
 to the working directory the call states (`cd dir && ...`, Codex `workdir`); an absolute path is
 made relative to `root` when one is given, so that absolute and relative spellings meet.
 
+`files_touched(call)` is the looser reading a summary's "files touched" list wants: every file a
+call names as read, written or edited (`cat a b`, `grep x a.py | head` name `a.py` as read), with
+its paths resolved as `file_accesses` resolves them, so `cd src && sed -n 1,20p a.py` is
+`src/a.py` to both (a shell `cd` changes the directory the next command runs in).
+
 What a result says about its read: `read_failed` (an error, not the file), `read_is_partial` (the
 agent's harness cut it: `[... omitted N of M lines ...]`), and `shown_extent` (an editor window
 whose header states its lines becomes that line range). `FileAccessRecogniser` is
@@ -46,8 +51,11 @@ import re
 import shlex
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from historykit._validate import check_int
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.identity_cache import DEFAULT_CACHE_POLICY, CachePolicy, IdentityCache
 from historykit.messages import ToolCallPart, ToolResultPart
 
 __all__ = [
@@ -56,10 +64,13 @@ __all__ = [
     "FileKey",
     "FileRead",
     "FileWrite",
+    "Touch",
     "file_accesses",
+    "files_touched",
     "normalize_path",
     "read_failed",
     "read_is_partial",
+    "shell_text",
     "shown_extent",
 ]
 
@@ -84,14 +95,16 @@ class FileRead:
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path:
-            raise ValueError(f"FileRead.path must be a non-empty string, got {self.path!r}")
-        if isinstance(self.start, bool) or not isinstance(self.start, int) or self.start == 0:
-            raise ValueError(f"FileRead.start must be a non-zero int, got {self.start!r}")
+            raise InvalidArgumentError(f"FileRead.path must be a non-empty string, got {self.path!r}")
+        check_int("FileRead.start", self.start, minimum=None, what="a non-zero int")
+        if self.start == 0:
+            raise InvalidArgumentError(f"FileRead.start must be a non-zero int, got {self.start!r}")
         if self.end is not None:
-            if isinstance(self.end, bool) or not isinstance(self.end, int):
-                raise ValueError(f"FileRead.end must be an int or None, got {self.end!r}")
+            check_int("FileRead.end", self.end, minimum=None, what="an int or None")
             if self.start < 0 or self.end < self.start:
-                raise ValueError(f"FileRead lines {self.start}-{self.end} of {self.path!r} are not a range")
+                raise InvalidArgumentError(
+                    f"FileRead lines {self.start}-{self.end} of {self.path!r} are not a range"
+                )
 
     @property
     def whole(self) -> bool:
@@ -133,7 +146,9 @@ class FileWrite:
 
     def __post_init__(self) -> None:
         if isinstance(self.paths, str) or not all(isinstance(p, str) and p for p in self.paths):
-            raise ValueError(f"FileWrite.paths must be a tuple of non-empty strings, got {self.paths!r}")
+            raise InvalidArgumentError(
+                f"FileWrite.paths must be a tuple of non-empty strings, got {self.paths!r}"
+            )
 
 
 FileAccess = FileRead | FileWrite
@@ -194,27 +209,28 @@ class FileAccessRecogniser:
         root: str | None = None,
         file_key: FileKey | None = None,
         builtin: bool = True,
-        max_cached: int = 200_000,
+        cache_policy: CachePolicy = DEFAULT_CACHE_POLICY,
     ) -> None:
         self.root = root
         self.file_key = file_key
         self.builtin = builtin
-        self.max_cached = max_cached
-        self._cache: dict[int, tuple[ToolCallPart, _Verdict]] = {}
+        self.cache_policy = cache_policy
+        """Bounds the remembered verdicts when a call does not give a policy of its own."""
+        self._verdicts: IdentityCache[_Verdict] = IdentityCache()
 
-    def __call__(self, calls: Sequence[ToolCallPart]) -> list[FileAccess | None]:
+    def __call__(
+        self, calls: Sequence[ToolCallPart], cache_policy: CachePolicy | None = None
+    ) -> list[FileAccess | None]:
+        """What each call did to a file; `cache_policy` (a processor's `ProcessContext`'s) bounds
+        the verdicts remembered, else the recogniser's own."""
         out: list[FileAccess | None] = []
         open_path: str | None = None  # the file SWE-agent's editor has open
-        cache = self._cache
+        verdicts = self._verdicts
+        policy = cache_policy or self.cache_policy
         for call in calls:
-            hit = cache.get(id(call))
-            if hit is not None and hit[0] is call:
-                verdict = hit[1]
-            else:
-                verdict = self._verdict(call)
-                if len(cache) >= self.max_cached:
-                    cache.clear()
-                cache[id(call)] = (call, verdict)  # the reference keeps the id from being reused
+            verdict = verdicts.get(call)
+            if verdict is None:
+                verdict = verdicts.put(call, self._verdict(call), policy)
             access = verdict.access
             if verdict.edits_open_file:
                 access = FileWrite((open_path,)) if open_path else None
@@ -305,6 +321,141 @@ _TRUNCATION = re.compile(
 )
 
 
+# --- files a call names (the looser reading, for summaries) ----------------------------------
+
+Touch = Literal["read", "written", "edited"]
+"""What a call did to a file it names, as a summary lists it."""
+
+_TOUCH_READ_TOOLS = frozenset({"read", "read_file", "view", "open", "open_file", "cat", "view_file"})
+_TOUCH_WRITE_TOOLS = frozenset({"write", "write_file", "create", "create_file"})
+_TOUCH_EDIT_TOOLS = frozenset(
+    {"edit", "multiedit", "edit_file", "str_replace", "replace", "insert", "apply_patch", "patch"}
+)
+_TOUCH_EDITOR_COMMANDS: dict[str, Touch] = {
+    "view": "read",
+    "create": "written",
+    "str_replace": "edited",
+    "insert": "edited",
+}
+_TOUCH_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "target_file", "file")
+_SHELL_READERS = frozenset({"cat", "head", "tail", "nl", "less", "more", "open"})
+_SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "execute_bash"})
+_OPEN_FILE = re.compile(r"open_file\(\s*['\"]([^'\"]+)['\"]")
+_LOOSE_REDIRECT = re.compile(r"(?<![<>&\d])>{1,2}\s*([\w./~-][^\s;&|<>]*)")
+
+
+def shell_text(call: ToolCallPart) -> str | None:
+    """The shell command a call ran (a `command`/`cmd`/`code`/`script` argument, the last word of
+    Codex's `["bash", "-lc", text]`, or a shell tool's raw text); `None` for other calls."""
+    args = call.arguments
+    if isinstance(args, str):
+        return args if call.name.lower() in _SHELL_TOOLS else None
+    for key in ("command", "cmd", "code", "script"):
+        value = args.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return value[-1]
+    return None
+
+
+def files_touched(call: ToolCallPart, *, root: str | None = None) -> list[tuple[str, Touch]]:
+    """Every file `call` names as read, written or edited, in the order named: the looser reading
+    a summary's "files touched" wants (`file_accesses` is the strict one: a read only when the
+    output is the file's lines and nothing else).
+
+    Paths are resolved as `file_accesses` resolves them: relative to the directory the call states
+    (`cd dir && ...`, Codex `workdir`), absolute ones under `root` made relative to it.
+
+    Example:
+        ```python
+        call = ToolCallPart("1", "bash", {"command": "cd src && sed -n 1,20p a.py"})
+        assert files_touched(call) == [("src/a.py", "read")]
+        ```
+    """
+    name = call.name.lower()
+    args = call.arguments_dict()
+    cwd = next((v for k in _CWD_KEYS if isinstance(v := args.get(k), str) and v), None)
+    found: list[tuple[str, Touch]] = []
+    path = next((args[k] for k in _TOUCH_PATH_KEYS if isinstance(args.get(k), str) and args[k]), None)
+    if path is not None:
+        command = args.get("command")
+        action: Touch | None = None
+        if isinstance(command, str) and command in _TOUCH_EDITOR_COMMANDS:
+            action = _TOUCH_EDITOR_COMMANDS[command]
+        elif name in _TOUCH_WRITE_TOOLS or "write" in name or "create" in name:
+            action = "written"
+        elif name in _TOUCH_EDIT_TOOLS or "edit" in name or "replace" in name:
+            action = "edited"
+        elif name in _TOUCH_READ_TOOLS or "read" in name or "view" in name or "open" in name:
+            action = "read"
+        if action is not None:
+            found.append((normalize_path(path, cwd, root) or path, action))
+    script = shell_text(call)
+    if script:
+        found.extend(_shell_touches(script, cwd, root))
+    return found
+
+
+def _shell_touches(script: str, cwd: str | None, root: str | None) -> list[tuple[str, Touch]]:
+    found: list[tuple[str, Touch]] = [
+        (normalize_path(m.group(1), cwd, root) or m.group(1), "edited")
+        for m in _PATCH_HEADER.finditer(script)
+    ]
+    found.extend((normalize_path(m, cwd, root) or m, "read") for m in _OPEN_FILE.findall(script))
+    prepared = _prepare(script)
+    tokens = None if prepared is None else shell_tokens(prepared)
+    parsed = None if tokens is None else _parse(tokens)
+    if parsed is None:
+        # Shell we do not model (an unclosed quote, a subshell): the words as they stand, in no
+        # known directory.
+        for segment in re.split(r"&&|\|\||;|\||\n", script):
+            words = shell_tokens(segment, operators=False) or segment.split()
+            redirects = [t for t in _LOOSE_REDIRECT.findall(segment)]
+            found.extend(_command_touches(words, redirects, lambda p: normalize_path(p, root=root) or p))
+        return found
+    for here, known, pipeline in _walk_cwd(parsed, cwd):
+
+        def resolve(path: str, here: str | None = here, known: bool = known) -> str:
+            return normalize_path(path, here if known else None, root) or path
+
+        for simple in pipeline:
+            found.extend(_command_touches(simple.words, simple.stdout_to, resolve))
+    return found
+
+
+def _command_touches(
+    words: list[str], redirects: list[str], resolve: Callable[[str], str]
+) -> list[tuple[str, Touch]]:
+    """The files one simple command names: read by a reader (`cat`, `sed` without `-i`, ...),
+    edited by `sed -i`, written by `create`/`touch` or a redirection."""
+    found: list[tuple[str, Touch]] = []
+    if words:
+        program, rest = posixpath.basename(words[0]), words[1:]
+        operands = [w for w in rest if _looks_like_path(w)]
+        if program in _SHELL_READERS and operands:
+            found.extend((resolve(w), "read") for w in operands)
+        elif program == "sed" and operands:
+            found.append(
+                (resolve(operands[-1]), "edited" if any(w.startswith("-i") for w in rest) else "read")
+            )
+        elif program in ("create", "touch") and operands:
+            found.extend((resolve(w), "written") for w in operands)
+    for target in redirects:
+        if _looks_like_path(target) and not target.startswith("/dev/"):
+            found.append((resolve(target), "written"))
+    return found
+
+
+def _looks_like_path(token: str) -> bool:
+    return (
+        0 < len(token) <= 200
+        and not token.startswith("-")
+        and not any(c in token for c in "*?$`|;&<>(){}\"'")
+        and ("." in token or "/" in token)
+    )
+
+
 # --- user recogniser -------------------------------------------------------------------------
 
 
@@ -315,14 +466,16 @@ def _from_user(call: ToolCallPart, file_key: FileKey, root: str | None) -> FileA
     if isinstance(found, str):
         path = normalize_path(found, root=root)
         if path is None:
-            raise ValueError(f"file_key returned an empty path for tool call {call.id!r} ({call.name})")
+            raise InvalidArgumentError(
+                f"file_key returned an empty path for tool call {call.id!r} ({call.name})"
+            )
         return FileRead(path)
     if isinstance(found, FileRead):
         path = normalize_path(found.path, root=root) or found.path
         return found if path == found.path else FileRead(path, found.start, found.end, found.window)
     if isinstance(found, FileWrite):
         return FileWrite(tuple(normalize_path(p, root=root) or p for p in found.paths))
-    raise TypeError(
+    raise ArgumentTypeError(
         f"file_key returned a {type(found).__module__}.{type(found).__qualname__} for tool call "
         f"{call.id!r} ({call.name}); expected a FileRead, a FileWrite, a path or None"
     )

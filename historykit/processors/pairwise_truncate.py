@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
+from historykit.identity_cache import IdentityCache
 from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors import final_request
-from historykit.processors.trigger import Trigger
+from historykit.processors.trigger import Trigger, TriggerField
 from historykit.processors.turns import (
     Unit,
     UnitKind,
@@ -31,12 +32,9 @@ from historykit.processors.turns import (
 
 __all__ = ["PairwiseTruncate"]
 
-DEFAULT_FRACTION = 0.8
-"""High-water mark used when no `max_tokens`, `max_fraction` or `max_messages` is given."""
-
 
 @dataclass
-class PairwiseTruncate(HistoryProcessor):
+class PairwiseTruncate(TriggerField, HistoryProcessor):
     """Drops the oldest whole turns until the history fits its budget, and says so in a notice.
 
     Work starts when the history crosses the high-water mark and goes down to the low-water mark,
@@ -53,25 +51,14 @@ class PairwiseTruncate(HistoryProcessor):
     Example:
         ```python
         from historykit.processors.pairwise_truncate import PairwiseTruncate
+        from historykit.processors.trigger import Trigger
 
-        truncate = PairwiseTruncate(max_fraction=0.8)        # start at 80% of the window ...
-        truncate = PairwiseTruncate(max_tokens=30_000, low_water=0.5)  # ... or at 30k, down to 15k
+        truncate = PairwiseTruncate(trigger=Trigger(max_fraction=0.8))  # start at 80% of the window ...
+        truncate = PairwiseTruncate(trigger=Trigger(max_tokens=30_000, low_water=0.5))  # ... or 30k, to 15k
         result = truncate.run(messages, context_window=32_000)
         ```
     """
 
-    max_tokens: int | None = None
-    """High-water mark in tokens. With none of the three limits given, `max_fraction` is 0.8."""
-    max_fraction: float | None = None
-    """High-water mark as a fraction of the model's context window."""
-    max_messages: int | None = None
-    """High-water mark as a number of messages."""
-    low_water: float = 0.6
-    """Truncation goes down to this fraction of the high-water mark."""
-    reserve: int | None = None
-    """High-water mark as tokens kept free: the window less this many tokens (`Trigger.reserve`)."""
-    floor_fraction: float | None = None
-    """The token mark is never below this fraction of the window (`Trigger.floor_fraction`)."""
     fit_final_request: bool = True
     """When the history is still over the model's context window once everything else that may go
     is gone, because the final request alone is that large (say, six parallel file reads), cut the
@@ -79,29 +66,8 @@ class PairwiseTruncate(HistoryProcessor):
     down to the high-water mark, so the provider does not reject the call. `False`: send it as it
     is; the notes say it is over."""
 
-    def __post_init__(self) -> None:
-        if (
-            self.max_tokens is None
-            and self.max_fraction is None
-            and self.max_messages is None
-            and self.reserve is None
-        ):
-            self.max_fraction = DEFAULT_FRACTION
-        self.trigger()  # a bad limit is an error here, not at the first call
-
-    def trigger(self) -> Trigger:
-        """The high- and low-water marks these fields describe."""
-        return Trigger(
-            self.max_tokens,
-            self.max_fraction,
-            self.max_messages,
-            self.low_water,
-            self.reserve,
-            self.floor_fraction,
-        )
-
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        state = CompactionState(messages, ctx, self.trigger())
+        state = CompactionState(messages, ctx, self.trigger)
         point = state.current_call()
         if state.fires(point):
             state.truncate(point)
@@ -109,7 +75,7 @@ class PairwiseTruncate(HistoryProcessor):
         if self.fit_final_request:
             window = ctx.context_window
             if sum(map(ctx.counter.count_message, out)) > window:
-                limit = min(self.trigger().high_tokens(ctx) or window, window)
+                limit = min(self.trigger.high_tokens(ctx) or window, window)
                 out = final_request.fit_final_request(out, ctx, limit, notes)
         return out, notes
 
@@ -521,19 +487,17 @@ class CompactionState:
 class _NoticeTokens:
     """Tokens of the notice for a count: the count changes as a cut moves, the text barely does."""
 
-    _cache: ClassVar[dict[tuple[Any, int], int]] = {}
+    _cache: ClassVar[IdentityCache[int]] = IdentityCache()
+    """Per tokenizer (its identity) and count, shared by every truncation."""
 
     def __init__(self, ctx: ProcessContext) -> None:
         self._counter = ctx.counter
+        self._policy = ctx.cache_policy
 
     def __call__(self, count: int) -> int:
-        key = (self._counter.tokenizer, count)
-        try:
-            tokens = self._cache.get(key)
-        except TypeError:  # an unhashable tokenizer: count every time
-            return self._counter.count_message(truncation_notice(count))
+        tokenizer = self._counter.tokenizer
+        tokens = self._cache.get(tokenizer, count)
         if tokens is None:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            tokens = self._cache[key] = self._counter.count_message(truncation_notice(count))
+            tokens = self._counter.count_message(truncation_notice(count))
+            self._cache.put(tokenizer, tokens, self._policy, count)
         return tokens

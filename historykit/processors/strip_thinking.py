@@ -24,6 +24,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 
+from historykit._validate import check_instance, check_int
+from historykit.identity_cache import IdentityCache
 from historykit.messages import Message, TextPart, ThinkingPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
@@ -34,8 +36,6 @@ __all__ = ["StripThinking"]
 
 DEFAULT_MIN_GAIN_FRACTION = 0.02
 """`min_gain` when none is given: this fraction of the context window."""
-
-_MAX_CACHED = 200_000
 
 
 @dataclass
@@ -76,21 +76,14 @@ class StripThinking(HistoryProcessor):
     """When stripping starts and how far down it goes; `None`: strip at every call."""
     min_gain: int | None = None
     """Never strip fewer tokens than this at once; `None`: 2% of the context window."""
-    _cache: dict[int, tuple[Message, Message]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _stripped_copies: IdentityCache[Message] = field(
+        default_factory=IdentityCache, init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.keep_turns, bool) or not isinstance(self.keep_turns, int) or self.keep_turns < 0:
-            raise ValueError(f"keep_turns must be a non-negative int, got {self.keep_turns!r}")
-        if self.min_gain is not None and (
-            isinstance(self.min_gain, bool) or not isinstance(self.min_gain, int) or self.min_gain < 0
-        ):
-            raise ValueError(f"min_gain must be a non-negative int, got {self.min_gain!r}")
-        if self.trigger is not None and not isinstance(self.trigger, Trigger):
-            raise TypeError(
-                f"trigger must be a historykit Trigger or None, got {type(self.trigger).__name__}"
-            )
+        check_int("keep_turns", self.keep_turns)
+        check_int("min_gain", self.min_gain, optional=True)
+        check_instance("trigger", self.trigger, Trigger, "a historykit Trigger or None", optional=True)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         notes = StepNotes()
@@ -105,7 +98,7 @@ class StripThinking(HistoryProcessor):
         pinned_calls = {p.tool_call_id for m in messages for p in m.tool_results if p.pinned or m.pinned}
         for index, msg in enumerate(messages):
             keeps = pinned_calls and any(c.id in pinned_calls for c in msg.tool_calls)
-            stripped.append(msg if keeps else self._stripped(msg))
+            stripped.append(msg if keeps else self._stripped(msg, ctx))
             if msg.role == "assistant":
                 if not answered:
                     firsts.append(index)
@@ -171,18 +164,13 @@ class StripThinking(HistoryProcessor):
         )
         return out, notes
 
-    def _stripped(self, msg: Message) -> Message:
-        """`msg` without its droppable thinking (itself when there is none), cached per message."""
-        hit = self._cache.get(id(msg))
-        if hit is not None and hit[0] is msg:
-            return hit[1]
-        new = _strip(msg)
-        if len(self._cache) >= _MAX_CACHED:
-            self._cache.clear()
-        # Holding both objects keeps `id(msg)` from being reused while cached, and keeps the
-        # token counter's per-object cache hitting on `new`.
-        self._cache[id(msg)] = (msg, new)
-        return new
+    def _stripped(self, msg: Message, ctx: ProcessContext) -> Message:
+        """`msg` without its droppable thinking (itself when there is none), cached per message:
+        the same copy every call keeps the token counter's per-object cache hitting on it."""
+        hit = self._stripped_copies.get(msg)
+        if hit is not None:
+            return hit
+        return self._stripped_copies.put(msg, _strip(msg), ctx.cache_policy)
 
 
 def _strip(msg: Message) -> Message:

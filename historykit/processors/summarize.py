@@ -3,10 +3,11 @@
 Example:
     ```python
     from historykit.processors.summarize import Summarize
+    from historykit.processors.trigger import Trigger
 
-    summarize = Summarize(max_fraction=0.8, keep_last=6)            # extractive, no LLM
-    summarize = Summarize(max_tokens=60_000, model="openai:gpt-4o-mini")
-    summarize = Summarize(max_fraction=0.8, model=["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
+    summarize = Summarize(trigger=Trigger(max_fraction=0.8), keep_last=6)  # extractive, no LLM
+    summarize = Summarize(trigger=Trigger(max_tokens=60_000), model="openai:gpt-4o-mini")
+    summarize = Summarize(model=["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])  # at 80%: the default
     result = await summarize.arun(messages, context_window=128_000)
     ```
 """
@@ -26,7 +27,9 @@ from typing import Any, ClassVar, TypeAlias
 
 import tenacity
 
+from historykit._validate import check_fraction, check_int
 from historykit.digests import MessageDigests
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import (
     CompactionMarker,
     Message,
@@ -34,14 +37,14 @@ from historykit.messages import (
     SummaryPart,
 )
 from historykit.pipeline import HistoryProcessor, ManualCompaction, ProcessContext, StepNotes
-from historykit.processors.pairwise_truncate import DEFAULT_FRACTION, CompactionState, Cut, Point
+from historykit.processors.pairwise_truncate import CompactionState, Cut, Point
 from historykit.processors.summarizers import (
     ExtractiveSummarizer,
     Summarizer,
     complete_summary,
     summarizer_for,
 )
-from historykit.processors.trigger import Trigger
+from historykit.processors.trigger import TriggerField
 from historykit.processors.turns import is_user_request
 
 __all__ = ["SUMMARY_HEADER", "Summarize"]
@@ -60,7 +63,7 @@ def _utc_now() -> datetime:
 
 
 @dataclass
-class Summarize(HistoryProcessor):
+class Summarize(TriggerField, HistoryProcessor):
     """Replaces the older span of the history with ONE structured summary; keeps a recent tail.
 
     When the history crosses the high-water mark, everything between the task and the last
@@ -113,30 +116,19 @@ class Summarize(HistoryProcessor):
         ```python
         import tenacity
         from historykit.processors.summarize import Summarize
+        from historykit.processors.trigger import Trigger
 
-        Summarize(max_fraction=0.8)                                # extractive summarizer (no LLM)
-        Summarize(max_tokens=50_000, keep_last=4, model="anthropic:claude-haiku-4-5")
-        Summarize(max_fraction=0.7, model=my_langchain_chat_model)
-        Summarize(max_fraction=0.7, summarizer=my_async_function, retry_wait=tenacity.wait_none())
-        Summarize(max_fraction=0.8, model=["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
-        Summarize(max_fraction=0.8, summarizer=[my_llm_summarizer, ExtractiveSummarizer()])
-        Summarize(max_fraction=0.8, model="openai:gpt-4o-mini", background_at=0.6)
+        Summarize()                                          # over 80% of the window, extractive (no LLM)
+        Summarize(trigger=Trigger(max_tokens=50_000), keep_last=4, model="anthropic:claude-haiku-4-5")
+        Summarize(trigger=Trigger(max_fraction=0.7), model=my_langchain_chat_model)
+        Summarize(summarizer=my_async_function, retry_wait=tenacity.wait_none())
+        Summarize(model=["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
+        Summarize(summarizer=[my_llm_summarizer, ExtractiveSummarizer()])
+        Summarize(model="openai:gpt-4o-mini", background_at=0.6)
         Summarize().compact(messages, 128_000, focus="keep the details of the auth refactor")
         ```
     """
 
-    max_tokens: int | None = None
-    """High-water mark in tokens. With none of the three limits given, `max_fraction` is 0.8."""
-    max_fraction: float | None = None
-    """High-water mark as a fraction of the model's context window."""
-    max_messages: int | None = None
-    """High-water mark as a number of messages."""
-    low_water: float = 0.6
-    """A compaction goes down to this fraction of the high-water mark."""
-    reserve: int | None = None
-    """High-water mark as tokens kept free: the window less this many tokens (`Trigger.reserve`)."""
-    floor_fraction: float | None = None
-    """The token mark is never below this fraction of the window (`Trigger.floor_fraction`)."""
     keep_last: int = 6
     """At most this many units stay verbatim at the end (a tool call and all its results are one
     unit); fewer when that is needed to reach the low-water mark, never less than the final request."""
@@ -181,17 +173,10 @@ class Summarize(HistoryProcessor):
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
 
-    def __post_init__(self) -> None:
-        if (
-            self.max_tokens is None
-            and self.max_fraction is None
-            and self.max_messages is None
-            and self.reserve is None
-        ):
-            self.max_fraction = DEFAULT_FRACTION
-        self.trigger()  # a bad limit is an error here, not at the first call
+    def __post_init__(self, *flat: float | None) -> None:
+        super().__post_init__(*flat)
         if self.summarizer is not None and self.model is not None:
-            raise ValueError("give either summarizer= or model=, not both")
+            raise InvalidArgumentError("give either summarizer= or model=, not both")
         if self.model is not None:
             models = _as_chain(self.model, "model")
             self._summarizers: tuple[Summarizer, ...] = tuple(
@@ -204,39 +189,22 @@ class Summarize(HistoryProcessor):
             for index, candidate in enumerate(chain):
                 if not callable(candidate):
                     where = f"summarizer {index}" if len(chain) > 1 else "summarizer"
-                    raise TypeError(
+                    raise ArgumentTypeError(
                         f"{where} must be a callable taking messages, got a {type(candidate).__qualname__}"
                     )
             self._summarizers = tuple(chain)
-        if self.background_at is not None and (
-            isinstance(self.background_at, bool)
-            or not isinstance(self.background_at, (int, float))
-            or not 0 < self.background_at < 1
-        ):
-            raise ValueError(f"background_at must be a fraction in (0, 1), got {self.background_at!r}")
+        check_fraction(
+            "background_at", self.background_at, what="a fraction in (0, 1)", below_one=True, optional=True
+        )
         for name in ("keep_last", "summary_tokens", "min_gain", "cache_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+            check_int(name, getattr(self, name), what="an int >= 0")
         if self.keep_last_tokens is not None and self.keep_last_tokens < 0:
-            raise ValueError(f"keep_last_tokens must be >= 0, got {self.keep_last_tokens!r}")
-        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
-            raise ValueError(f"attempts must be an int >= 1, got {self.attempts!r}")
+            raise InvalidArgumentError(f"keep_last_tokens must be >= 0, got {self.keep_last_tokens!r}")
+        check_int("attempts", self.attempts, minimum=1, what="an int >= 1")
         # Causes of summarizer failures already logged: each once, not once per compaction.
         self._warned: set[str] = set()
         # Background summaries run here from sync code; made on first use.
         self._threads: concurrent.futures.ThreadPoolExecutor | None = None
-
-    def trigger(self) -> Trigger:
-        """The high- and low-water marks these fields describe."""
-        return Trigger(
-            self.max_tokens,
-            self.max_fraction,
-            self.max_messages,
-            self.low_water,
-            self.reserve,
-            self.floor_fraction,
-        )
 
     @property
     def model_name(self) -> str | None:
@@ -301,7 +269,8 @@ class Summarize(HistoryProcessor):
     ) -> Generator[_Request, _Reply | None, tuple[list[Message], StepNotes]]:
         """Compacts this call's history if it must; yields summarizer requests, receives their
         replies (`None` for a background request, which the driver only starts)."""
-        state = CompactionState(messages, ctx, self.trigger())
+        self._digests.cache_policy = ctx.cache_policy
+        state = CompactionState(messages, ctx, self.trigger)
         notes = state.notes
         point = state.current_call()
         manual = ctx.manual
@@ -761,7 +730,7 @@ def _as_chain(value: Any, name: str) -> tuple[Any, ...]:
     """A list or tuple is a chain; anything else is one summarizer (a model name is a str)."""
     if isinstance(value, (list, tuple)):
         if not value:
-            raise ValueError(f"{name} is an empty list: give at least one")
+            raise InvalidArgumentError(f"{name} is an empty list: give at least one")
         return tuple(value)
     return (value,)
 
@@ -818,9 +787,9 @@ class _Cached:
 
 def _checked(result: object) -> str:
     if not isinstance(result, str):
-        raise TypeError(f"the summarizer returned a {type(result).__qualname__}, not a str")
+        raise ArgumentTypeError(f"the summarizer returned a {type(result).__qualname__}, not a str")
     if not result.strip():
-        raise ValueError("the summarizer returned an empty summary")
+        raise InvalidArgumentError("the summarizer returned an empty summary")
     return result
 
 

@@ -60,6 +60,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from historykit.errors import ArgumentTypeError
 from historykit.messages import (
     Message,
     ProviderCompaction,
@@ -69,7 +70,7 @@ from historykit.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from historykit.processors.file_reads import FileRead, FileWrite, file_accesses, normalize_path, shell_tokens
+from historykit.processors.file_reads import FileRead, FileWrite, file_accesses, files_touched, shell_text
 
 __all__ = [
     "FOCUS_INSTRUCTIONS",
@@ -118,7 +119,7 @@ class NativeSummary(str):
 
     def __new__(cls, text: str, provider_compaction: ProviderCompaction) -> NativeSummary:
         if not isinstance(provider_compaction, ProviderCompaction):
-            raise TypeError(
+            raise ArgumentTypeError(
                 "provider_compaction must be a ProviderCompaction, got a "
                 f"{type(provider_compaction).__qualname__}"
             )
@@ -519,85 +520,6 @@ def _dedupe(items: Iterable[str]) -> list[str]:
 
 # --- files touched --------------------------------------------------------------------------------
 
-_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "target_file", "file")
-_READ_TOOLS = {"read", "read_file", "view", "open", "open_file", "cat", "view_file"}
-_WRITE_TOOLS = {"write", "write_file", "create", "create_file"}
-_EDIT_TOOLS = {"edit", "multiedit", "edit_file", "str_replace", "replace", "insert", "apply_patch", "patch"}
-_EDITOR_COMMANDS = {"view": "read", "create": "written", "str_replace": "edited", "insert": "edited"}
-_SHELL_READ = {"cat", "head", "tail", "nl", "less", "more", "open"}
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (\S+)", re.MULTILINE)
-_OPEN_FILE = re.compile(r"open_file\(\s*['\"]([^'\"]+)['\"]")
-_REDIRECT = re.compile(r"(?<![<>&\d])>{1,2}\s*([\w./~-][^\s;&|<>]*)")
-
-
-def _shell_text(call: ToolCallPart) -> str | None:
-    args = call.arguments
-    if isinstance(args, str):
-        return args if call.name.lower() in ("bash", "shell", "sh", "terminal", "execute_bash") else None
-    for key in ("command", "cmd", "code", "script"):
-        value = args.get(key)
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return value[-1]
-    return None
-
-
-def _looks_like_path(token: str) -> bool:
-    return (
-        0 < len(token) <= 200
-        and not token.startswith("-")
-        and not any(c in token for c in "*?$`|;&<>(){}\"'")
-        and ("." in token or "/" in token)
-    )
-
-
-def _files_of(call: ToolCallPart) -> list[tuple[str, str]]:
-    """(path, action) pairs for a tool call; action is `read`, `written` or `edited`."""
-    name = call.name.lower()
-    args = call.arguments_dict()
-    found: list[tuple[str, str]] = []
-    path = next((args[k] for k in _PATH_KEYS if isinstance(args.get(k), str) and args[k]), None)
-    if path is not None:
-        command = args.get("command")
-        if isinstance(command, str) and command in _EDITOR_COMMANDS:
-            found.append((path, _EDITOR_COMMANDS[command]))
-        elif name in _WRITE_TOOLS or "write" in name or "create" in name:
-            found.append((path, "written"))
-        elif name in _EDIT_TOOLS or "edit" in name or "replace" in name:
-            found.append((path, "edited"))
-        elif name in _READ_TOOLS or "read" in name or "view" in name or "open" in name:
-            found.append((path, "read"))
-    shell = _shell_text(call)
-    if shell:
-        found.extend(_files_of_shell(shell))
-    return found
-
-
-def _files_of_shell(command: str) -> list[tuple[str, str]]:
-    found = [(m, "edited") for m in _PATCH_FILE.findall(command)]
-    found.extend((m, "read") for m in _OPEN_FILE.findall(command))
-    for segment in re.split(r"&&|\|\||;|\||\n", command):
-        words = shell_tokens(segment, operators=False)
-        if words is None:
-            words = segment.split()
-        if not words:
-            continue
-        program, rest = words[0], words[1:]
-        operands = [w for w in rest if _looks_like_path(w)]
-        if program in _SHELL_READ and operands:
-            found.extend((w, "read") for w in operands)
-        elif program == "sed" and operands:
-            action = "edited" if any(w.startswith("-i") for w in rest) else "read"
-            found.append((operands[-1], action))
-        elif program in ("create", "touch") and operands:
-            found.extend((w, "written") for w in operands)
-        for target in _REDIRECT.findall(segment):
-            if _looks_like_path(target) and not target.startswith("/dev/"):
-                found.append((target, "written"))
-    return found
-
-
 _ACTION_ORDER = ("read", "written", "edited")
 _FILE_ITEM = re.compile(r"^(.*) \(([a-z, ]+)\)$")
 
@@ -606,9 +528,9 @@ def _merge_files(items: list[str], calls: Sequence[ToolCallPart], max_files: int
     """The previous summary's files merged with what `calls` did, most recently touched last.
 
     Every file written or edited is listed, whatever `max_files` says; files only read fill the
-    room left, the most recently read first. What changed a file is `file_reads`' verdict (the
-    recogniser the other processors use); this module only adds the files a looser reading of
-    shell commands shows were read, and whether a change wrote a new file or edited one.
+    room left, the most recently read first. What changed a file is `file_accesses`' verdict; the
+    files a call names as read (`cat a b`, `grep x a.py | head`) and whether a change wrote a new
+    file or edited one are `files_touched`' (both in `file_reads`, which resolve paths alike).
     """
     files: dict[str, set[str]] = {}
     for item in items:
@@ -622,7 +544,7 @@ def _merge_files(items: list[str], calls: Sequence[ToolCallPart], max_files: int
         files[path] = actions
 
     for call, access in zip(calls, file_accesses(calls)):
-        loose = [(normalize_path(path) or path, action) for path, action in _files_of(call)]
+        loose = files_touched(call)
         for path, action in loose:
             if action == "read":
                 touch(path, action)
@@ -669,7 +591,7 @@ _ERROR_ITEM = re.compile(r"^\[(.+?)\] (.*)$")
 def _call_label(call: ToolCallPart | None, name: str | None) -> str:
     if call is None:
         return name or "tool"
-    shell = _shell_text(call)
+    shell = shell_text(call)
     detail = shell if shell is not None else next((str(v) for v in call.arguments_dict().values()), "")
     detail = " ".join(detail.split())
     if len(detail) > 60:
@@ -678,7 +600,7 @@ def _call_label(call: ToolCallPart | None, name: str | None) -> str:
 
 
 def _is_read(call: ToolCallPart | None) -> bool:
-    return call is not None and any(action == "read" for _, action in _files_of(call))
+    return call is not None and any(action == "read" for _, action in files_touched(call))
 
 
 _SEARCH_TOOLS = ("grep", "glob", "search", "find", "rg", "ls")
@@ -691,7 +613,7 @@ def _is_search(call: ToolCallPart | None) -> bool:
         return False
     if any(word in call.name.lower() for word in _SEARCH_TOOLS if word not in ("rg", "ls")):
         return True
-    shell = _shell_text(call)
+    shell = shell_text(call)
     if not shell:
         return False
     first = shell.strip().split(maxsplit=1)[0] if shell.strip() else ""

@@ -29,11 +29,14 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import warnings
+from dataclasses import InitVar, dataclass, field, fields, replace
 
+from historykit._validate import check_fraction, check_instance, check_int
+from historykit.errors import InvalidArgumentError
 from historykit.pipeline import ProcessContext
 
-__all__ = ["Trigger"]
+__all__ = ["DEFAULT_TRIGGER", "Trigger"]
 
 
 @dataclass(frozen=True)
@@ -70,20 +73,17 @@ class Trigger:
             and self.max_messages is None
             and self.reserve is None
         ):
-            raise ValueError("a trigger needs max_tokens, max_fraction, reserve or max_messages")
+            raise InvalidArgumentError("a trigger needs max_tokens, max_fraction, reserve or max_messages")
         for name in ("max_tokens", "max_messages", "reserve"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_int(name, getattr(self, name), minimum=1, optional=True)
         for name in ("max_fraction", "floor_fraction"):
-            value = getattr(self, name)
-            if value is not None and not 0 < value <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+            check_fraction(name, getattr(self, name), numbers_only=False, optional=True)
         token_marks = (self.max_tokens, self.max_fraction, self.reserve)
         if self.floor_fraction is not None and all(mark is None for mark in token_marks):
-            raise ValueError("floor_fraction raises a token mark: give reserve, max_tokens or max_fraction")
-        if not 0 < self.low_water <= 1:
-            raise ValueError(f"low_water must be in (0, 1], got {self.low_water!r}")
+            raise InvalidArgumentError(
+                "floor_fraction raises a token mark: give reserve, max_tokens or max_fraction"
+            )
+        check_fraction("low_water", self.low_water, numbers_only=False)
 
     @classmethod
     def cline(cls, reserve: int = 40_000, floor_fraction: float = 0.8, low_water: float = 0.5) -> Trigger:
@@ -143,3 +143,64 @@ class Trigger:
             return False
         target_n = self.target_messages()
         return target_n is None or messages <= target_n
+
+
+DEFAULT_FRACTION = 0.8
+"""The default trigger's high-water mark, as a fraction of the window."""
+DEFAULT_TRIGGER = Trigger(max_fraction=DEFAULT_FRACTION)
+"""The trigger of `Summarize` and `PairwiseTruncate` when none is given: over 80% of the window,
+down to 60% of that (`Trigger.low_water`'s default)."""
+
+
+@dataclass
+class TriggerField:
+    """The `trigger` field of the processors that compact (`Summarize`, `PairwiseTruncate`), with
+    the flat keywords they took before it, deprecated (`max_fraction=0.7` ->
+    `trigger=Trigger(max_fraction=0.7)`): a subclass's `__post_init__` passes them on to this one."""
+
+    trigger: Trigger = field(default_factory=lambda: DEFAULT_TRIGGER)
+    """When work starts (the high-water mark) and how far down it goes (the low-water mark); see
+    `Trigger`. Default: over 80% of the window, down to 60% of that."""
+    max_tokens: InitVar[int | None] = None
+    """Deprecated: `trigger=Trigger(max_tokens=...)`."""
+    max_fraction: InitVar[float | None] = None
+    """Deprecated: `trigger=Trigger(max_fraction=...)`."""
+    max_messages: InitVar[int | None] = None
+    """Deprecated: `trigger=Trigger(max_messages=...)`."""
+    low_water: InitVar[float | None] = None
+    """Deprecated: `trigger=Trigger(..., low_water=...)`."""
+    reserve: InitVar[int | None] = None
+    """Deprecated: `trigger=Trigger(reserve=...)`."""
+    floor_fraction: InitVar[float | None] = None
+    """Deprecated: `trigger=Trigger(..., floor_fraction=...)`."""
+
+    def __post_init__(self, *flat: float | None) -> None:
+        """Resolve the deprecated flat keywords (in field order) into `trigger`, warning with the
+        `Trigger` to write instead; with no high-water mark among them (only `low_water`), the mark
+        is the default's, as it was. Raises `InvalidArgumentError` when a trigger other than the
+        default comes with flat keywords, `ArgumentTypeError` when `trigger` is not a `Trigger`."""
+        check_instance("trigger", self.trigger, Trigger, "a historykit Trigger")
+        order = [f.name for f in fields(Trigger)]
+        names = ("max_tokens", "max_fraction", "max_messages", "low_water", "reserve", "floor_fraction")
+        given = {name: value for name, value in zip(names, flat) if value is not None}
+        if not given:
+            return
+        owner = type(self).__name__
+        # A subclass's own __post_init__ (calling this one) is one more frame above this one.
+        overridden = type(self).__post_init__ is not TriggerField.__post_init__
+        listed = ", ".join(name for name in order if name in given)
+        if self.trigger != DEFAULT_TRIGGER:
+            raise InvalidArgumentError(
+                f"give {owner} either trigger= or the flat keywords ({listed}), not both"
+            )
+        marks = ("max_tokens", "max_fraction", "max_messages", "reserve")
+        if not any(name in given for name in marks):
+            given = {"max_fraction": DEFAULT_FRACTION, **given}
+        spelled = ", ".join(f"{name}={given[name]!r}" for name in order if name in given)
+        self.trigger = Trigger(**given)  # type: ignore[arg-type]  # ints for the int marks
+        warnings.warn(
+            f"{owner}'s flat trigger keywords ({listed}) are deprecated and go in the next release: "
+            f"use {owner}(trigger=Trigger({spelled}))",
+            DeprecationWarning,
+            stacklevel=3 + overridden,  # the caller of __init__
+        )

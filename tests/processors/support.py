@@ -16,6 +16,7 @@ from typing import Any, cast
 from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, Pipeline, ProcessContext, StepNotes
 from historykit.processors.pairwise_truncate import PairwiseTruncate
+from historykit.processors.trigger import Trigger
 from historykit.processors.turns import (
     head_end,
     is_compaction_message,
@@ -300,7 +301,7 @@ def assert_replay_properties(
 
 def assert_nothing_more_can_go(out: list[Message], counter: TokenCounter = COUNTER) -> None:
     """An output over its budget: cutting as far as the rules allow would free nothing more."""
-    floor, _ = PairwiseTruncate(max_tokens=1).process(out, context(counter=counter))
+    floor, _ = PairwiseTruncate(trigger=Trigger(max_tokens=1)).process(out, context(counter=counter))
     assert tokens(floor, counter) >= tokens(out, counter), "truncating further would free more"
 
 

@@ -23,6 +23,7 @@ from historykit.messages import CompactionMarker, Message, SummaryPart, ToolCall
 from historykit.pipeline import ManualCompaction
 from historykit.processors import PairwiseTruncate, Repair, Summarize
 from historykit.processors.summarizers import ExtractiveSummarizer, focus_terms
+from historykit.processors.trigger import Trigger
 from historykit.processors.turns import notice_count
 from historykit.view import request_points
 from tests.test_view_and_binding import histories_with_models
@@ -53,7 +54,7 @@ def test_a_small_history_is_summarized_when_asked_not_truncated() -> None:
     history = _conversation()
     # The unusual configuration that was the only way before: the trigger fires, and the small
     # history (less than `min_gain` to free) is truncated instead, with an automatic marker.
-    configured = Summarize(max_tokens=200, automatic=False).run(history, 100_000)
+    configured = Summarize(trigger=Trigger(max_tokens=200), automatic=False).run(history, 100_000)
     assert not _summaries(configured.messages)
     assert any(notice_count(m) for m in configured.messages)
     # Asked for: summarized, far below the default trigger, the focus recorded.

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from historykit import Pipeline
 from historykit.messages import Message, SummaryPart, ToolResultPart
 from historykit.processors.pairwise_truncate import PairwiseTruncate
+from historykit.processors.trigger import Trigger
 from historykit.processors.turns import notice_count, split_turns, truncation_notice
 from historykit.validity import check_neutral
 
@@ -36,7 +37,7 @@ from .support import (
 
 def test_under_the_budget_nothing_changes_and_the_list_itself_comes_back() -> None:
     history = agent_session(3)
-    out, notes = PairwiseTruncate(max_tokens=100_000).process(history, context())
+    out, notes = PairwiseTruncate(trigger=Trigger(max_tokens=100_000)).process(history, context())
     assert out is history
     assert (notes.removed, notes.added, notes.markers) == (0, 0, [])
 
@@ -44,7 +45,7 @@ def test_under_the_budget_nothing_changes_and_the_list_itself_comes_back() -> No
 def test_drops_oldest_exchanges_down_to_the_low_water_mark_and_leaves_a_notice() -> None:
     history = agent_session(30)
     high = tokens(history) - 1  # crossed at the last call only
-    truncate = PairwiseTruncate(max_tokens=high, low_water=0.5)
+    truncate = PairwiseTruncate(trigger=Trigger(max_tokens=high, low_water=0.5))
     out, notes = truncate.process(history, context())
     assert_compaction_rules(history, out)
     assert out[:2] == history[:2]  # system prompt and task
@@ -67,7 +68,7 @@ def test_a_parallel_group_is_dropped_or_kept_whole() -> None:
     for n in range(8):
         history += exchange(n, 30, parallel=3)
     for budget in range(300, tokens(history), 500):
-        out, _ = PairwiseTruncate(max_tokens=budget).process(history, context())
+        out, _ = PairwiseTruncate(trigger=Trigger(max_tokens=budget)).process(history, context())
         assert_compaction_rules(history, out)
         for msg in out:
             for call in msg.tool_calls:
@@ -85,7 +86,7 @@ def test_pinned_units_stay_with_the_request_of_their_turn() -> None:
     history += [Message.user("Then check the writer.")]
     for n in range(3, 12):
         history += exchange(n)
-    out, _ = PairwiseTruncate(max_tokens=tokens(history) // 3).process(history, context())
+    out, _ = PairwiseTruncate(trigger=Trigger(max_tokens=tokens(history) // 3)).process(history, context())
     assert_compaction_rules(history, out)
     pinned_call = history[5]
     at = out.index(pinned_call)
@@ -100,7 +101,7 @@ def test_the_request_of_the_turn_being_cut_is_kept() -> None:
     history += [Message.user("Now refactor src/io.py; never touch the tests.")]
     for n in range(20):
         history += exchange(n)
-    out, _ = PairwiseTruncate(max_tokens=tokens(history) // 2).process(history, context())
+    out, _ = PairwiseTruncate(trigger=Trigger(max_tokens=tokens(history) // 2)).process(history, context())
     assert_compaction_rules(history, out)
     assert history[2] not in out  # the first turn's answer went
     assert history[3] in out  # the request being worked on stayed
@@ -110,14 +111,14 @@ def test_the_request_of_the_turn_being_cut_is_kept() -> None:
 def test_earlier_summaries_are_kept_by_truncation() -> None:
     summary = Message("user", (SummaryPart("## Task\n- find the bug"),))
     history = [Message.system("sys"), Message.user("task"), summary, *agent_session(20)[2:]]
-    out, _ = PairwiseTruncate(max_tokens=tokens(history) // 2).process(history, context())
+    out, _ = PairwiseTruncate(trigger=Trigger(max_tokens=tokens(history) // 2)).process(history, context())
     assert_compaction_rules(history, out)
     assert summary in out and notice_count(out[out.index(summary) + 1]) is not None
 
 
 def test_over_budget_says_so_and_breaks_no_rule() -> None:
     history = [Message.system("sys"), Message.user("task"), *exchange(0), *exchange(1, lines=400)]
-    out, notes = PairwiseTruncate(max_tokens=500).process(history, context())
+    out, notes = PairwiseTruncate(trigger=Trigger(max_tokens=500)).process(history, context())
     assert_compaction_rules(history, out)
     assert out[-2:] == history[-2:]  # the huge final request stays
     assert tokens(out) > 500
@@ -128,7 +129,7 @@ def test_a_final_request_larger_than_the_window_is_shortened_to_fit() -> None:
     # Six parallel reads answered at once: their results alone are over the window.
     history = [Message.system("sys"), Message.user("task"), *exchange(0), *exchange(1, lines=600, parallel=6)]
     window = tokens(history) // 2
-    out, notes = PairwiseTruncate(max_fraction=0.9).process(history, context(window))
+    out, notes = PairwiseTruncate(trigger=Trigger(max_fraction=0.9)).process(history, context(window))
     assert_compaction_rules(history, out)
     assert tokens(out) <= int(window * 0.9)
     results = [p for m in out[-6:] for p in m.parts if isinstance(p, ToolResultPart)]
@@ -142,7 +143,7 @@ def test_a_final_request_larger_than_the_window_is_shortened_to_fit() -> None:
         assert "narrower range" in tail
     assert notes.replaced == 6 and any("final request alone" in d for d in notes.details)
     # Shortening is stable: the output is already within budget.
-    again, _ = PairwiseTruncate(max_fraction=0.9).process(out, context(window))
+    again, _ = PairwiseTruncate(trigger=Trigger(max_fraction=0.9)).process(out, context(window))
     assert again is out
 
 
@@ -153,7 +154,7 @@ def test_a_pinned_result_of_an_oversized_final_request_stays_whole_and_the_other
         *exchange(1, lines=400, parallel=3, pinned=True),
     ]
     window = tokens(history) // 2
-    out, _ = PairwiseTruncate(max_fraction=0.9).process(history, context(window))
+    out, _ = PairwiseTruncate(trigger=Trigger(max_fraction=0.9)).process(history, context(window))
     assert out[-3] == history[-3]  # the pinned one
     assert all("[historykit: about" in m.parts[0].content for m in out[-2:])  # type: ignore[union-attr]
     assert tokens(out) <= int(window * 0.9)
@@ -162,7 +163,9 @@ def test_a_pinned_result_of_an_oversized_final_request_stays_whole_and_the_other
 def test_fit_final_request_false_sends_it_as_it_is() -> None:
     history = [Message.system("sys"), Message.user("task"), *exchange(1, lines=600, parallel=6)]
     window = tokens(history) // 2
-    out, notes = PairwiseTruncate(max_fraction=0.9, fit_final_request=False).process(history, context(window))
+    out, notes = PairwiseTruncate(trigger=Trigger(max_fraction=0.9), fit_final_request=False).process(
+        history, context(window)
+    )
     assert out[-6:] == history[-6:]
     assert any("over budget" in d for d in notes.details)
 
@@ -170,34 +173,36 @@ def test_fit_final_request_false_sends_it_as_it_is() -> None:
 def test_an_oversized_final_request_under_the_window_is_left_alone() -> None:
     # Over the budget but under the window: the provider accepts it, so nothing is shortened.
     history = [Message.system("sys"), Message.user("task"), *exchange(1, lines=600, parallel=2)]
-    out, _ = PairwiseTruncate(max_tokens=500).process(history, context(tokens(history) * 2))
+    out, _ = PairwiseTruncate(trigger=Trigger(max_tokens=500)).process(history, context(tokens(history) * 2))
     assert out[-2:] == history[-2:]
 
 
 def test_nothing_droppable_returns_the_input() -> None:
     history = [Message.system("sys"), Message.user("task " * 400)]
-    out, notes = PairwiseTruncate(max_tokens=100).process(history, context())
+    out, notes = PairwiseTruncate(trigger=Trigger(max_tokens=100)).process(history, context())
     assert out is history
     assert any("still over budget" in d for d in notes.details)
 
 
 def test_message_count_trigger() -> None:
     history = agent_session(20)
-    truncate = PairwiseTruncate(max_messages=20, low_water=0.5)
+    truncate = PairwiseTruncate(trigger=Trigger(max_messages=20, low_water=0.5))
     out, _ = truncate.process(history, context())
     assert_compaction_rules(history, out)
     assert len(out) <= 20 and notice_count(out[2]) is not None
     # Crossing the mark at the last call only: down to the low-water mark.
-    out, _ = PairwiseTruncate(max_messages=len(history) - 1, low_water=0.5).process(history, context())
+    out, _ = PairwiseTruncate(trigger=Trigger(max_messages=len(history) - 1, low_water=0.5)).process(
+        history, context()
+    )
     assert len(out) <= (len(history) - 1) // 2
 
 
 def test_fraction_of_the_window_and_the_default() -> None:
     history = agent_session(40)
     window = tokens(history) * 2 - 2  # the history is just over half the window at the last call
-    out, _ = PairwiseTruncate(max_fraction=0.5).process(history, context(window))
+    out, _ = PairwiseTruncate(trigger=Trigger(max_fraction=0.5)).process(history, context(window))
     assert tokens(out) <= window * 0.5 * 0.6
-    assert PairwiseTruncate().max_fraction == 0.8
+    assert PairwiseTruncate().trigger.max_fraction == 0.8
 
 
 @pytest.mark.parametrize(
@@ -228,7 +233,7 @@ def test_turns_group_requests_and_keep_compactions_out_of_turn_starts() -> None:
 def test_hysteresis_append_only_between_compactions() -> None:
     history = agent_session(60)
     high = tokens(history) // 4
-    truncate = PairwiseTruncate(max_tokens=high)
+    truncate = PairwiseTruncate(trigger=Trigger(max_tokens=high))
     compactions = assert_replay_properties(history, truncate, lambda: truncate, high, context())
     # Each compaction frees down to the low-water mark (0.6 of the high one), so the next is a
     # whole high-to-low swing of growth away: no trickle.
@@ -238,7 +243,9 @@ def test_hysteresis_append_only_between_compactions() -> None:
 
 def test_runs_through_a_pipeline() -> None:
     history = agent_session(30)
-    result = Pipeline([PairwiseTruncate(max_fraction=0.5)]).run(history, context_window=tokens(history))
+    result = Pipeline([PairwiseTruncate(trigger=Trigger(max_fraction=0.5))]).run(
+        history, context_window=tokens(history)
+    )
     assert result.report.tokens_after < result.report.tokens_before
     assert result.report.steps[0].notes.removed > 0
 
@@ -248,7 +255,7 @@ def test_runs_through_a_pipeline() -> None:
 
 def test_corpus_sessions_replayed_call_by_call_stay_in_the_window(corpus_session: list[Message]) -> None:
     window = 32_000
-    truncate = PairwiseTruncate(max_fraction=0.8)
+    truncate = PairwiseTruncate(trigger=Trigger(max_fraction=0.8))
     ctx = context(window)
     carried: list[Message] = []
     for carried, _ in carry_forward(truncate, corpus_session, ctx):
@@ -266,7 +273,7 @@ def test_corpus_sessions_replayed_call_by_call_stay_in_the_window(corpus_session
 @settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(neutral_histories(max_turns=6, max_steps=5), st.integers(100, 3_000), st.sampled_from([0.3, 0.6, 1.0]))
 def test_random_histories_keep_every_rule(history: list[Message], budget: int, low: float) -> None:
-    truncate = PairwiseTruncate(max_tokens=budget, low_water=low)
+    truncate = PairwiseTruncate(trigger=Trigger(max_tokens=budget, low_water=low))
     out = view_only(truncate, context(counter=FAST))(history)
     event("truncated" if out is not history else "unchanged")
     assert_compaction_rules(history, out)

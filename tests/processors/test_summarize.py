@@ -31,6 +31,7 @@ from historykit.processors.summarizers import (
     render_transcript,
     summarizer_for,
 )
+from historykit.processors.trigger import Trigger
 from historykit.processors.turns import is_summary_message, notice_count
 from historykit.validity import check_neutral
 
@@ -125,7 +126,7 @@ def constrained_session() -> list[Message]:
 def test_one_structured_summary_with_the_constraints_verbatim_and_a_marker() -> None:
     history = constrained_session()
     high = tokens(history) - 1  # crossed at the last call only
-    summarize = Summarize(max_tokens=high, keep_last=3, clock=clock)
+    summarize = Summarize(trigger=Trigger(max_tokens=high), keep_last=3, clock=clock)
     out, notes = summarize.process(history, context())
     assert_compaction_rules(history, out)
     summary = the_summary(out)
@@ -169,7 +170,9 @@ def test_an_earlier_summary_is_updated_not_summarized() -> None:
     for n in range(14, 30):
         history += exchange(n)
     recording = Recording()
-    summarize = Summarize(max_tokens=tokens(history) // 3, keep_last=2, summarizer=recording, clock=clock)
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) // 3), keep_last=2, summarizer=recording, clock=clock
+    )
     ctx = context()
     # Persistent mode: the first compaction's output is the next call's input.
     carried: list[Message] = []
@@ -200,7 +203,9 @@ def test_pinned_content_stays_verbatim_outside_the_summary() -> None:
     history += [rule, *exchange(1, pinned=True), *exchange(2)]
     for n in range(3, 15):
         history += exchange(n)
-    out, _ = Summarize(max_tokens=tokens(history) - 1, keep_last=2, clock=clock).process(history, context())
+    out, _ = Summarize(trigger=Trigger(max_tokens=tokens(history) - 1), keep_last=2, clock=clock).process(
+        history, context()
+    )
     assert_compaction_rules(history, out)
     assert rule in out and out[out.index(rule) + 1] is history[history.index(rule) + 1]
     pinned_result = history[history.index(rule) + 2]
@@ -212,7 +217,7 @@ def test_deterministic_and_cached_in_view_only_use() -> None:
     history = agent_session(40)
     high = tokens(history) // 3
     recording = Recording()
-    summarize = Summarize(max_tokens=high, summarizer=recording)  # the real clock
+    summarize = Summarize(trigger=Trigger(max_tokens=high), summarizer=recording)  # the real clock
     views = view_only_outputs(summarize, history, context())
     compactions = sum(
         1 for a, b in pairwise(views) if summaries(a) != summaries(b) and summaries(b) and summaries(a)
@@ -225,8 +230,8 @@ def test_deterministic_and_cached_in_view_only_use() -> None:
     again = view_only(summarize, context())(history)
     assert again == views[-1] and len(recording.calls) == calls
     # Another instance with the same clock writes the same history.
-    a = view_only(Summarize(max_tokens=high, clock=clock), context())(history)
-    b = view_only(Summarize(max_tokens=high, clock=clock), context())(history)
+    a = view_only(Summarize(trigger=Trigger(max_tokens=high), clock=clock), context())(history)
+    b = view_only(Summarize(trigger=Trigger(max_tokens=high), clock=clock), context())(history)
     assert a == b
 
 
@@ -234,7 +239,10 @@ def test_keep_last_tokens_bounds_the_verbatim_tail() -> None:
     history = agent_session(30)
     per_exchange = tokens(exchange(0))
     summarize = Summarize(
-        max_tokens=tokens(history) - 1, keep_last=10, keep_last_tokens=per_exchange * 3, clock=clock
+        trigger=Trigger(max_tokens=tokens(history) - 1),
+        keep_last=10,
+        keep_last_tokens=per_exchange * 3,
+        clock=clock,
     )
     out, _ = summarize.process(history, context())
     at = next(i for i, m in enumerate(out) if is_summary_message(m))
@@ -248,7 +256,7 @@ def test_a_summary_someone_else_wrote_is_updated_too() -> None:
     )
     history = [Message.system("sys"), Message.user("task"), foreign, *agent_session(20)[2:]]
     recording = Recording()
-    summarize = Summarize(max_tokens=tokens(history) - 1, summarizer=recording, clock=clock)
+    summarize = Summarize(trigger=Trigger(max_tokens=tokens(history) - 1), summarizer=recording, clock=clock)
     out, _ = summarize.process(history, context())
     assert_compaction_rules(history, out)
     assert foreign not in out and len(summaries(out)) == 1
@@ -266,7 +274,7 @@ async def test_in_an_async_pipeline() -> None:
     async def summarizer(messages: Sequence[Message]) -> str:
         return "## Task\n- async pipeline"
 
-    pipeline = Pipeline([Summarize(max_fraction=0.5, summarizer=summarizer)])
+    pipeline = Pipeline([Summarize(trigger=Trigger(max_fraction=0.5), summarizer=summarizer)])
     result = await pipeline.arun(history, context_window=tokens(history) * 2 - 2)
     assert "- async pipeline" in the_summary(result.messages).text
     assert (
@@ -286,7 +294,9 @@ def test_retries_with_backoff_then_falls_back_to_truncation() -> None:
         waits.append(state.attempt_number)
         return 0.0
 
-    summarize = Summarize(max_tokens=tokens(history) - 1, summarizer=failing, attempts=4, retry_wait=wait)
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) - 1), summarizer=failing, attempts=4, retry_wait=wait
+    )
     out, notes = summarize.process(history, context())
     # tenacity asks for the wait after every failed attempt, then sleeps only if another follows.
     assert failing.calls == 4 and waits[:3] == [1, 2, 3]
@@ -316,7 +326,10 @@ async def test_async_path_retries_then_succeeds() -> None:
         return failing(messages)
 
     summarize = Summarize(
-        max_tokens=tokens(history) - 1, summarizer=summarizer, retry_wait=NO_WAIT, clock=clock
+        trigger=Trigger(max_tokens=tokens(history) - 1),
+        summarizer=summarizer,
+        retry_wait=NO_WAIT,
+        clock=clock,
     )
     out, notes = await summarize.aprocess(history, context())
     assert failing.calls == 2
@@ -331,7 +344,9 @@ async def test_async_path_retries_then_succeeds() -> None:
 @pytest.mark.parametrize("bad", [None, "", 42])
 def test_a_summarizer_returning_no_text_counts_as_a_failure(bad: Any) -> None:
     history = constrained_session()
-    summarize = Summarize(max_tokens=tokens(history) - 1, summarizer=lambda m: bad, retry_wait=NO_WAIT)
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) - 1), summarizer=lambda m: bad, retry_wait=NO_WAIT
+    )
     out, notes = summarize.process(history, context())
     assert summaries(out) == [] and any("summarizer failed" in d for d in notes.details)
 
@@ -343,7 +358,9 @@ def test_an_async_summarizer_from_sync_code() -> None:
         await asyncio.sleep(0)
         return "## Task\n- async"
 
-    out, _ = Summarize(max_tokens=tokens(history) - 1, summarizer=summarizer).process(history, context())
+    out, _ = Summarize(trigger=Trigger(max_tokens=tokens(history) - 1), summarizer=summarizer).process(
+        history, context()
+    )
     assert "- async" in the_summary(out).text
 
 
@@ -356,7 +373,9 @@ async def test_sync_process_inside_a_running_event_loop() -> None:
         return "## Task\n- from a worker thread"
 
     # A sync caller (a framework's sync history processor) on a thread whose loop is running.
-    out, _ = Summarize(max_tokens=tokens(history) - 1, summarizer=summarizer).process(history, context())
+    out, _ = Summarize(trigger=Trigger(max_tokens=tokens(history) - 1), summarizer=summarizer).process(
+        history, context()
+    )
     assert "- from a worker thread" in the_summary(out).text
     assert threads and threads[0] != threading.current_thread().name
 
@@ -373,7 +392,7 @@ def test_no_resummarizing_after_a_compaction_that_left_the_history_over_budget()
         history += exchange(n, lines=80)
     recording = Recording()
     summarize = Summarize(
-        max_tokens=high, min_gain=500, summary_tokens=100, summarizer=recording, clock=clock
+        trigger=Trigger(max_tokens=high), min_gain=500, summary_tokens=100, summarizer=recording, clock=clock
     )
     carried: list[Message] = []
     details: list[str] = []
@@ -394,7 +413,7 @@ def test_a_summary_longer_than_what_it_frees_is_not_used() -> None:
     history = agent_session(40)
     high = tokens(history) - 1
     bloated = "## Task\n- " + " ".join(f"detail{k}" for k in range(high))
-    summarize = Summarize(max_tokens=high, summarizer=lambda messages: bloated, clock=clock)
+    summarize = Summarize(trigger=Trigger(max_tokens=high), summarizer=lambda messages: bloated, clock=clock)
     out, notes = summarize.process(history, context())
     assert summaries(out) == [] and any(notice_count(m) for m in out)
     assert any("the summary would free only" in d for d in notes.details)
@@ -408,7 +427,9 @@ def file_text_block(approx_tokens: int) -> str:
 def test_min_gain_refuses_small_compactions() -> None:
     history = constrained_session()
     recording = Recording()
-    summarize = Summarize(max_tokens=tokens(history) - 1, summarizer=recording, min_gain=10**9)
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) - 1), summarizer=recording, min_gain=10**9
+    )
     out, notes = summarize.process(history, context())
     assert recording.calls == [] and summaries(out) == []
     assert any(notice_count(m) for m in out)
@@ -434,7 +455,7 @@ def test_pydantic_ai_function_model_as_the_summarizer() -> None:
 
     history = constrained_session()
     summarize = Summarize(
-        max_tokens=tokens(history) - 1,
+        trigger=Trigger(max_tokens=tokens(history) - 1),
         model=FunctionModel(summarize_fn, model_name="summary-fn"),
         clock=clock,
     )
@@ -468,10 +489,14 @@ def test_pydantic_ai_agent_and_failure_fallback() -> None:
 
     history = constrained_session()
     agent = Agent(FunctionModel(answer, model_name="agent-model"))
-    out, _ = Summarize(max_tokens=tokens(history) - 1, model=agent).process(history, context())
+    out, _ = Summarize(trigger=Trigger(max_tokens=tokens(history) - 1), model=agent).process(
+        history, context()
+    )
     assert "- by the agent" in the_summary(out).text
     assert the_summary(out).marker.model == "agent-model"  # type: ignore[union-attr]
-    summarize = Summarize(max_tokens=tokens(history) - 1, model=FunctionModel(broken), retry_wait=NO_WAIT)
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) - 1), model=FunctionModel(broken), retry_wait=NO_WAIT
+    )
     out, notes = summarize.process(history, context())
     assert summaries(out) == [] and any("ConnectionError: provider unreachable" in d for d in notes.details)
     assert_compaction_rules(history, out)
@@ -483,17 +508,19 @@ async def test_langchain_chat_models_as_the_summarizer() -> None:
 
     history = constrained_session()
     generic = GenericFakeChatModel(messages=iter([AIMessage(content="## Pending\n- generic summary")]))
-    summarize = Summarize(max_tokens=tokens(history) - 1, model=generic, clock=clock)
+    summarize = Summarize(trigger=Trigger(max_tokens=tokens(history) - 1), model=generic, clock=clock)
     out, _ = await summarize.aprocess(history, context())
     assert "- generic summary" in the_summary(out).text
     assert the_summary(out).marker.model == "GenericFakeChatModel"  # type: ignore[union-attr]
     fake_list = FakeListChatModel(responses=["## Pending\n- listed summary"])
-    out, _ = Summarize(max_tokens=tokens(history) - 1, model=fake_list).process(history, context())
+    out, _ = Summarize(trigger=Trigger(max_tokens=tokens(history) - 1), model=fake_list).process(
+        history, context()
+    )
     text = the_summary(out).text
     assert "- listed summary" in text and LATER_CONSTRAINTS[2] in text
     # An exhausted fake model raises: the run goes on with truncation.
     empty = GenericFakeChatModel(messages=iter([]))
-    summarize = Summarize(max_tokens=tokens(history) - 1, model=empty, retry_wait=NO_WAIT)
+    summarize = Summarize(trigger=Trigger(max_tokens=tokens(history) - 1), model=empty, retry_wait=NO_WAIT)
     out, _ = await summarize.aprocess(history, context())
     assert summaries(out) == [] and any(notice_count(m) for m in out)
 
@@ -531,8 +558,8 @@ def test_configuration_errors() -> None:
     with pytest.raises(ValueError, match="keep_last"):
         Summarize(keep_last=-1)
     with pytest.raises(ValueError, match="max_tokens"):
-        Summarize(max_tokens=0)
-    assert Summarize().max_fraction == 0.8
+        Summarize(trigger=Trigger(max_tokens=0))
+    assert Summarize().trigger.max_fraction == 0.8
 
 
 # --- the extractive summarizer ---------------------------------------------------------------------
@@ -719,7 +746,7 @@ def test_transcript_for_an_llm_cuts_long_parts_and_leaves_thinking_out() -> None
 
 def test_corpus_sessions_summarized_call_by_call(corpus_session: list[Message]) -> None:
     window = 32_000
-    summarize = Summarize(max_fraction=0.8, clock=clock)
+    summarize = Summarize(trigger=Trigger(max_fraction=0.8), clock=clock)
     ctx = context(window)
     carried: list[Message] = []
     for carried, _ in carry_forward(summarize, corpus_session, ctx):
@@ -727,7 +754,7 @@ def test_corpus_sessions_summarized_call_by_call(corpus_session: list[Message]) 
         assert len(summaries(carried)) <= 1
         if tokens(carried) > window * 0.8:
             assert_nothing_more_can_go(carried)
-    view = view_only(Summarize(max_fraction=0.8, clock=clock), ctx)(corpus_session)
+    view = view_only(Summarize(trigger=Trigger(max_fraction=0.8), clock=clock), ctx)(corpus_session)
     assert view == carried
     assert_compaction_rules(corpus_session, view)
 
@@ -745,7 +772,11 @@ def test_corpus_sessions_summarized_call_by_call(corpus_session: list[Message]) 
 def test_random_histories_keep_every_rule(history: list[Message], budget: int, keep: int, low: float) -> None:
     def make() -> Summarize:
         return Summarize(
-            max_tokens=budget, low_water=low, keep_last=keep, summary_tokens=300, min_gain=50, clock=clock
+            trigger=Trigger(max_tokens=budget, low_water=low),
+            keep_last=keep,
+            summary_tokens=300,
+            min_gain=50,
+            clock=clock,
         )
 
     summarize = make()
@@ -782,14 +813,18 @@ def test_native_histories_persistent_and_view_only_agree(
         is_response = "AIMessage"
     native = adapter.to_native(corpus_session)
     points = [i for i, m in enumerate(native) if type(m).__name__ == is_response and i] + [len(native)]
-    summarize = Summarize(max_fraction=0.8, clock=clock)
+    summarize = Summarize(trigger=Trigger(max_fraction=0.8), clock=clock)
     carried: list[Any] = []
     previous = 0
     for point in points:
         carried = summarize.run(carried + native[previous:point], context_window=24_000).messages
         previous = point
         assert check(carried) == []
-    view = Summarize(max_fraction=0.8, clock=clock).run(native, context_window=24_000, mode="view").messages
+    view = (
+        Summarize(trigger=Trigger(max_fraction=0.8), clock=clock)
+        .run(native, context_window=24_000, mode="view")
+        .messages
+    )
     assert adapter.to_neutral(view) == adapter.to_neutral(carried)
     if summaries(adapter.to_neutral(view)):
         assert the_summary(adapter.to_neutral(view)).marker is not None

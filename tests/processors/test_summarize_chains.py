@@ -20,6 +20,7 @@ from historykit.messages import Message, SummaryPart
 from historykit.pipeline import ProcessContext, StepNotes
 from historykit.processors.summarize import Summarize
 from historykit.processors.summarizers import ExtractiveSummarizer, PydanticAISummarizer
+from historykit.processors.trigger import Trigger
 from historykit.processors.turns import notice_count
 
 from .support import agent_session, assert_compaction_rules, context, exchange, request_points, tokens
@@ -102,7 +103,11 @@ def test_a_chain_falls_back_to_the_next_summarizer_and_the_marker_names_it(
     history = session()
     weak, strong = Down(), Works()
     summarize = Summarize(
-        max_tokens=tokens(history) - 1, summarizer=[weak, strong], attempts=2, retry_wait=NO_WAIT, clock=clock
+        trigger=Trigger(max_tokens=tokens(history) - 1),
+        summarizer=[weak, strong],
+        attempts=2,
+        retry_wait=NO_WAIT,
+        clock=clock,
     )
     with caplog.at_level(logging.WARNING, logger="historykit"):
         out, notes = summarize.process(history, context())
@@ -120,7 +125,9 @@ def test_a_chain_falls_back_to_the_next_summarizer_and_the_marker_names_it(
 def test_the_first_summarizer_that_works_writes_and_the_rest_are_not_called() -> None:
     history = session()
     first, second = Works("cheap-model"), Works("reliable-model")
-    summarize = Summarize(max_tokens=tokens(history) - 1, summarizer=(first, second), retry_wait=NO_WAIT)
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) - 1), summarizer=(first, second), retry_wait=NO_WAIT
+    )
     out, _ = summarize.process(history, context())
     assert len(first.calls) == 1 and second.calls == []
     assert summaries(out)[0].marker.model == "cheap-model"  # type: ignore[union-attr]
@@ -130,7 +137,9 @@ async def test_an_async_chain_logs_each_failure_once_per_cause_then_truncates(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     adown, down = ADown(), Down()
-    summarize = Summarize(max_tokens=1_000, summarizer=[adown, down], attempts=3, retry_wait=NO_WAIT)
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=1_000), summarizer=[adown, down], attempts=3, retry_wait=NO_WAIT
+    )
     with caplog.at_level(logging.WARNING, logger="historykit"):
         for steps in (12, 14):  # two compactions, the same causes
             history = agent_session(steps)
@@ -148,7 +157,9 @@ async def test_an_async_chain_logs_each_failure_once_per_cause_then_truncates(
 async def test_a_sync_summarizer_after_an_async_one_in_the_async_path() -> None:
     history = session()
     adown, strong = ADown(), Works()
-    summarize = Summarize(max_tokens=tokens(history) - 1, summarizer=[adown, strong], retry_wait=NO_WAIT)
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) - 1), summarizer=[adown, strong], retry_wait=NO_WAIT
+    )
     out, _ = await summarize.aprocess(history, context())
     assert adown.calls == 3 and len(strong.calls) == 1
     assert summaries(out)[0].marker.model == "strong-model"  # type: ignore[union-attr]
@@ -161,13 +172,17 @@ def test_a_plain_function_in_a_chain_is_named_by_its_qualified_name() -> None:
         return ExtractiveSummarizer()(messages)
 
     summarize = Summarize(
-        max_tokens=tokens(history) - 1, summarizer=[Down(), my_summarizer], retry_wait=NO_WAIT
+        trigger=Trigger(max_tokens=tokens(history) - 1),
+        summarizer=[Down(), my_summarizer],
+        retry_wait=NO_WAIT,
     )
     out, _ = summarize.process(history, context())
     marker = summaries(out)[0].marker
     assert marker is not None and marker.model is not None and marker.model.endswith("my_summarizer")
     # The extractive summarizer says it is no model, in a chain too.
-    extractive = Summarize(max_tokens=tokens(history) - 1, summarizer=[Down(), ExtractiveSummarizer()])
+    extractive = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) - 1), summarizer=[Down(), ExtractiveSummarizer()]
+    )
     extractive.retry_wait = NO_WAIT
     assert summaries(extractive.process(history, context())[0])[0].marker.model is None  # type: ignore[union-attr]
 
@@ -191,7 +206,11 @@ async def test_a_chain_of_pydantic_ai_models() -> None:
     weak, weak_calls = _function_model("weak-fn", fails=True)
     strong, strong_calls = _function_model("strong-fn", fails=False)
     summarize = Summarize(
-        max_tokens=tokens(history) - 1, model=[weak, strong], attempts=2, retry_wait=NO_WAIT, clock=clock
+        trigger=Trigger(max_tokens=tokens(history) - 1),
+        model=[weak, strong],
+        attempts=2,
+        retry_wait=NO_WAIT,
+        clock=clock,
     )
     assert [s.model_name for s in summarize.summarizers] == ["weak-fn", "strong-fn"]  # type: ignore[attr-defined]
     out, notes = await summarize.aprocess(history, context())
@@ -201,7 +220,9 @@ async def test_a_chain_of_pydantic_ai_models() -> None:
     assert summary.marker.model == "strong-fn"
     assert any("weak-fn" in d for d in notes.details)
     # From sync code too (the async adapters run on historykit's background loop).
-    again = Summarize(max_tokens=tokens(history) - 1, model=(weak, strong), attempts=1, retry_wait=NO_WAIT)
+    again = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) - 1), model=(weak, strong), attempts=1, retry_wait=NO_WAIT
+    )
     assert summaries(again.process(history, context())[0])[0].marker.model == "strong-fn"  # type: ignore[union-attr]
 
 
@@ -275,9 +296,11 @@ async def test_background_summaries_give_the_same_views_and_run_before_the_call_
     history = _long_session()
     ctx = context()
     plain = AWorks()
-    foreground = Summarize(max_tokens=HIGH, keep_last=3, summarizer=plain, clock=clock)
+    foreground = Summarize(trigger=Trigger(max_tokens=HIGH), keep_last=3, summarizer=plain, clock=clock)
     ahead = AWorks()
-    background = Summarize(max_tokens=HIGH, keep_last=3, summarizer=ahead, clock=clock, background_at=0.5)
+    background = Summarize(
+        trigger=Trigger(max_tokens=HIGH), keep_last=3, summarizer=ahead, clock=clock, background_at=0.5
+    )
     views, fired, _ = await _replay_async(foreground, plain, history, ctx)
     bg_views, bg_fired, bg_details = await _replay_async(background, ahead, history, ctx)
     assert sum(fired) >= 3, "the replay must compact several times"
@@ -300,8 +323,10 @@ def test_background_summaries_from_sync_code_run_in_a_thread() -> None:
     history = _long_session()
     ctx = context()
     plain, ahead = Works(), Works(delay=0.001)
-    foreground = Summarize(max_tokens=HIGH, keep_last=3, summarizer=plain, clock=clock)
-    background = Summarize(max_tokens=HIGH, keep_last=3, summarizer=ahead, clock=clock, background_at=0.5)
+    foreground = Summarize(trigger=Trigger(max_tokens=HIGH), keep_last=3, summarizer=plain, clock=clock)
+    background = Summarize(
+        trigger=Trigger(max_tokens=HIGH), keep_last=3, summarizer=ahead, clock=clock, background_at=0.5
+    )
     carried: list[Message] = []
     bg_carried: list[Message] = []
     last = 0
@@ -323,10 +348,15 @@ async def test_view_only_mode_with_background_summaries_gives_the_persistent_vie
     ctx = context()
     plain = AWorks()
     views, _, _ = await _replay_async(
-        Summarize(max_tokens=HIGH, keep_last=3, summarizer=plain, clock=clock), plain, history, ctx
+        Summarize(trigger=Trigger(max_tokens=HIGH), keep_last=3, summarizer=plain, clock=clock),
+        plain,
+        history,
+        ctx,
     )
     ahead = AWorks()
-    background = Summarize(max_tokens=HIGH, keep_last=3, summarizer=ahead, clock=clock, background_at=0.5)
+    background = Summarize(
+        trigger=Trigger(max_tokens=HIGH), keep_last=3, summarizer=ahead, clock=clock, background_at=0.5
+    )
     from historykit.pipeline import Pipeline
 
     pipeline = Pipeline([background], counter=ctx.counter)
@@ -343,7 +373,10 @@ async def test_a_failed_background_summary_is_tried_again_in_the_foreground(
     ctx = context()
     plain = AWorks()
     views, _, _ = await _replay_async(
-        Summarize(max_tokens=HIGH, keep_last=3, summarizer=plain, clock=clock), plain, history, ctx
+        Summarize(trigger=Trigger(max_tokens=HIGH), keep_last=3, summarizer=plain, clock=clock),
+        plain,
+        history,
+        ctx,
     )
 
     class FlakyOnce(AWorks):
@@ -357,7 +390,12 @@ async def test_a_failed_background_summary_is_tried_again_in_the_foreground(
 
     flaky = FlakyOnce()
     background = Summarize(
-        max_tokens=HIGH, keep_last=3, summarizer=flaky, clock=clock, background_at=0.5, attempts=1
+        trigger=Trigger(max_tokens=HIGH),
+        keep_last=3,
+        summarizer=flaky,
+        clock=clock,
+        background_at=0.5,
+        attempts=1,
     )
     with caplog.at_level(logging.WARNING, logger="historykit"):
         bg_views, _, _ = await _replay_async(background, flaky, history, ctx)
@@ -373,7 +411,9 @@ async def test_a_background_summary_saves_the_firing_calls_wait() -> None:
     history = _long_session()
     ctx = context()
     ahead = AWorks(delay=0.01)
-    background = Summarize(max_tokens=HIGH, keep_last=3, summarizer=ahead, clock=clock, background_at=0.5)
+    background = Summarize(
+        trigger=Trigger(max_tokens=HIGH), keep_last=3, summarizer=ahead, clock=clock, background_at=0.5
+    )
     carried: list[Message] = []
     last = 0
     for index, point in enumerate(request_points(history)):
@@ -404,10 +444,17 @@ async def test_background_summaries_of_uneven_work_still_give_the_foreground_vie
     ctx = context()
     plain, ahead = AWorks(), AWorks()
     views, fired, _ = await _replay_async(
-        Summarize(max_tokens=HIGH, keep_last=3, summarizer=plain, clock=clock), plain, history, ctx
+        Summarize(trigger=Trigger(max_tokens=HIGH), keep_last=3, summarizer=plain, clock=clock),
+        plain,
+        history,
+        ctx,
     )
     background = Summarize(
-        max_tokens=HIGH, keep_last=3, summarizer=ahead, clock=clock, background_at=background_at
+        trigger=Trigger(max_tokens=HIGH),
+        keep_last=3,
+        summarizer=ahead,
+        clock=clock,
+        background_at=background_at,
     )
     bg_views, bg_fired, _ = await _replay_async(background, ahead, history, ctx)
     assert sum(fired) >= 3 and bg_views == views and bg_fired == fired
@@ -420,9 +467,11 @@ async def test_background_summaries_over_a_corpus_session(largest_corpus_session
     ctx = context(window=60_000)
     plain, ahead = AWorks(), AWorks()
     views, fired, _ = await _replay_async(
-        Summarize(max_fraction=0.5, summarizer=plain, clock=clock), plain, history, ctx
+        Summarize(trigger=Trigger(max_fraction=0.5), summarizer=plain, clock=clock), plain, history, ctx
     )
-    background = Summarize(max_fraction=0.5, summarizer=ahead, clock=clock, background_at=0.6)
+    background = Summarize(
+        trigger=Trigger(max_fraction=0.5), summarizer=ahead, clock=clock, background_at=0.6
+    )
     bg_views, _, details = await _replay_async(background, ahead, history, ctx)
     assert sum(fired) >= 2 and bg_views == views
     assert any(any("written in the background" in d for d in call) for call in details)
@@ -456,7 +505,11 @@ async def test_a_pydantic_ai_agent_sends_the_same_requests_with_background_summa
             )
 
         summarize = Summarize(
-            max_tokens=HIGH, keep_last=3, summarizer=summarizer, clock=clock, background_at=background_at
+            trigger=Trigger(max_tokens=HIGH),
+            keep_last=3,
+            summarizer=summarizer,
+            clock=clock,
+            background_at=background_at,
         )
         details: list[str] = []
         kit = HistoryKit(

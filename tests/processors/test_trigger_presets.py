@@ -76,9 +76,7 @@ def _marks(pipeline: historykit.Pipeline, window: int) -> dict[str, tuple[int | 
     """Each compacting step's token mark at `window`, and its low-water mark."""
     out = {}
     for step in pipeline.processors:
-        if isinstance(step, (Summarize, PairwiseTruncate)):
-            trigger = step.trigger()
-        elif isinstance(step, (DedupeFileReads, ClearToolResults, StripThinking)):
+        if isinstance(step, (DedupeFileReads, ClearToolResults, StripThinking, Summarize, PairwiseTruncate)):
             assert step.trigger is not None
             trigger = step.trigger
         else:

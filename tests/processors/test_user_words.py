@@ -295,7 +295,7 @@ def llm_session() -> list[Message]:
 
 def test_an_llm_summary_gets_the_user_messages_and_changed_files_it_left_out() -> None:
     history = llm_session()
-    summarize = Summarize(max_tokens=tokens(history) // 2, keep_last=2, summarizer=lazy_llm)
+    summarize = Summarize(trigger=Trigger(max_tokens=tokens(history) // 2), keep_last=2, summarizer=lazy_llm)
     out, notes = summarize.process(history, context())
     assert notes.markers, notes.details
     summary = next(p for m in out for p in m.parts if isinstance(p, SummaryPart))
@@ -325,7 +325,9 @@ def test_a_pydantic_ai_summary_is_completed_too() -> None:
         return ModelResponse(parts=[PaiText("## Task\n- JSON flag\n\n## Done\n- edits")])
 
     history = llm_session()
-    summarize = Summarize(max_tokens=tokens(history) // 2, keep_last=2, model=FunctionModel(model))
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) // 2), keep_last=2, model=FunctionModel(model)
+    )
     out, _ = summarize.process(history, context())
     summary = next(p for m in out for p in m.parts if isinstance(p, SummaryPart))
     assert "step 0: make `handler_0` async, don't block the loop" in summary.text
@@ -394,7 +396,7 @@ def test_a_failing_summarizer_is_logged_once_per_cause_with_the_exception(
 
     history = llm_session()
     summarize = Summarize(
-        max_tokens=4_000,
+        trigger=Trigger(max_tokens=4_000),
         summary_tokens=300,
         min_gain=0,
         keep_last=2,

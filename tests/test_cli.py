@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -256,6 +257,23 @@ def test_pipeline_specs() -> None:
         "Repair",
     ]
     assert [type(p).__name__ for p in build_pipeline("summarize").processors] == ["Summarize", "Repair"]
+
+
+def test_pipeline_spec_trigger_settings_go_into_the_trigger() -> None:
+    """`max_fraction=` and the other `Trigger` fields set the processor's trigger (no deprecated
+    flat keyword), on every processor that takes one; `low_water` alone keeps the default mark."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pipeline = build_pipeline(
+            "truncate:max_fraction=0.7:low_water=0.5,clear:max_tokens=9000,summarize:low_water=0.3"
+        )
+    truncate, clear, summarize, _ = pipeline.processors
+    assert truncate.trigger == Trigger(max_fraction=0.7, low_water=0.5)
+    assert clear.trigger == Trigger(max_tokens=9000)
+    assert summarize.trigger == Trigger(max_fraction=0.8, low_water=0.3)
+    assert_error(
+        run("analyze", SMALL, "-p", "repair:max_fraction=0.5"), EXIT_USAGE, "has no option 'max_fraction'"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

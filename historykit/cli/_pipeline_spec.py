@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import re
@@ -10,6 +11,7 @@ from typing import Any
 from historykit.cli._app import EXIT_FAILURE, CliError
 from historykit.cli._render import _one_line
 from historykit.pipeline import HistoryProcessor, Pipeline
+from historykit.processors.trigger import Trigger
 
 PROCESSOR_NAMES: dict[str, tuple[str, str]] = {
     "dedupe": ("historykit.processors.dedupe_file_reads", "DedupeFileReads"),
@@ -104,7 +106,10 @@ def _build_step(item: str, spec: str) -> HistoryProcessor:
             f"default, {', '.join(PROCESSOR_NAMES)}"
         )
     cls = _processor_class(name)
+    default_trigger = _default_trigger(cls)
     options = _settable_options(cls)
+    if default_trigger is not None:
+        options = [*options, *(o for o in _TRIGGER_OPTIONS if o not in options)]
     kwargs: dict[str, Any] = {}
     for setting in settings:
         option, sep, value = setting.partition("=")
@@ -116,6 +121,11 @@ def _build_step(item: str, spec: str) -> HistoryProcessor:
             raise CliError(f"pipeline spec {spec!r}: {name} has no option {option!r}; its options: {valid}")
         kwargs[option] = _parse_value(value.strip())
     try:
+        if default_trigger is not None:
+            # The trigger settings (`max_fraction=0.7`) go into the processor's `Trigger`.
+            trigger = {o: kwargs.pop(o) for o in _TRIGGER_OPTIONS if o in kwargs}
+            if trigger:
+                kwargs["trigger"] = default_trigger.with_settings(**trigger)
         processor = cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise CliError(f"pipeline spec {spec!r}: {item}: {_one_line(str(exc))}") from None
@@ -125,6 +135,20 @@ def _build_step(item: str, spec: str) -> HistoryProcessor:
 
 
 _PLAIN = (int, float, bool, str, tuple, list, frozenset, set, type(None))
+
+_TRIGGER_OPTIONS = tuple(f.name for f in dataclasses.fields(Trigger))
+"""Spec options that set the `Trigger` of a processor that takes one (`truncate:max_fraction=0.7`)."""
+
+
+def _default_trigger(cls: Any) -> Trigger | None:
+    """The `Trigger` a processor class starts from when it takes one (`trigger=`), else `None`."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    for f in dataclasses.fields(cls):
+        if f.name == "trigger":
+            made = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            return made if isinstance(made, Trigger) else None
+    return None
 
 
 def _settable_options(cls: Any) -> list[str]:

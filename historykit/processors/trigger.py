@@ -92,6 +92,22 @@ class Trigger:
         `low_water=0.5`."""
         return cls(reserve=reserve, floor_fraction=floor_fraction, low_water=low_water)
 
+    def with_settings(self, **settings: float | None) -> Trigger:
+        """This trigger with `settings` (its field names) applied; `None` values are left out. A
+        high-water mark among them (`max_tokens`, `max_fraction`, `max_messages`, `reserve`) replaces
+        this trigger's marks; `low_water` or `floor_fraction` alone keep them.
+
+        Example:
+            ```python
+            Trigger(max_fraction=0.5).with_settings(low_water=0.4)   # 50% of the window, down to 40%
+            Trigger(max_fraction=0.5).with_settings(max_tokens=9_000) # 9,000 tokens, no fraction
+            ```
+        """
+        given = {name: value for name, value in settings.items() if value is not None}
+        if any(name in given for name in HIGH_WATER_MARKS):
+            return Trigger(**given)  # type: ignore[arg-type]  # ints for the int marks
+        return replace(self, **given)  # type: ignore[arg-type]  # ints for the int marks
+
     def mark(self, window: int) -> int | None:
         """The token high-water mark for a context window of `window` tokens (`None`: a message
         count trigger only)."""
@@ -147,6 +163,9 @@ class Trigger:
 
 DEFAULT_FRACTION = 0.8
 """The default trigger's high-water mark, as a fraction of the window."""
+HIGH_WATER_MARKS = ("max_tokens", "max_fraction", "max_messages", "reserve")
+"""The `Trigger` fields that set a high-water mark (the others say how far down work goes)."""
+
 DEFAULT_TRIGGER = Trigger(max_fraction=DEFAULT_FRACTION)
 """The trigger of `Summarize` and `PairwiseTruncate` when none is given: over 80% of the window,
 down to 60% of that (`Trigger.low_water`'s default)."""
@@ -193,11 +212,12 @@ class TriggerField:
             raise InvalidArgumentError(
                 f"give {owner} either trigger= or the flat keywords ({listed}), not both"
             )
-        marks = ("max_tokens", "max_fraction", "max_messages", "reserve")
-        if not any(name in given for name in marks):
-            given = {"max_fraction": DEFAULT_FRACTION, **given}
-        spelled = ", ".join(f"{name}={given[name]!r}" for name in order if name in given)
-        self.trigger = Trigger(**given)  # type: ignore[arg-type]  # ints for the int marks
+        self.trigger = DEFAULT_TRIGGER.with_settings(**given)
+        spelled = ", ".join(
+            f"{name}={getattr(self.trigger, name)!r}"
+            for name in order
+            if name in given or (name == "max_fraction" and self.trigger.max_fraction is not None)
+        )
         warnings.warn(
             f"{owner}'s flat trigger keywords ({listed}) are deprecated and go in the next release: "
             f"use {owner}(trigger=Trigger({spelled}))",

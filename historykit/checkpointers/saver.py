@@ -73,11 +73,11 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from sqlalchemy import Engine
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Row
 
+from historykit.checkpointers._dialect import dialect_of
 from historykit.checkpointers._message_cache import KnownList, MessageCache, snapshot
+from historykit.checkpointers._message_log import LoggedMessage, message_log
 from historykit.checkpointers._refs import (
     REFS_ENCODING,
     Refs,
@@ -117,6 +117,7 @@ from historykit.checkpointers.schema import (
     utcnow,
 )
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
+from historykit.errors import ArgumentTypeError, InvalidArgumentError, UnreachableDatabaseError
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -149,24 +150,12 @@ _LIST_PAGE = 100
 # ---------------------------------------------------------------------------------------------
 
 
-def _insert(dialect: str, table: sa.Table) -> Any:
-    module = pg_dialect if dialect == "postgresql" else sqlite_dialect
-    return module.insert(table)
-
-
-def _json_column(dialect: str, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
-    # SQLite: read JSON as text and parse it here, so a corrupted value is reported with the row
-    # it belongs to instead of failing inside the driver.
-    if dialect == "sqlite":
-        return sa.type_coerce(column, sa.Text).label(column.key)  # type: ignore[attr-defined]
-    return column
-
-
 class _Statements:
     """The saver's statements for one SQL dialect."""
 
-    def __init__(self, dialect: str) -> None:
-        self.dialect = dialect
+    def __init__(self, name: str) -> None:
+        dialect = self.dialect = dialect_of(name)
+        log = self.log = message_log(name)
         bp = sa.bindparam
         c_thread, c_ns, c_id = (
             CHECKPOINT_ROWS.c.thread_id,
@@ -174,23 +163,18 @@ class _Statements:
             CHECKPOINT_ROWS.c.checkpoint_id,
         )
 
-        self.insert_thread = _insert(dialect, THREADS).on_conflict_do_nothing(index_elements=["thread_id"])
+        self.insert_thread = log.insert_thread
         # PostgreSQL row locks on the thread: each writer holds it (FOR NO KEY UPDATE) from its
         # first statement, so writers of one thread take turns numbering new messages and
         # `delete_thread` (FOR UPDATE) waits for them; taken at once at that strength, never
         # upgraded, so a writer and a delete cannot deadlock.
         anchored = sa.exists().where(MESSAGES.c.thread_id == bp("thread_id"), MESSAGES.c.seq == bp("anchor"))
-        self.check_thread = sa.select(THREADS.c.thread_id, anchored.label("anchored")).where(
-            THREADS.c.thread_id == bp("thread_id")
+        self.check_thread = dialect.lock_for_writer(
+            sa.select(THREADS.c.thread_id, anchored.label("anchored")).where(THREADS.c.thread_id == bp("thread_id")),
+            THREADS,
         )
-        if dialect == "postgresql":
-            self.check_thread = self.check_thread.with_for_update(key_share=True, of=THREADS)
-        self.lock_thread_exclusive = (
-            sa.select(THREADS.c.thread_id).where(THREADS.c.thread_id == bp("thread_id")).with_for_update()
-        )
-        self.find_hashes = sa.select(MESSAGES.c.seq, MESSAGES.c.hash, MESSAGES.c.position).where(
-            MESSAGES.c.thread_id == bp("thread_id"), MESSAGES.c.hash.in_(bp("hashes", expanding=True))
-        )
+        self.lock_thread_exclusive = log.lock_thread_exclusive
+        self.find_hashes = log.find_hashes
         self.find_anonymous = sa.select(
             MESSAGES.c.seq, MESSAGES.c.anonymous_hash, MESSAGES.c.native_id, MESSAGES.c.position
         ).where(
@@ -213,33 +197,16 @@ class _Statements:
             )
             .values(position=bp("p"))
         )
-        self.max_seq = sa.select(sa.func.max(MESSAGES.c.seq)).where(MESSAGES.c.thread_id == bp("thread_id"))
-        self.insert_message = sa.insert(MESSAGES)
-        self.insert_compaction = _insert(dialect, COMPACTIONS).on_conflict_do_nothing(
-            index_elements=["thread_id", "summary_seq"]
-        )
-        self.insert_blob = _insert(dialect, BLOBS).on_conflict_do_nothing(
-            index_elements=["thread_id", "checkpoint_ns", "channel", "version"]
-        )
-        upsert = _insert(dialect, CHECKPOINT_ROWS)
-        self.upsert_checkpoint = upsert.on_conflict_do_update(
-            index_elements=["thread_id", "checkpoint_ns", "checkpoint_id"],
+        self.insert_blob = dialect.insert_ignore(BLOBS, ["thread_id", "checkpoint_ns", "channel", "version"])
+        self.upsert_checkpoint = dialect.upsert(
+            CHECKPOINT_ROWS,
+            ["thread_id", "checkpoint_ns", "checkpoint_id"],
             # the parent is kept: re-putting a checkpoint must not rewire the chain
-            set_={
-                name: upsert.excluded[name]
-                for name in ("run_id", "encoding", "checkpoint", "metadata", "channel_versions")
-            },
+            ["run_id", "encoding", "checkpoint", "metadata", "channel_versions"],
         )
-        writes_insert = _insert(dialect, WRITES)
-        self.insert_writes = writes_insert.on_conflict_do_nothing(
-            index_elements=["thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"]
-        )
-        self.upsert_writes = writes_insert.on_conflict_do_update(
-            index_elements=["thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
-            set_={
-                name: writes_insert.excluded[name] for name in ("channel", "task_path", "encoding", "data")
-            },
-        )
+        write_key = ["thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"]
+        self.insert_writes = dialect.insert_ignore(WRITES, write_key)
+        self.upsert_writes = dialect.upsert(WRITES, write_key, ["channel", "task_path", "encoding", "data"])
 
         self.checkpoint_columns = (
             c_thread,
@@ -248,8 +215,8 @@ class _Statements:
             CHECKPOINT_ROWS.c.parent_checkpoint_id,
             CHECKPOINT_ROWS.c.encoding,
             CHECKPOINT_ROWS.c.checkpoint,
-            _json_column(dialect, CHECKPOINT_ROWS.c["metadata"]),
-            _json_column(dialect, CHECKPOINT_ROWS.c.channel_versions),
+            dialect.read_json(CHECKPOINT_ROWS.c["metadata"]),
+            dialect.read_json(CHECKPOINT_ROWS.c.channel_versions),
         )
         self.get_checkpoint = sa.select(*self.checkpoint_columns).where(
             c_thread == bp("thread_id"), c_ns == bp("ns"), c_id == bp("checkpoint_id")
@@ -292,6 +259,7 @@ class _Statements:
         }
         self.delete_thread = [
             *(sa.delete(table).where(cond) for table, cond in thread_is.items()),
+            log.delete_counts,
             *(sa.delete(table).where(cond) for table, cond in ours.items()),
         ]
         self.delete_checkpoint_data = [sa.delete(table).where(cond) for table, cond in thread_is.items()]
@@ -304,22 +272,23 @@ class _Statements:
             sa.exists().where(MESSAGES.c.thread_id == bp("thread_id")).label("messages"),
         )
         self.copy_thread = [
-            self._copy(table, dialect) for table in (MESSAGES, COMPACTIONS, CHECKPOINT_ROWS, BLOBS, WRITES)
+            *(self._copy(table) for table in (MESSAGES, COMPACTIONS, CHECKPOINT_ROWS, BLOBS, WRITES)),
+            log.copy_counts,
         ]
 
         self.thread_checkpoints = sa.select(
             c_ns,
             c_id,
             CHECKPOINT_ROWS.c.parent_checkpoint_id,
-            _json_column(dialect, CHECKPOINT_ROWS.c.channel_versions),
-            _json_column(dialect, CHECKPOINT_ROWS.c["metadata"]),
+            dialect.read_json(CHECKPOINT_ROWS.c.channel_versions),
+            dialect.read_json(CHECKPOINT_ROWS.c["metadata"]),
         ).where(c_thread == bp("thread_id"))
         self.ns_checkpoints = self.thread_checkpoints.where(c_ns == bp("ns"))
         self.runs_checkpoints = sa.select(
             c_thread,
             c_ns,
             c_id,
-            _json_column(dialect, CHECKPOINT_ROWS.c.channel_versions),
+            dialect.read_json(CHECKPOINT_ROWS.c.channel_versions),
         ).where(CHECKPOINT_ROWS.c.run_id.in_(bp("run_ids", expanding=True)))
         self.snapshot_blobs = sa.select(BLOBS.c.channel, BLOBS.c.version).where(
             BLOBS.c.thread_id == bp("thread_id"),
@@ -366,7 +335,7 @@ class _Statements:
         )
 
     @staticmethod
-    def _copy(table: sa.Table, dialect: str) -> sa.Insert:
+    def _copy(table: sa.Table) -> sa.Insert:
         columns = [c for c in table.columns if not (table is COMPACTIONS and c.name == "id")]
         target = sa.cast(sa.bindparam("target"), sa.String)
         select = sa.select(*[target if c.name == "thread_id" else c for c in columns]).where(
@@ -399,9 +368,7 @@ class _Statements:
         """
 
         def version(alias: str, i: int) -> str:
-            if self.dialect == "sqlite":
-                return f"json_extract({alias}.channel_versions, :path{i})"
-            return f"({alias}.channel_versions ->> :ch{i})"
+            return self.dialect.json_member_sql(f"{alias}.channel_versions", f"path{i}")
 
         def has_value(i: int) -> str:
             return (
@@ -484,7 +451,7 @@ class _Connections:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ):
         self.url = url
-        self.dialect = normalize_url(url).get_backend_name()
+        self.dialect = dialect_of(normalize_url(url).get_backend_name())
         self.busy_timeout = busy_timeout
         self.connect_timeout = connect_timeout
         self.engine_kwargs = dict(engine_kwargs)
@@ -499,7 +466,7 @@ class _Connections:
         # SQLite has one writer at a time, and a writer that finds the lock taken sleeps in steps
         # of milliseconds (its busy handler): writers of this process (LangGraph saves writes and
         # checkpoints from several threads at once) queue here instead.
-        self.sqlite_writers = threading.Lock() if self.dialect == "sqlite" else None
+        self.sqlite_writers = None if self.dialect.locks_rows else threading.Lock()
         self.async_sqlite_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
@@ -575,15 +542,15 @@ class _Connections:
         """The error for a database that cannot be opened: where, and why (the driver's words)."""
         where = normalize_url(self.url).render_as_string(hide_password=True)
         reason = str(exc.orig).strip() if exc.orig is not None else str(exc)
-        if self.dialect == "postgresql":
-            return ConnectionError(
+        if not self.dialect.file_based:
+            return UnreachableDatabaseError(
                 f"cannot connect to the database {where} "
                 f"(connect timeout {self.connect_timeout:g} s): {reason}"
             )
         why = read_only_reason(self.engines[0]) if self.engines is not None else None
         if why is not None:
             reason = f"{reason} (it is opened read-only because {why})"
-        return ConnectionError(f"cannot open the database {where}: {reason}")
+        return UnreachableDatabaseError(f"cannot open the database {where}: {reason}")
 
     def close(self) -> None:
         with self.lock:
@@ -627,10 +594,10 @@ def _written_value(refs: Refs, messages: Mapping[int, BaseMessage]) -> Any:
 
 def _configurable(config: RunnableConfig | None, what: str) -> Mapping[str, Any]:
     if not isinstance(config, Mapping):
-        raise TypeError(f"{what}: expected a RunnableConfig dict, got {type(config).__name__}")
+        raise ArgumentTypeError(f"{what}: expected a RunnableConfig dict, got {type(config).__name__}")
     configurable = config.get("configurable")
     if not isinstance(configurable, Mapping):
-        raise ValueError(f"{what}: the config has no 'configurable' dict")
+        raise InvalidArgumentError(f"{what}: the config has no 'configurable' dict")
     return configurable
 
 
@@ -642,12 +609,12 @@ hold a few kilobytes at most, and every backend takes the same ids."""
 def _key(value: object, name: str, what: str) -> str:
     text = str(value)
     if "\x00" in text:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{what}: the {name} {text!r} contains a NUL character, which databases cannot store"
         )
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > _MAX_KEY_BYTES:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{what}: the {name} is {size:,} bytes long ({text[:40]!r}...); "
             f"at most {_MAX_KEY_BYTES:,} are stored"
         )
@@ -658,7 +625,7 @@ def _thread_of(config: RunnableConfig, what: str) -> tuple[str, str, str | None]
     configurable = _configurable(config, what)
     thread_id = configurable.get("thread_id")
     if thread_id is None or thread_id == "":
-        raise ValueError(f"{what}: the config has no configurable 'thread_id'")
+        raise InvalidArgumentError(f"{what}: the config has no configurable 'thread_id'")
     ns = configurable.get("checkpoint_ns") or ""
     checkpoint_id = configurable.get("checkpoint_id")
     return (
@@ -674,7 +641,7 @@ def _check_json(value: Any, path: str) -> None:
         return
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError(f"{path} is {value!r}, which JSON cannot hold")
+            raise InvalidArgumentError(f"{path} is {value!r}, which JSON cannot hold")
         return
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
@@ -683,10 +650,10 @@ def _check_json(value: Any, path: str) -> None:
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise TypeError(f"{path} has a key of type {type(key).__name__}; JSON keys are strings")
+                raise ArgumentTypeError(f"{path} has a key of type {type(key).__name__}; JSON keys are strings")
             _check_json(item, f"{path}[{key!r}]")
         return
-    raise TypeError(
+    raise ArgumentTypeError(
         f"{path} is a {type(value).__name__}, which is not JSON (str, number, bool, None, list, dict)"
     )
 
@@ -880,12 +847,12 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             then every step serializes its whole message list again to find the new messages).
         engine_kwargs: extra arguments for SQLAlchemy's `create_engine` (pool size, echo, ...).
         connect_timeout: seconds a PostgreSQL connection may take to open (whole seconds, at
-            least 2): a server that accepts and never answers fails then with `ConnectionError`.
+            least 2): a server that accepts and never answers fails then with `UnreachableDatabaseError` (a `ConnectionError`).
         """
         super().__init__(serde=serde or default_serializer())
         self._codec_cache = RowCodec(self.serde)
         self._db = _Connections(url, busy_timeout, engine_kwargs or {}, cached_threads, connect_timeout)
-        self._sql = _statements(self._db.dialect)
+        self._sql = _statements(self._db.dialect.name)
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -968,8 +935,8 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         """
         db, cache = self._db, self._db.cache
         anchor = cache.anchor(thread_id)
-        postgres = self._sql.dialect == "postgresql"
-        if not postgres and anchor is None and thread_id not in db.known_threads:
+        locks_rows = self._sql.dialect.locks_rows
+        if not locks_rows and anchor is None and thread_id not in db.known_threads:
             rows: Sequence[Row[Any]] = ()
         else:
             rows = yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": anchor or -1})
@@ -982,7 +949,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 self._sql.insert_thread,
                 {"thread_id": thread_id, "framework": FRAMEWORK, "created_at": utcnow()},
             )
-            if postgres:
+            if locks_rows:
                 yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": -1})
         txn.after_commit(lambda: db.known_threads.add(thread_id))
 
@@ -1226,57 +1193,36 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
     def _append_to_log_plan(self, thread_id: str, pending: Mapping[str, _Pending]) -> Plan[dict[str, _Found]]:
         """Where each hashed message is in the log, adding the ones the log lacks (with their
         markers)."""
-        # Numbers are allocated per thread: on PostgreSQL, concurrent writers of one thread take
+        # Numbers are allocated per thread: on a server, concurrent writers of one thread take
         # turns on the thread row, locked by `_check_thread_plan` at the start of the write.
-        found: dict[str, _Found] = {}
-        digests = list(pending)
-        for chunk in _chunks(digests):
-            rows = yield Query(self._sql.find_hashes, {"thread_id": thread_id, "hashes": list(chunk)})
-            found.update({row.hash: _Found(row.seq, row.position) for row in rows})
-        new = [digest for digest in digests if digest not in found]
+        log = self._sql.log
+        rows = yield from log.find_plan(thread_id, list(pending))
+        found: dict[str, _Found] = {digest: _Found(row.seq, row.position) for digest, row in rows.items()}
+        new = [digest for digest in pending if digest not in found]
         inherited: dict[str, str] = {}
         if new:
             inherited = yield from self._match_other_form_plan(thread_id, pending, new, found)
             new = [digest for digest in new if digest not in found]
         if not new:
             return found
-        (row,) = yield Query(self._sql.max_seq, {"thread_id": thread_id})
-        # An empty log starts at the current time (µs), so a re-created thread never reuses a
-        # number an earlier thread of the same id had (see `MessageRow.seq`).
-        next_seq = row[0] + 1 if row[0] is not None else time.time_ns() // 1000
-        message_rows: builtins.list[dict[str, Any]] = []
-        compaction_rows: builtins.list[dict[str, Any]] = []
-        now = utcnow()
+        logged: builtins.list[LoggedMessage] = []
         for digest in new:
             encoding, data, message, message_id, position, anonymous = pending[digest]
-            position = min(position, inherited.get(digest, position))
-            found[digest] = _Found(next_seq, position)
-            message_rows.append(
-                {
-                    "thread_id": thread_id,
-                    "seq": next_seq,
-                    "position": position,
-                    "hash": digest,
-                    "anonymous_hash": anonymous,
-                    "framework": FRAMEWORK,
-                    "kind": str(message.type),
-                    "native_id": message_id,
-                    "encoding": encoding,
-                    "data": data,
-                    "created_at": now,
-                }
-            )
-            marker = self._marker_of(message, thread_id)
-            if marker is not None:
-                compaction_rows.append(
-                    CompactionRow.from_marker(
-                        marker, thread_id=thread_id, framework=FRAMEWORK, summary_seq=next_seq
-                    ).model_dump(exclude={"id"})
+            logged.append(
+                LoggedMessage(
+                    hash=digest,
+                    kind=str(message.type),
+                    encoding=encoding,
+                    data=data,
+                    native_id=message_id,
+                    position=min(position, inherited.get(digest, position)),
+                    anonymous_hash=anonymous,
+                    marker=self._marker_of(message, thread_id),
                 )
-            next_seq += 1
-        yield Query(self._sql.insert_message, message_rows)
-        if compaction_rows:
-            yield Query(self._sql.insert_compaction, compaction_rows)
+            )
+        seqs = yield from log.append_plan(thread_id, FRAMEWORK, logged)
+        for seq, message in zip(seqs, logged, strict=True):
+            found[message.hash] = _Found(seq, message.position)
         return found
 
     def _match_other_form_plan(
@@ -1332,8 +1278,8 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
                 {"t": thread_id, "s": seq, "h": digest, "e": encoding, "d": data, "n": message_id},
             )
         # Only rows that still had no id were completed (another writer may have been first).
-        rows = yield Query(self._sql.find_hashes, {"thread_id": thread_id, "hashes": list(completions)})
-        found.update({row.hash: _Found(row.seq, row.position) for row in rows})
+        completed = yield from self._sql.log.find_plan(thread_id, list(completions))
+        found.update({digest: _Found(row.seq, row.position) for digest, row in completed.items()})
         return inherited
 
     @staticmethod
@@ -1346,14 +1292,14 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         if raw is None:
             return None
         if not isinstance(raw, Mapping):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"message {message.id!r} of thread {thread_id!r}: additional_kwargs[{key!r}] is a "
                 f"{type(raw).__name__}, expected the dict of CompactionMarker.to_dict()"
             )
         try:
             return CompactionMarker.from_dict(dict(raw))
         except (ValueError, TypeError) as exc:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"message {message.id!r} of thread {thread_id!r}: bad compaction marker: {exc}"
             ) from None
 
@@ -1383,7 +1329,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
     ) -> Plan[None]:
         thread_id, ns, checkpoint_id = _thread_of(config, "put_writes")
         if checkpoint_id is None:
-            raise ValueError("put_writes: the config has no configurable 'checkpoint_id'")
+            raise InvalidArgumentError("put_writes: the config has no configurable 'checkpoint_id'")
         rows: builtins.list[dict[str, Any]] = []
         logged: builtins.list[BaseMessage] = []
         positions: builtins.list[str] = []
@@ -1513,20 +1459,20 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         if before is not None:
             before_id = _configurable(before, "list(before=...)").get("checkpoint_id")
             if not before_id:
-                raise ValueError("list(before=...): the config has no configurable 'checkpoint_id'")
+                raise InvalidArgumentError("list(before=...): the config has no configurable 'checkpoint_id'")
             conditions.append(CHECKPOINT_ROWS.c.checkpoint_id < str(before_id))
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
-            raise TypeError(f"list(limit=...) must be an int or None, got {type(limit).__name__}")
+            raise ArgumentTypeError(f"list(limit=...) must be an int or None, got {type(limit).__name__}")
         if limit is not None and limit < 0:
-            raise ValueError(f"list(limit=...) must not be negative, got {limit}")
+            raise InvalidArgumentError(f"list(limit=...) must not be negative, got {limit}")
         python_filter: dict[str, Any] = {}
         if filter is not None:
             if not isinstance(filter, Mapping):
-                raise TypeError(f"list(filter=...) must be a dict, got {type(filter).__name__}")
+                raise ArgumentTypeError(f"list(filter=...) must be a dict, got {type(filter).__name__}")
             meta = CHECKPOINT_ROWS.c["metadata"]
             for key, value in filter.items():
                 if not isinstance(key, str) or not key:
-                    raise TypeError(f"list(filter=...) keys must be non-empty strings, got {key!r}")
+                    raise ArgumentTypeError(f"list(filter=...) keys must be non-empty strings, got {key!r}")
                 _check_json(value, f"list(filter=...)[{key!r}]")
                 # The database narrows the rows down (a condition that every match meets); the
                 # exact test, InMemorySaver's, runs on what it returns (`_matches`).
@@ -1540,28 +1486,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         self, meta: sa.ColumnElement[Any], key: str, value: Any
     ) -> sa.ColumnElement[bool] | None:
         """A condition every checkpoint whose metadata matches `{key: value}` meets, or `None`."""
-        if value is None:  # matches a missing key too
-            return None
-        if self._db.dialect == "postgresql":
-            jsonb = sa.type_coerce(meta, pg_dialect.JSONB)
-            if isinstance(value, str):
-                return jsonb.contains({key: value})
-            if isinstance(value, (bool, int, float)):  # 1 matches true, as in Python
-                return sa.func.jsonb_typeof(jsonb[key]).in_(("number", "boolean"))
-            return jsonb.has_key(key)
-        # SQLite stores keys JSON-escaped (non-ASCII as \uXXXX), which its path syntax does not
-        # match: such keys, and quotes, are left to the exact test.
-        if not key.isascii() or '"' in key or "\\" in key:
-            return None
-        path = f'$."{key}"'
-        kind = sa.func.json_type(meta, path)
-        if isinstance(value, str):
-            return sa.and_(kind == "text", sa.func.json_extract(meta, path) == value)
-        if isinstance(value, (bool, int, float)):
-            return sa.and_(
-                kind.in_(("integer", "real", "true", "false")), sa.func.json_extract(meta, path) == value
-            )
-        return kind.in_(("object",) if isinstance(value, Mapping) else ("array",))
+        return self._db.dialect.metadata_condition(meta, key, value)
 
     def _list_page(
         self, query: _ListQuery, cursor: tuple[str, str, str] | None, remaining: int | None
@@ -1859,16 +1784,11 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         params: dict[str, Any] = {"t": thread_id, "ns": ns, "cid": checkpoint_id}
         for i, name in enumerate(names):
             if not isinstance(name, str):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"get_delta_channel_history: channel {i} is a {type(name).__name__}, not a str"
                 )
             params[f"ch{i}"] = name
-            if self._sql.dialect == "sqlite":
-                if '"' in name:
-                    raise ValueError(
-                        f"get_delta_channel_history: channel name {name!r} contains a double quote"
-                    )
-                params[f"path{i}"] = f'$."{name}"'
+            params.update(self._sql.dialect.json_member_params(f"path{i}", name))
         rows = yield Query(self._sql.delta_history(len(names)), params)
 
         codec = self._codec
@@ -1952,7 +1872,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         )
 
     def _delete_thread_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
-        if self._sql.dialect == "postgresql":
+        if self._sql.dialect.locks_rows:
             # Waits for the writers that hold the thread (`_check_thread_plan`), so none of their
             # rows is left referring to a message deleted here.
             yield Query(self._sql.lock_thread_exclusive, {"thread_id": thread_id})
@@ -1977,10 +1897,10 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
 
     def _copy_thread_plan(self, txn: _Transaction, source: str, target: str) -> Plan[None]:
         if source == target:
-            raise ValueError(f"copy_thread: the source and the target are the same thread {source!r}")
+            raise InvalidArgumentError(f"copy_thread: the source and the target are the same thread {source!r}")
         target_rows = yield Query(self._sql.thread_has_data, {"thread_id": target})
         if target_rows[0].checkpoints or target_rows[0].messages:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"copy_thread: the target thread {target!r} already has checkpoints or messages; "
                 "delete it first or choose a new thread id"
             )
@@ -2007,7 +1927,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
     @staticmethod
     def _run_ids(run_ids: Sequence[str]) -> builtins.list[str]:
         if isinstance(run_ids, (str, bytes)):
-            raise TypeError("delete_for_runs expects a sequence of run ids, not a single string")
+            raise ArgumentTypeError("delete_for_runs expects a sequence of run ids, not a single string")
         return [str(run_id) for run_id in run_ids]
 
     def _delete_for_runs_plan(self, run_ids: builtins.list[str]) -> Plan[None]:
@@ -2083,26 +2003,26 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         thread_ids: Sequence[str], strategy: str, keep_last: int | None
     ) -> tuple[int | None, builtins.list[str]]:
         if isinstance(thread_ids, (str, bytes)):
-            raise TypeError("prune expects a sequence of thread ids, not a single string")
+            raise ArgumentTypeError("prune expects a sequence of thread ids, not a single string")
         if keep_last is not None and (
             isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1
         ):
-            raise ValueError(f"prune(keep_last=...) must be a positive int, got {keep_last!r}")
+            raise InvalidArgumentError(f"prune(keep_last=...) must be a positive int, got {keep_last!r}")
         keep: int | None
         if strategy == "keep_latest":
             keep = keep_last or 1
         elif strategy == "keep_last":
             if keep_last is None:
-                raise ValueError("prune(strategy='keep_last') needs keep_last=N")
+                raise InvalidArgumentError("prune(strategy='keep_last') needs keep_last=N")
             keep = keep_last
         elif strategy == "delete":
             if keep_last is not None:
-                raise ValueError(
+                raise InvalidArgumentError(
                     "prune(strategy='delete') deletes every checkpoint; keep_last does not apply"
                 )
             keep = None
         else:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"unknown prune strategy {strategy!r}: use 'keep_latest', 'keep_last' or 'delete'"
             )
         return keep, list(dict.fromkeys(_key(t, "thread id", "prune") for t in thread_ids))

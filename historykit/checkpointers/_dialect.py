@@ -109,7 +109,9 @@ class Dialect:
         """`select` of a thread's row, locking it against every writer (a delete)."""
         return select.with_for_update()
 
-    def metadata_condition(self, meta: sa.ColumnElement[Any], key: str, value: Any) -> sa.ColumnElement[bool] | None:
+    def metadata_condition(
+        self, meta: sa.ColumnElement[Any], key: str, value: Any
+    ) -> sa.ColumnElement[bool] | None:
         """A condition every checkpoint whose metadata matches `{key: value}` meets (`None`: the
         exact test, in Python, does all the work)."""
         return None
@@ -155,7 +157,9 @@ class SQLite(Dialect):
 
     def json_member_params(self, param: str, name: str) -> dict[str, Any]:
         if '"' in name:
-            raise InvalidArgumentError(f"get_delta_channel_history: channel name {name!r} contains a double quote")
+            raise InvalidArgumentError(
+                f"get_delta_channel_history: channel name {name!r} contains a double quote"
+            )
         return {param: f'$."{name}"'}
 
     def lock_for_writer(self, select: sa.Select[Any], table: sa.Table) -> sa.Select[Any]:
@@ -164,7 +168,9 @@ class SQLite(Dialect):
     def lock_exclusive(self, select: sa.Select[Any]) -> sa.Select[Any]:
         return select
 
-    def metadata_condition(self, meta: sa.ColumnElement[Any], key: str, value: Any) -> sa.ColumnElement[bool] | None:
+    def metadata_condition(
+        self, meta: sa.ColumnElement[Any], key: str, value: Any
+    ) -> sa.ColumnElement[bool] | None:
         if value is None:  # matches a missing key too
             return None
         # SQLite stores keys JSON-escaped (non-ASCII as \uXXXX), which its path syntax does not
@@ -190,7 +196,9 @@ class PostgreSQL(Dialect):
 
     def driver_url(self, url: URL, *, asynchronous: bool) -> URL:
         if url.drivername.partition("+")[2] not in ("", "psycopg"):
-            raise InvalidArgumentError(f"PostgreSQL URLs must use psycopg 3 (postgresql+psycopg://), got {url!s}")
+            raise InvalidArgumentError(
+                f"PostgreSQL URLs must use psycopg 3 (postgresql+psycopg://), got {url!s}"
+            )
         return url.set(drivername="postgresql+psycopg")
 
     def connect_args(self, connect_args: Mapping[str, Any], connect_timeout: float) -> dict[str, Any]:
@@ -210,7 +218,9 @@ class PostgreSQL(Dialect):
         # delete (FOR UPDATE) cannot deadlock.
         return select.with_for_update(key_share=True, of=table)
 
-    def metadata_condition(self, meta: sa.ColumnElement[Any], key: str, value: Any) -> sa.ColumnElement[bool] | None:
+    def metadata_condition(
+        self, meta: sa.ColumnElement[Any], key: str, value: Any
+    ) -> sa.ColumnElement[bool] | None:
         if value is None:
             return None
         jsonb = sa.type_coerce(meta, pg_dialect.JSONB)

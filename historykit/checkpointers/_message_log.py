@@ -131,7 +131,9 @@ class MessageLog:
         rows = yield Query(self.lock_thread, {"thread_id": thread_id})
         if rows:
             return True
-        yield Query(self.insert_thread, {"thread_id": thread_id, "framework": framework, "created_at": utcnow()})
+        yield Query(
+            self.insert_thread, {"thread_id": thread_id, "framework": framework, "created_at": utcnow()}
+        )
         if self.dialect.locks_rows:
             yield Query(self.lock_thread, {"thread_id": thread_id})
         return False
@@ -146,7 +148,9 @@ class MessageLog:
             found.update({row.hash: row for row in rows})
         return found
 
-    def append_plan(self, thread_id: str, framework: str, messages: Sequence[LoggedMessage]) -> Plan[list[int]]:
+    def append_plan(
+        self, thread_id: str, framework: str, messages: Sequence[LoggedMessage]
+    ) -> Plan[list[int]]:
         """Add `messages` (new to the thread, distinct) to its log with their markers; their numbers.
 
         Run it holding the thread (`lock_plan`): numbers are allocated per thread.
@@ -182,7 +186,9 @@ class MessageLog:
         yield from self.mark_plan(thread_id, framework, markers)
         return seqs
 
-    def mark_plan(self, thread_id: str, framework: str, markers: Mapping[int, CompactionMarker]) -> Plan[None]:
+    def mark_plan(
+        self, thread_id: str, framework: str, markers: Mapping[int, CompactionMarker]
+    ) -> Plan[None]:
         """Record the marker of each message (by number) a compaction wrote; a recorded one stays."""
         if markers:
             yield Query(
@@ -210,7 +216,10 @@ class MessageLog:
 
     def keep_counts_plan(self, thread_id: str, method: str, digests: Sequence[bytes]) -> Plan[None]:
         """Forget the thread's counts of `method` but those of `digests`."""
-        yield Query(self.keep_counts, {"thread_id": thread_id, "method": method, "digests": [d.hex() for d in digests]})
+        yield Query(
+            self.keep_counts,
+            {"thread_id": thread_id, "method": method, "digests": [d.hex() for d in digests]},
+        )
 
     def read_counts_plan(self, thread_id: str) -> Plan[dict[str, dict[bytes, int]]]:
         """The thread's kept counts, `{method: {digest: tokens}}`."""

@@ -36,8 +36,8 @@ from sqlalchemy.engine import URL, Row, make_url
 from sqlalchemy.sql import Executable
 from sqlmodel import Session
 
-from historykit.checkpointers.schema import HistorykitTable, SchemaComponent, SchemaVersionRow, utcnow
 from historykit.checkpointers._dialect import dialect_of, supported_urls
+from historykit.checkpointers.schema import HistorykitTable, SchemaComponent, SchemaVersionRow, utcnow
 from historykit.errors import (
     ArgumentTypeError,
     CorruptRowError,
@@ -90,7 +90,9 @@ def normalize_url(url: str | URL, *, asynchronous: bool = False) -> URL:
     """
     if isinstance(url, str) and "://" not in url:
         if not url.strip():
-            raise InvalidArgumentError("the database URL is empty: use sqlite:///path.db or postgresql+psycopg://...")
+            raise InvalidArgumentError(
+                "the database URL is empty: use sqlite:///path.db or postgresql+psycopg://..."
+            )
         url = URL.create("sqlite", database=url)
     try:
         parsed = make_url(url)
@@ -362,7 +364,9 @@ def _prepare_component(conn: Connection, component: SchemaComponent, recorded: i
     tables = [model.__table__ for model in component.tables]  # type: ignore[attr-defined]
     for table in tables:
         if table.metadata is not HistorykitTable.metadata:
-            raise ArgumentTypeError(f"table {table.name} of component {component.name!r} is not a HistorykitTable")
+            raise ArgumentTypeError(
+                f"table {table.name} of component {component.name!r} is not a HistorykitTable"
+            )
     if recorded is None:
         existing = set(sa.inspect(conn).get_table_names())
         clash = [t.name for t in tables if t.name in existing]

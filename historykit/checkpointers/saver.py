@@ -46,7 +46,6 @@ import json
 import math
 import random
 import threading
-import time
 import weakref
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -170,7 +169,9 @@ class _Statements:
         # upgraded, so a writer and a delete cannot deadlock.
         anchored = sa.exists().where(MESSAGES.c.thread_id == bp("thread_id"), MESSAGES.c.seq == bp("anchor"))
         self.check_thread = dialect.lock_for_writer(
-            sa.select(THREADS.c.thread_id, anchored.label("anchored")).where(THREADS.c.thread_id == bp("thread_id")),
+            sa.select(THREADS.c.thread_id, anchored.label("anchored")).where(
+                THREADS.c.thread_id == bp("thread_id")
+            ),
             THREADS,
         )
         self.lock_thread_exclusive = log.lock_thread_exclusive
@@ -650,7 +651,9 @@ def _check_json(value: Any, path: str) -> None:
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ArgumentTypeError(f"{path} has a key of type {type(key).__name__}; JSON keys are strings")
+                raise ArgumentTypeError(
+                    f"{path} has a key of type {type(key).__name__}; JSON keys are strings"
+                )
             _check_json(item, f"{path}[{key!r}]")
         return
     raise ArgumentTypeError(
@@ -846,8 +849,9 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         cached_threads: how many threads' message objects to remember (0 turns the cache off;
             then every step serializes its whole message list again to find the new messages).
         engine_kwargs: extra arguments for SQLAlchemy's `create_engine` (pool size, echo, ...).
-        connect_timeout: seconds a PostgreSQL connection may take to open (whole seconds, at
-            least 2): a server that accepts and never answers fails then with `UnreachableDatabaseError` (a `ConnectionError`).
+        connect_timeout: seconds a server connection may take to open (whole seconds, at least 2
+            on PostgreSQL): a server that accepts and never answers fails then with
+            `UnreachableDatabaseError` (a `ConnectionError`).
         """
         super().__init__(serde=serde or default_serializer())
         self._codec_cache = RowCodec(self.serde)
@@ -1897,7 +1901,9 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
 
     def _copy_thread_plan(self, txn: _Transaction, source: str, target: str) -> Plan[None]:
         if source == target:
-            raise InvalidArgumentError(f"copy_thread: the source and the target are the same thread {source!r}")
+            raise InvalidArgumentError(
+                f"copy_thread: the source and the target are the same thread {source!r}"
+            )
         target_rows = yield Query(self._sql.thread_has_data, {"thread_id": target})
         if target_rows[0].checkpoints or target_rows[0].messages:
             raise InvalidArgumentError(

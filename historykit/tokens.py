@@ -48,6 +48,7 @@ __all__ = [
     "TokenCounter",
     "Tokenizer",
     "default_tokenizer",
+    "counts_of",
     "heuristic_tokenizer",
     "known_count",
     "remember_counts",
@@ -80,6 +81,31 @@ def known_count(method: str, digest: bytes) -> int | None:
     """The count of the message of `digest` that a store handed back for `method`, if any."""
     known = _KNOWN_COUNTS.get(method)
     return known.get(digest) if known else None
+
+
+_NATIVE_COUNTS: dict[int, tuple[object, dict[tuple[str, bytes], int]]] = {}
+"""The counts made in this process of each native message (by identity), so a store saving the
+message can keep them without tokenizing it again: `{id: (native, {(method, digest): tokens})}`."""
+_MAX_NATIVE = 200_000
+
+
+def counts_of(native: object) -> dict[tuple[str, bytes], int] | None:
+    """The counts `TokenCounter`s of this process made of the native message `native` (the very
+    object), `{(count_method, message_digest): tokens}`; `None` if none counted it."""
+    hit = _NATIVE_COUNTS.get(id(native))
+    return hit[1] if hit is not None and hit[0] is native else None
+
+
+def _note_native_count(message: Message, method: str, digest: bytes, tokens: int) -> None:
+    native = message.native
+    key = id(native)
+    hit = _NATIVE_COUNTS.get(key)
+    if hit is None or hit[0] is not native:
+        if len(_NATIVE_COUNTS) >= _MAX_NATIVE:
+            for old in list(_NATIVE_COUNTS)[: len(_NATIVE_COUNTS) // 2]:
+                del _NATIVE_COUNTS[old]
+        hit = _NATIVE_COUNTS[key] = (native, {})
+    hit[1][(method, digest)] = tokens
 
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -263,10 +289,15 @@ class TokenCounter:
         hit = self._cache.get(key)
         if hit is not None and hit[0] is message:
             return hit[1]
-        known = _KNOWN_COUNTS.get(self.count_method)
-        tokens = known.get(message_digest(message)) if known else None
+        method = self.count_method
+        known = _KNOWN_COUNTS.get(method)
+        digest = message_digest(message) if known or message.native is not None else None
+        tokens = known.get(digest) if known and digest is not None else None
         if tokens is None:
             tokens = MESSAGE_OVERHEAD + sum(self.count_part(p) for p in message.parts)
+        if digest is not None and message.native is not None:
+            # What a store saving the native message keeps (`counts_of`).
+            _note_native_count(message, method, digest, tokens)
         self._remember(key, message, tokens)
         return tokens
 

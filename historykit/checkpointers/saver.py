@@ -121,6 +121,7 @@ from historykit.errors import ArgumentTypeError, InvalidArgumentError, Unreachab
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 from historykit.messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
+from historykit.tokens import counts_of, remember_counts
 
 __all__ = ["FRAMEWORK", "PruneStrategy", "SQLModelSaver"]
 
@@ -464,6 +465,10 @@ class _Connections:
         self.ready = False
         self.cache = MessageCache(cache_threads)
         self.known_threads: set[str] = set()
+        self.counted: dict[str, set[tuple[str, bytes]]] = defaultdict(set)
+        """The token counts (`(method, digest)`) each thread holds, as far as this process knows."""
+        self.counts_loaded: set[str] = set()
+        """Threads whose stored counts this process read (`remember_counts`) since it started."""
         # SQLite has one writer at a time, and a writer that finds the lock taken sleeps in steps
         # of milliseconds (its busy handler): writers of this process (LangGraph saves writes and
         # checkpoints from several threads at once) queue here instead.
@@ -1025,6 +1030,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             stored = yield from self._store_messages_plan(
                 txn, thread_id, ns, checkpoint["id"], message_channels
             )
+            yield from self._record_counts_plan(txn, thread_id, message_channels)
             for item, runs in zip(message_channels, stored, strict=True):
                 data = encode_refs(runs, snapshot=item.snapshot)
                 blobs.append(self._blob(thread_id, ns, item.channel, item.version, REFS_ENCODING, data))
@@ -1389,12 +1395,12 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
     # -- get_tuple / list -----------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._run(lambda txn: self._get_tuple_plan(config), write=False)
+        return self._run(lambda txn: self._get_tuple_plan(txn, config), write=False)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._arun(lambda txn: self._get_tuple_plan(config), write=False)
+        return await self._arun(lambda txn: self._get_tuple_plan(txn, config), write=False)
 
-    def _get_tuple_plan(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+    def _get_tuple_plan(self, txn: _Transaction, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         thread_id, ns, checkpoint_id = _thread_of(config, "get_tuple")
         if checkpoint_id is not None:
             rows = yield Query(
@@ -1405,7 +1411,46 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         if not rows:
             return None
         (loaded,) = yield from self._load_plan(rows, remember=True)
+        if thread_id not in self._db.counts_loaded:
+            yield from self._restore_counts_plan(txn, thread_id)
         return loaded
+
+    def _restore_counts_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
+        """Make the thread's stored token counts known to every `TokenCounter` of the same method
+        (`historykit.tokens.remember_counts`), once per process: the first model call after a cold
+        load then tokenizes only what is new."""
+        by_method = yield from self._sql.log.read_counts_plan(thread_id)
+        db = self._db
+
+        def remember() -> None:
+            for method, counts in by_method.items():
+                remember_counts(method, counts)
+                db.counted[thread_id].update((method, digest) for digest in counts)
+            db.counts_loaded.add(thread_id)
+
+        txn.after_commit(remember)
+
+    def _record_counts_plan(
+        self, txn: _Transaction, thread_id: str, channels: Sequence[_MessageChannel]
+    ) -> Plan[None]:
+        """Keep the token counts this process made of the messages of a checkpoint (`counts_of`)
+        that the thread does not hold yet. Nothing is tokenized here: a message no counter
+        counted has no count to keep."""
+        recorded = self._db.counted[thread_id]
+        counts: dict[str, dict[bytes, int]] = {}
+        for item in channels:
+            for message in item.messages:
+                made = counts_of(message)
+                if made:
+                    for (method, digest), tokens in made.items():
+                        if (method, digest) not in recorded:
+                            counts.setdefault(method, {})[digest] = tokens
+        if not counts:
+            return
+        yield from self._sql.log.record_counts_plan(thread_id, counts)
+        txn.after_commit(
+            lambda: recorded.update((method, digest) for method, by in counts.items() for digest in by)
+        )
 
     def list(
         self,
@@ -1887,6 +1932,8 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
     def _forget(self, thread_id: str) -> None:
         self._db.cache.forget(thread_id)
         self._db.known_threads.discard(thread_id)
+        self._db.counted.pop(thread_id, None)
+        self._db.counts_loaded.discard(thread_id)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob, the message log and the markers to a new thread."""

@@ -246,18 +246,18 @@ widest key (a blob's thread, namespace, channel and version) holds four of them 
 
 
 class MySQL(Dialect):
-    """MySQL or MariaDB through PyMySQL (aiomysql for asyncio): `ON DUPLICATE KEY UPDATE`, row
+    """MySQL or MariaDB through PyMySQL (asyncmy for asyncio): `ON DUPLICATE KEY UPDATE`, row
     locks, named locks, binary-collated strings of at most `MYSQL_KEY_CHARS` characters."""
 
     name = "mysql"
     schemes = ("mysql", "mariadb")
 
     def driver_url(self, url: URL, *, asynchronous: bool) -> URL:
-        if url.drivername.partition("+")[2] not in ("", "pymysql", "aiomysql"):
+        if url.drivername.partition("+")[2] not in ("", "pymysql", "asyncmy"):
             raise InvalidArgumentError(
-                f"MySQL/MariaDB URLs use PyMySQL (mysql+pymysql://), or aiomysql for asyncio; got {url!s}"
+                f"MySQL/MariaDB URLs use PyMySQL (mysql+pymysql://), or asyncmy for asyncio; got {url!s}"
             )
-        url = url.set(drivername="mysql+aiomysql" if asynchronous else "mysql+pymysql")
+        url = url.set(drivername="mysql+asyncmy" if asynchronous else "mysql+pymysql")
         if "charset" not in url.query:
             url = url.update_query_dict({"charset": "utf8mb4"})
         return url

@@ -2,7 +2,9 @@
 
 `create_engine(url)` and `create_async_engine(url)` accept the same URLs: `sqlite:///path.db` (the
 default kind: a file in WAL mode with a busy timeout, so several processes can write different
-threads of it at once) or `postgresql+psycopg://user@host/db` (`postgresql://` means psycopg 3).
+threads of it at once), `postgresql+psycopg://user@host/db` (`postgresql://` means psycopg 3) or
+`mysql+pymysql://user@host/db` (MySQL or MariaDB, `historykit[mysql]`; `mysql://` means PyMySQL,
+asyncmy for async engines). What differs between backends is asked of their `_dialect.Dialect`.
 `prepare_database(conn, components)` creates, checks and migrates the tables of the given
 `SchemaComponent`s; it is idempotent and safe to run from several processes at once.
 
@@ -348,8 +350,8 @@ def prepare_database(conn: Connection, components: Sequence[SchemaComponent]) ->
     - a newer recorded version: `SchemaVersionError`, nothing touched;
     - a recorded component with a missing table or column: `SchemaError` naming it.
 
-    Run it inside a write transaction (`engine.begin()`); on PostgreSQL it takes an advisory lock
-    so processes starting together do not race to create the same tables.
+    Run it inside a write transaction (`engine.begin()`); on a server it takes the schema lock
+    (`Dialect.schema_lock`) so processes starting together do not race to create the same tables.
     """
     dialect = dialect_of(conn.dialect.name)
     dialect.adapt_tables(HistorykitTable.metadata)

@@ -1,4 +1,9 @@
-"""Databases for the persistence tests: SQLite files, and a PostgreSQL database of their own."""
+"""Databases for the persistence tests: SQLite files, and PostgreSQL and MySQL databases of their own.
+
+PostgreSQL runs where the server answers (and must in CI, `CI=true`). MySQL/MariaDB is opt-in: set
+`HISTORYKIT_TEST_MYSQL_URL=mysql://root@127.0.0.1:3306/test` (a server and an account that may
+create databases) to run the tests marked `mysql`; unset, they skip and say so.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import postgres_admin_url
+from tests.conftest import mysql_admin_url, postgres_admin_url
 
 
 @pytest.fixture
@@ -73,3 +78,59 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'historykit.db'}"
     return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ]
+)
+def saver_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """`database_url` and MySQL/MariaDB too, for the tests of `SQLModelSaver` (the conversation
+    store runs on SQLite and PostgreSQL only)."""
+    if request.param == "mysql":
+        return request.getfixturevalue("new_mysql_database")()
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'historykit.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture(scope="session")
+def mysql_database() -> Iterator[str]:
+    """A MySQL/MariaDB database created for this test session (unique name), dropped at its end."""
+    admin = sa.make_url(mysql_admin_url()).set(drivername="mysql+pymysql")
+    name = f"historykit_test_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(admin)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{name}`"))
+        engine.dispose()
+
+
+@pytest.fixture
+def new_mysql_database(mysql_database: str) -> Callable[[], str]:
+    """The session's MySQL database, emptied of historykit's tables at each call."""
+
+    def make() -> str:
+        engine = sa.create_engine(mysql_database)
+        try:
+            with engine.begin() as conn:
+                names = conn.execute(
+                    sa.text(
+                        "SELECT table_name FROM information_schema.tables "
+                        "WHERE table_schema = DATABASE() AND table_name LIKE 'historykit%'"
+                    )
+                ).scalars()
+                for table in list(names):
+                    conn.execute(sa.text(f"DROP TABLE IF EXISTS `{table}`"))
+        finally:
+            engine.dispose()
+        return mysql_database
+
+    return make

@@ -294,6 +294,13 @@ class MySQL(Dialect):
     def lock_for_writer(self, select: sa.Select[Any], table: sa.Table) -> sa.Select[Any]:
         return select.with_for_update()
 
+    def store_lock(self, conn: Connection, *, exclusive: bool) -> None:
+        # MySQL has no transaction-scoped advisory lock: the conversation store's row of the
+        # schema table serves as one (shared: LOCK IN SHARE MODE; exclusive: FOR UPDATE).
+        schema = sa.table("historykit_schema", sa.column("component"))
+        select = sa.select(schema.c.component).where(schema.c.component == "pydantic_ai")
+        conn.execute(select.with_for_update(read=not exclusive))
+
     @contextmanager
     def schema_lock(self, conn: Connection) -> Iterator[None]:
         # A named lock belongs to the session, not the transaction: released when the body ends.

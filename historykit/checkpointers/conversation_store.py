@@ -65,7 +65,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from historykit import provenance
 from historykit.checkpointers._dialect import dialect_of
-from historykit.checkpointers._message_log import CHUNK, LoggedMessage, MessageLog, message_log
+from historykit.checkpointers._message_log import CHUNK, LoggedMessage, MessageLog, chunks, message_log
 from historykit.checkpointers.conversation_schema import (
     CONVERSATIONS,
     ConversationBranchRow,
@@ -974,7 +974,7 @@ def _marker_from_row(row: Any) -> CompactionMarker:
 # reaches. Every stored entry is reached by some conversation, so one of those entries is still
 # used exactly when it leads to another conversation's head or branch: when it is one, or is the
 # parent of an entry outside the deleted conversation's reach (which some conversation reaches).
-_DELETE_ENTRIES_SQL = f"""
+_RELEASED_ENTRIES_SQL = f"""
 WITH RECURSIVE
 candidates(id, parent_id) AS (
     SELECT e.id, e.parent_id FROM {_E} e
@@ -996,9 +996,8 @@ kept(id, parent_id) AS (
     UNION
     SELECT e.id, e.parent_id FROM {_E} e JOIN kept k ON e.id = k.parent_id
 )
-DELETE FROM {_E}
-WHERE id IN (SELECT id FROM candidates) AND id NOT IN (SELECT id FROM kept)
-RETURNING thread_id
+SELECT id, thread_id FROM candidates JOIN {_E} e USING (id)
+WHERE id NOT IN (SELECT id FROM kept)
 """
 
 _DELETE_MESSAGES_SQL = f"""
@@ -1032,10 +1031,13 @@ def _delete_record(conn: Connection, *, conversation_id: str, expected_revision:
     ).first()
     if deleted is None:
         raise ConversationConflict(conversation_id)
+    # Selected, then deleted: MySQL cannot delete from a recursive query's result.
     released = conn.execute(
-        sa.text(_DELETE_ENTRIES_SQL), {"conversation_id": conversation_id, "head_id": deleted.head_id}
-    ).scalars()
-    threads = {conversation_id, *released}
+        sa.text(_RELEASED_ENTRIES_SQL), {"conversation_id": conversation_id, "head_id": deleted.head_id}
+    ).all()
+    for chunk in chunks([row.id for row in released]):
+        conn.execute(sa.delete(_ENTRY).where(_ENTRY.c.id.in_(chunk)))
+    threads = {conversation_id, *(row.thread_id for row in released)}
     conn.execute(sa.delete(_BRANCH).where(_BRANCH.c.conversation_id == conversation_id))
     for thread_id in sorted(threads):
         params = {"thread_id": thread_id, "framework": FRAMEWORK}

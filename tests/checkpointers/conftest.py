@@ -40,17 +40,14 @@ def postgres_database() -> Iterator[str]:
 
 
 def _drop_historykit_tables(url: str) -> None:
+    """Drop every historykit table of the server database at `url` (PostgreSQL or MySQL)."""
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            names = conn.execute(
-                sa.text(
-                    "SELECT tablename FROM pg_tables "
-                    "WHERE schemaname = 'public' AND tablename LIKE 'historykit%'"
-                )
-            ).scalars()
-            for name in list(names):
-                conn.execute(sa.text(f'DROP TABLE IF EXISTS "{name}" CASCADE'))
+            quote = conn.dialect.identifier_preparer.quote
+            for name in sa.inspect(conn).get_table_names():
+                if name.startswith("historykit"):
+                    conn.execute(sa.text(f"DROP TABLE IF EXISTS {quote(name)}"))
     finally:
         engine.dispose()
 
@@ -118,19 +115,7 @@ def new_mysql_database(mysql_database: str) -> Callable[[], str]:
     """The session's MySQL database, emptied of historykit's tables at each call."""
 
     def make() -> str:
-        engine = sa.create_engine(mysql_database)
-        try:
-            with engine.begin() as conn:
-                names = conn.execute(
-                    sa.text(
-                        "SELECT table_name FROM information_schema.tables "
-                        "WHERE table_schema = DATABASE() AND table_name LIKE 'historykit%'"
-                    )
-                ).scalars()
-                for table in list(names):
-                    conn.execute(sa.text(f"DROP TABLE IF EXISTS `{table}`"))
-        finally:
-            engine.dispose()
+        _drop_historykit_tables(mysql_database)
         return mysql_database
 
     return make

@@ -47,7 +47,7 @@ __all__ = [
     "TokenCount",
     "TokenCounter",
     "Tokenizer",
-    "counts_of",
+    "counts_noted_since",
     "default_tokenizer",
     "heuristic_tokenizer",
     "known_count",
@@ -83,29 +83,30 @@ def known_count(method: str, digest: bytes) -> int | None:
     return known.get(digest) if known else None
 
 
-_NATIVE_COUNTS: dict[int, tuple[object, dict[tuple[str, bytes], int]]] = {}
-"""The counts made in this process of each native message (by identity), so a store saving the
-message can keep them without tokenizing it again: `{id: (native, {(method, digest): tokens})}`."""
-_MAX_NATIVE = 200_000
+_NOTED: list[tuple[object, str, bytes, int]] = []
+"""The counts made in this process of native messages, in the order they were made, as
+`(native, count_method, digest, tokens)`: a store saving a message keeps its count without
+tokenizing it again (`counts_noted_since`)."""
+_NOTED_DROPPED = 0
+"""How many of the oldest entries were dropped from `_NOTED` (positions stay valid)."""
+_MAX_NOTED = 200_000
 
 
-def counts_of(native: object) -> dict[tuple[str, bytes], int] | None:
-    """The counts `TokenCounter`s of this process made of the native message `native` (the very
-    object), `{(count_method, message_digest): tokens}`; `None` if none counted it."""
-    hit = _NATIVE_COUNTS.get(id(native))
-    return hit[1] if hit is not None and hit[0] is native else None
+def counts_noted_since(position: int) -> tuple[int, list[tuple[object, str, bytes, int]]]:
+    """The counts `TokenCounter`s of this process made of native messages after `position` (0: all
+    still held), as `(native, count_method, message_digest, tokens)`, and the position after them.
+    Bounded: past `_MAX_NOTED` entries, the oldest half is dropped."""
+    start = max(position - _NOTED_DROPPED, 0)
+    return _NOTED_DROPPED + len(_NOTED), _NOTED[start:]
 
 
-def _note_native_count(message: Message, method: str, digest: bytes, tokens: int) -> None:
-    native = message.native
-    key = id(native)
-    hit = _NATIVE_COUNTS.get(key)
-    if hit is None or hit[0] is not native:
-        if len(_NATIVE_COUNTS) >= _MAX_NATIVE:
-            for old in list(_NATIVE_COUNTS)[: len(_NATIVE_COUNTS) // 2]:
-                del _NATIVE_COUNTS[old]
-        hit = _NATIVE_COUNTS[key] = (native, {})
-    hit[1][(method, digest)] = tokens
+def _note_native_count(native: object, method: str, digest: bytes, tokens: int) -> None:
+    global _NOTED_DROPPED
+    if len(_NOTED) >= _MAX_NOTED:
+        half = len(_NOTED) // 2
+        del _NOTED[:half]
+        _NOTED_DROPPED += half
+    _NOTED.append((native, method, digest, tokens))
 
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -296,8 +297,8 @@ class TokenCounter:
         if tokens is None:
             tokens = MESSAGE_OVERHEAD + sum(self.count_part(p) for p in message.parts)
         if digest is not None and message.native is not None:
-            # What a store saving the native message keeps (`counts_of`).
-            _note_native_count(message, method, digest, tokens)
+            # What a store saving the native message keeps (`counts_noted_since`).
+            _note_native_count(message.native, method, digest, tokens)
         self._remember(key, message, tokens)
         return tokens
 

@@ -103,6 +103,8 @@ class _Connections:
         self.known_threads: set[str] = set()
         self.counted: dict[str, set[tuple[str, bytes]]] = defaultdict(set)
         """The token counts (`(method, digest)`) each thread holds, as far as this process knows."""
+        self.count_positions: dict[str, int] = {}
+        """Where in the process's noted counts (`counts_noted_since`) each thread's last put stopped."""
         self.counts_loaded: set[str] = set()
         """Threads whose stored counts this process read (`remember_counts`) since it started."""
         # SQLite has one writer at a time, and a writer that finds the lock taken sleeps in steps
@@ -307,4 +309,5 @@ class SaverBase(BaseCheckpointSaver[str]):
         self._db.cache.forget(thread_id)
         self._db.known_threads.discard(thread_id)
         self._db.counted.pop(thread_id, None)
+        self._db.count_positions.pop(thread_id, None)
         self._db.counts_loaded.discard(thread_id)

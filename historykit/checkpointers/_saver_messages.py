@@ -40,7 +40,7 @@ from historykit.checkpointers.database import (
 )
 from historykit.errors import InvalidArgumentError
 from historykit.messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
-from historykit.tokens import counts_of, remember_counts
+from historykit.tokens import counts_noted_since, remember_counts
 
 __all__ = []
 
@@ -312,24 +312,28 @@ class SaverMessages(SaverBase):
     def _record_counts_plan(
         self, txn: _Transaction, thread_id: str, channels: Sequence[_MessageChannel]
     ) -> Plan[None]:
-        """Keep the token counts this process made of the messages of a checkpoint (`counts_of`)
-        that the thread does not hold yet. Nothing is tokenized here: a message no counter
-        counted has no count to keep."""
-        recorded = self._db.counted[thread_id]
-        counts: dict[str, dict[bytes, int]] = {}
-        for item in channels:
-            for message in item.messages:
-                made = counts_of(message)
-                if made:
-                    for (method, digest), tokens in made.items():
-                        if (method, digest) not in recorded:
-                            counts.setdefault(method, {})[digest] = tokens
-        if not counts:
+        """Keep the token counts this process made (`counts_noted_since`) of the messages of a
+        checkpoint that the thread does not hold yet. Nothing is tokenized here: a message no
+        counter counted has no count to keep. Only the counts made since the thread's last
+        checkpoint are looked at, so a step costs the same at message 20 and at message 2,000."""
+        db = self._db
+        position, noted = counts_noted_since(db.count_positions.get(thread_id, 0))
+        if not noted:
             return
-        yield from self._sql.log.record_counts_plan(thread_id, counts)
-        txn.after_commit(
-            lambda: recorded.update((method, digest) for method, by in counts.items() for digest in by)
-        )
+        in_checkpoint = {id(message) for item in channels for message in item.messages}
+        recorded = db.counted[thread_id]
+        counts: dict[str, dict[bytes, int]] = {}
+        for native, method, digest, tokens in noted:
+            if id(native) in in_checkpoint and (method, digest) not in recorded:
+                counts.setdefault(method, {})[digest] = tokens
+        if counts:
+            yield from self._sql.log.record_counts_plan(thread_id, counts)
+
+        def remember() -> None:
+            recorded.update((method, digest) for method, by in counts.items() for digest in by)
+            db.count_positions[thread_id] = position
+
+        txn.after_commit(remember)
 
     @staticmethod
     def _decode_refs(where: str, data: bytes | None) -> Refs:

@@ -45,7 +45,7 @@ def test_a_cold_load_brings_back_the_counts_made_the_same_way_only(
     saver_database_url: str, monkeypatch: pytest.MonkeyPatch, use_async: bool
 ) -> None:
     monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
-    monkeypatch.setattr(tokens, "_NATIVE_COUNTS", {})
+    monkeypatch.setattr(tokens, "_NOTED", [])
     config: RunnableConfig = {"configurable": {"thread_id": "counted"}}
     saver = SQLModelSaver(saver_database_url)
     graph = _graph(saver)
@@ -57,7 +57,7 @@ def test_a_cold_load_brings_back_the_counts_made_the_same_way_only(
 
     # A new process: nothing known, nothing counted.
     monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
-    monkeypatch.setattr(tokens, "_NATIVE_COUNTS", {})
+    monkeypatch.setattr(tokens, "_NOTED", [])
     cold = SQLModelSaver(saver_database_url)
     if use_async:
 
@@ -96,7 +96,7 @@ def test_a_cold_load_brings_back_the_counts_made_the_same_way_only(
 def test_the_saver_does_not_tokenize_and_forgets_counts_with_the_thread(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tokens, "_NATIVE_COUNTS", {})
+    monkeypatch.setattr(tokens, "_NOTED", [])
     saver = SQLModelSaver(sqlite_url)
 
     def agent(state: MessagesState) -> dict[str, list[AIMessage]]:

@@ -47,6 +47,7 @@ from historykit.errors import (
     ReadOnlyDatabaseError,
     SchemaError,
     SchemaVersionError,
+    UnreachableDatabaseError,
 )
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ __all__ = [
     "ReadOnlyDatabaseError",
     "SchemaError",
     "SchemaVersionError",
+    "UnreachableDatabaseError",
     "async_session",
     "create_async_engine",
     "create_engine",

@@ -69,14 +69,6 @@ def postgres_url(new_postgres_database: Callable[[], str]) -> str:
     return new_postgres_database()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Each backend in turn: a new SQLite file, then the emptied PostgreSQL database."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'historykit.db'}"
-    return str(request.getfixturevalue("postgres_url"))
-
-
 @pytest.fixture(
     params=[
         "sqlite",
@@ -84,13 +76,13 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         pytest.param("mysql", marks=pytest.mark.mysql),
     ]
 )
-def saver_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """`database_url` and MySQL/MariaDB too, for the tests of `SQLModelSaver` (the conversation
-    store runs on SQLite and PostgreSQL only)."""
-    if request.param == "mysql":
-        return request.getfixturevalue("new_mysql_database")()
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each backend in turn: a new SQLite file, then the emptied PostgreSQL database, then the
+    emptied MySQL/MariaDB one (opt-in: `HISTORYKIT_TEST_MYSQL_URL`)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'historykit.db'}"
+    if request.param == "mysql":
+        return str(request.getfixturevalue("new_mysql_database")())
     return str(request.getfixturevalue("postgres_url"))
 
 

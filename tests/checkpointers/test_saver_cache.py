@@ -31,8 +31,8 @@ def _contents(messages: list[Any]) -> list[str]:
     return [f"{m.type}:{m.content}" for m in messages]
 
 
-def test_an_in_place_edit_then_update_state_is_stored(saver_database_url: str) -> None:
-    saver = SQLModelSaver(saver_database_url)
+def test_an_in_place_edit_then_update_state_is_stored(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
     graph = _echo_graph(saver)
     config = {"configurable": {"thread_id": "edit"}}
     graph.invoke({"messages": [HumanMessage("draft", id="h1")]}, config)
@@ -47,13 +47,13 @@ def test_an_in_place_edit_then_update_state_is_stored(saver_database_url: str) -
     # The older checkpoint is unchanged, in this process and in a fresh one.
     older = graph.get_state(before.config)
     assert _contents(older.values["messages"]) == ["human:draft", "ai:echo: draft"]
-    fresh = _echo_graph(SQLModelSaver(saver_database_url))
+    fresh = _echo_graph(SQLModelSaver(database_url))
     assert _contents(fresh.get_state(config).values["messages"]) == ["human:reviewed", "ai:echo: draft"]
     assert _contents(fresh.get_state(before.config).values["messages"]) == ["human:draft", "ai:echo: draft"]
 
 
-def test_a_nested_in_place_edit_is_stored(saver_database_url: str) -> None:
-    saver = SQLModelSaver(saver_database_url)
+def test_a_nested_in_place_edit_is_stored(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
     graph = _echo_graph(saver)
     config = {"configurable": {"thread_id": "nested"}}
     call = AIMessage("", id="a1", tool_calls=[{"name": "deploy", "args": {"target": "prod"}, "id": "c1"}])
@@ -61,13 +61,13 @@ def test_a_nested_in_place_edit_is_stored(saver_database_url: str) -> None:
     message = graph.get_state(config).values["messages"][1]
     message.tool_calls[0]["args"]["target"] = "staging"  # deep inside the message
     graph.update_state(config, {"messages": [message]})
-    fresh = SQLModelSaver(saver_database_url)
+    fresh = SQLModelSaver(database_url)
     state = _echo_graph(fresh).get_state(config)
     assert state.values["messages"][1].tool_calls[0]["args"] == {"target": "staging"}
 
 
-def test_what_a_read_hands_out_is_the_callers_to_change(saver_database_url: str) -> None:
-    saver = SQLModelSaver(saver_database_url)
+def test_what_a_read_hands_out_is_the_callers_to_change(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
     graph = _echo_graph(saver)
     config = {"configurable": {"thread_id": "reads"}}
     graph.invoke({"messages": [HumanMessage("hello", id="h1")]}, config)
@@ -76,7 +76,7 @@ def test_what_a_read_hands_out_is_the_callers_to_change(saver_database_url: str)
     assert [m.content for m in saver.transcript("reads").messages] == ["hello", "echo: hello"]
 
 
-def test_a_read_never_hands_out_the_writers_objects(saver_database_url: str) -> None:
+def test_a_read_never_hands_out_the_writers_objects(database_url: str) -> None:
     """LangGraph's `test_state_graph_packets`: a fake model's scripted message, read back through
     `get_state` and edited there, must not change what the model emits next (the official savers
     return copies)."""
@@ -88,7 +88,7 @@ def test_a_read_never_hands_out_the_writers_objects(saver_database_url: str) -> 
     builder = StateGraph(MessagesState)
     builder.add_node("agent", agent)
     builder.add_edge(START, "agent")
-    graph = builder.compile(checkpointer=SQLModelSaver(saver_database_url))
+    graph = builder.compile(checkpointer=SQLModelSaver(database_url))
     one = {"configurable": {"thread_id": "one"}}
     graph.invoke({"messages": [HumanMessage("hi", id="h1")]}, one)
     read = graph.get_state(one).values["messages"][1]
@@ -102,8 +102,8 @@ def test_a_read_never_hands_out_the_writers_objects(saver_database_url: str) -> 
     assert _contents(graph.get_state(one).values["messages"])[1] == "ai:edited by a reviewer"
 
 
-def test_one_message_object_reused_across_threads(saver_database_url: str) -> None:
-    saver = SQLModelSaver(saver_database_url)
+def test_one_message_object_reused_across_threads(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
     graph = _echo_graph(saver)
     a, b = {"configurable": {"thread_id": "A"}}, {"configurable": {"thread_id": "B"}}
     template = HumanMessage("first")
@@ -114,17 +114,15 @@ def test_one_message_object_reused_across_threads(saver_database_url: str) -> No
     assert _contents(graph.get_state(a).values["messages"]) == ["human:first", "ai:echo: first"]
     assert _contents(graph.get_state(b).values["messages"]) == ["human:second", "ai:echo: second"]
     assert [m.content for m in saver.transcript("A").messages] == ["first", "echo: first"]
-    fresh = _echo_graph(SQLModelSaver(saver_database_url))
+    fresh = _echo_graph(SQLModelSaver(database_url))
     assert _contents(fresh.get_state(a).values["messages"]) == ["human:first", "ai:echo: first"]
     assert _contents(fresh.get_state(b).values["messages"]) == ["human:second", "ai:echo: second"]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_a_thread_deleted_by_another_worker_is_written_whole(
-    saver_database_url: str, mode: str
-) -> None:
-    worker_a = SQLModelSaver(saver_database_url)
-    worker_b = SQLModelSaver(saver_database_url)
+async def test_a_thread_deleted_by_another_worker_is_written_whole(database_url: str, mode: str) -> None:
+    worker_a = SQLModelSaver(database_url)
+    worker_b = SQLModelSaver(database_url)
     graph = _echo_graph(worker_a)
     config = {"configurable": {"thread_id": "user-42"}}
 
@@ -142,7 +140,7 @@ async def test_a_thread_deleted_by_another_worker_is_written_whole(
         await worker_b.adelete_thread("user-42")
     await run("two")
 
-    fresh = SQLModelSaver(saver_database_url)
+    fresh = SQLModelSaver(database_url)
     expected = ["system:You are a careful assistant.", "human:two", "ai:echo: two"]
     assert _contents(_echo_graph(fresh).get_state(config).values["messages"]) == expected
     assert _contents(fresh.transcript("user-42").messages) == expected

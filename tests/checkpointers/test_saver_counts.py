@@ -42,23 +42,23 @@ def _stored_counts(url: str) -> int:
 
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 def test_a_cold_load_brings_back_the_counts_made_the_same_way_only(
-    saver_database_url: str, monkeypatch: pytest.MonkeyPatch, use_async: bool
+    database_url: str, monkeypatch: pytest.MonkeyPatch, use_async: bool
 ) -> None:
     monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
     monkeypatch.setattr(tokens, "_NOTED", [])
     config: RunnableConfig = {"configurable": {"thread_id": "counted"}}
-    saver = SQLModelSaver(saver_database_url)
+    saver = SQLModelSaver(database_url)
     graph = _graph(saver)
     for turn in range(3):
         graph.invoke({"messages": [("user", f"turn {turn}: " + "words " * 50)]}, config)  # type: ignore[attr-defined]
     saver.close()
     # Every message but the last answer was counted before a model call, and kept.
-    assert _stored_counts(saver_database_url) == 5
+    assert _stored_counts(database_url) == 5
 
     # A new process: nothing known, nothing counted.
     monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
     monkeypatch.setattr(tokens, "_NOTED", [])
-    cold = SQLModelSaver(saver_database_url)
+    cold = SQLModelSaver(database_url)
     if use_async:
 
         async def load() -> object:

@@ -51,8 +51,8 @@ def _execute(url: str, sql: str, **params: Any) -> list[Any]:
         engine.dispose()
 
 
-async def test_setup_can_be_awaited(saver_database_url: str) -> None:
-    saver = SQLModelSaver(saver_database_url)
+async def test_setup_can_be_awaited(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
     await saver.setup()  # as users of AsyncSqliteSaver / AsyncPostgresSaver write it
     saver.setup()
     await saver.asetup()
@@ -77,29 +77,28 @@ def test_a_missing_directory_is_named(tmp_path: Path) -> None:
         SQLModelSaver(str(missing)).setup()
 
 
-def test_prune_drops_finished_subgraph_calls(saver_database_url: str) -> None:
-    saver = SQLModelSaver(saver_database_url)
+def test_prune_drops_finished_subgraph_calls(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
     graph = _echo_graph(saver, subgraph=True)
     config = {"configurable": {"thread_id": "sub"}}
     for text in ("one", "two", "three"):
         graph.invoke({"messages": [HumanMessage(text)]}, config, subgraphs=True)
     namespaces = {
-        row[0]
-        for row in _execute(saver_database_url, "SELECT DISTINCT checkpoint_ns FROM historykit_checkpoint")
+        row[0] for row in _execute(database_url, "SELECT DISTINCT checkpoint_ns FROM historykit_checkpoint")
     }
     assert len([ns for ns in namespaces if ns.startswith("child:")]) == 3
     saver.prune(["sub"], strategy="keep_latest")
     left = _execute(
-        saver_database_url, "SELECT checkpoint_ns, COUNT(*) FROM historykit_checkpoint GROUP BY checkpoint_ns"
+        database_url, "SELECT checkpoint_ns, COUNT(*) FROM historykit_checkpoint GROUP BY checkpoint_ns"
     )
     assert dict(left) == {"": 1}  # each call went with the root checkpoint it started from
     assert not _execute(
-        saver_database_url, "SELECT 1 FROM historykit_blob WHERE checkpoint_ns <> ''"
-    ) and not _execute(saver_database_url, "SELECT 1 FROM historykit_write WHERE checkpoint_ns <> ''")
-    fresh = _echo_graph(SQLModelSaver(saver_database_url), subgraph=True)
+        database_url, "SELECT 1 FROM historykit_blob WHERE checkpoint_ns <> ''"
+    ) and not _execute(database_url, "SELECT 1 FROM historykit_write WHERE checkpoint_ns <> ''")
+    fresh = _echo_graph(SQLModelSaver(database_url), subgraph=True)
     assert [m.content for m in fresh.get_state(config).values["messages"]][-2:] == ["three", "echo: three"]
     fresh.invoke({"messages": [HumanMessage("four")]}, config)
-    assert len(SQLModelSaver(saver_database_url).transcript("sub").messages) == 8
+    assert len(SQLModelSaver(database_url).transcript("sub").messages) == 8
 
 
 @pytest.mark.parametrize("length", [10**8, 10**30])
@@ -170,10 +169,8 @@ async def test_a_server_that_never_answers_fails_setup_quickly(silent_server: in
     ("thread_id", "message"),
     [("a\x00b", "contains a NUL character"), ("é" * 1500, r"is 3,000 bytes long .*at most 1,000")],
 )
-def test_thread_ids_a_database_cannot_hold_are_named(
-    saver_database_url: str, thread_id: str, message: str
-) -> None:
-    saver = SQLModelSaver(saver_database_url)
+def test_thread_ids_a_database_cannot_hold_are_named(database_url: str, thread_id: str, message: str) -> None:
+    saver = SQLModelSaver(database_url)
     config = {"configurable": {"thread_id": thread_id}}
     with pytest.raises(ValueError, match=rf"the thread id .*{message}"):
         _echo_graph(saver).invoke({"messages": [HumanMessage("hi")]}, config)
@@ -183,17 +180,17 @@ def test_thread_ids_a_database_cannot_hold_are_named(
         saver.transcript(thread_id)
 
 
-def test_tool_arguments_nested_too_deep_are_named(saver_database_url: str) -> None:
+def test_tool_arguments_nested_too_deep_are_named(database_url: str) -> None:
     deep: list[Any] = []
     for _ in range(5000):
         deep = [deep]
     call = AIMessage("", tool_calls=[{"name": "f", "args": {"a": deep}, "id": "c1"}])
-    saver = SQLModelSaver(saver_database_url)
+    saver = SQLModelSaver(database_url)
     with pytest.raises(ValueError, match=r"nests lists or dicts 200 or more levels deep.*msgpack"):
         _echo_graph(saver).invoke({"messages": [call]}, {"configurable": {"thread_id": "deep"}})
 
 
-def test_a_transcript_never_shows_a_result_before_its_call(saver_database_url: str) -> None:
+def test_a_transcript_never_shows_a_result_before_its_call(database_url: str) -> None:
     def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
         if isinstance(state["messages"][-1], ToolMessage):
             return {"messages": [AIMessage("done", id="ai-2")]}
@@ -208,22 +205,18 @@ def test_a_transcript_never_shows_a_result_before_its_call(saver_database_url: s
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else "__end__")
     builder.add_edge("tools", "agent")
-    saver = SQLModelSaver(saver_database_url)
+    saver = SQLModelSaver(database_url)
     builder.compile(checkpointer=saver).invoke(
         {"messages": [HumanMessage("go", id="h")]}, {"configurable": {"thread_id": "t"}}
     )
     assert [m.id for m in saver.transcript("t").messages] == ["h", "ai-1", "tool-1", "ai-2"]
     # As after a crash between LangGraph's background saves: the call was only logged later
     # (from the checkpoint saved on resume), at a position after its result's.
-    ((after,),) = _execute(
-        saver_database_url, "SELECT position FROM historykit_message WHERE native_id = 'tool-1'"
-    )
+    ((after,),) = _execute(database_url, "SELECT position FROM historykit_message WHERE native_id = 'tool-1'")
     _execute(
-        saver_database_url,
-        "UPDATE historykit_message SET position = :p WHERE native_id = 'ai-1'",
-        p=after + "~",
+        database_url, "UPDATE historykit_message SET position = :p WHERE native_id = 'ai-1'", p=after + "~"
     )
-    assert [m.id for m in SQLModelSaver(saver_database_url).transcript("t").messages] == [
+    assert [m.id for m in SQLModelSaver(database_url).transcript("t").messages] == [
         "h",
         "ai-1",
         "tool-1",
@@ -282,14 +275,14 @@ def test_a_database_on_a_read_only_filesystem_is_readable(tmp_path: Path, writer
     assert "refused:" in lines[2] and "opened read-only because its directory" in lines[2]
 
 
-def test_a_message_with_content_none_passes_through_untouched(saver_database_url: str) -> None:
+def test_a_message_with_content_none_passes_through_untouched(database_url: str) -> None:
     """LangChain refuses `content=None` at construction; a message changed to it afterwards is
     stored and read back as it is (as the official savers do), not turned into a TypeError."""
     odd = HumanMessage("x", id="odd")
     odd.content = None  # type: ignore[assignment]
-    saver = SQLModelSaver(saver_database_url)
+    saver = SQLModelSaver(database_url)
     config = {"configurable": {"thread_id": "none"}}
     _echo_graph(saver).invoke({"messages": [odd]}, config)
-    fresh = SQLModelSaver(saver_database_url)
+    fresh = SQLModelSaver(database_url)
     assert [m.content for m in fresh.transcript("none").messages] == [None, "echo: None"]
     assert _echo_graph(fresh).get_state(config).values["messages"][0].content is None

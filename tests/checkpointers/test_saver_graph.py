@@ -138,9 +138,9 @@ def _count_rows(url: str, table: str, thread_id: str) -> int:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_agent_interrupt_compaction_fork_and_time_travel(saver_database_url: str, mode: str) -> None:
+async def test_agent_interrupt_compaction_fork_and_time_travel(database_url: str, mode: str) -> None:
     api = Api(mode)
-    saver = SQLModelSaver(saver_database_url)
+    saver = SQLModelSaver(database_url)
     graph = build_graph(saver, iter(SCRIPT))
     t1 = {"configurable": {"thread_id": "t1"}}
 
@@ -193,7 +193,7 @@ async def test_agent_interrupt_compaction_fork_and_time_travel(saver_database_ur
     assert compaction.marker == MARKER
     assert compaction.message.id == "summary-1"
     # Every message stored once, however many checkpoints hold it: the originals, and the summary.
-    assert _count_rows(saver_database_url, "historykit_message", "t1") == len(transcript.messages) + 1
+    assert _count_rows(database_url, "historykit_message", "t1") == len(transcript.messages) + 1
     checkpoints = await api.history(graph, t1)
     assert len(checkpoints) > len(transcript.messages)
 
@@ -251,7 +251,7 @@ async def test_agent_interrupt_compaction_fork_and_time_travel(saver_database_ur
     assert len(full.messages) == len(transcript.messages) + 2
 
     # 6. A new saver on the same database (no cache) reads the same state.
-    fresh = SQLModelSaver(saver_database_url)
+    fresh = SQLModelSaver(database_url)
     fresh_graph = build_graph(fresh, iter(()))
     reread = await api(fresh_graph.get_state, fresh_graph.aget_state, t1)
     assert reread.values["messages"] == travelled.values["messages"]
@@ -269,7 +269,7 @@ async def test_agent_interrupt_compaction_fork_and_time_travel(saver_database_ur
         "historykit_compaction",
         "historykit_thread",
     ):
-        assert _count_rows(saver_database_url, table, "t1") == 0, table
+        assert _count_rows(database_url, table, "t1") == 0, table
     assert await api(saver.transcript, saver.atranscript, "t1") is None
     assert (await api(graph.get_state, graph.aget_state, t2)).values["messages"] == forked.values["messages"]
     await saver.aclose()

@@ -410,9 +410,9 @@ def _shape(messages: Sequence[BaseMessage]) -> list[tuple[str, Any]]:
     return [(m.type, m.content if m.type != "ai" else (m.id, m.content)) for m in messages]
 
 
-def test_delta_channel_graph_matches_the_in_memory_saver_and_survives_prune(saver_database_url: str) -> None:
+def test_delta_channel_graph_matches_the_in_memory_saver_and_survives_prune(database_url: str) -> None:
     turns = 4
-    saver = SQLModelSaver(saver_database_url)
+    saver = SQLModelSaver(database_url)
     graph = delta_graph(saver, turns)
     reference = delta_graph(InMemorySaver(), turns)
     config = {"configurable": {"thread_id": "delta"}}
@@ -426,7 +426,7 @@ def test_delta_channel_graph_matches_the_in_memory_saver_and_survives_prune(save
         assert _shape(ours.values.get("messages", [])) == _shape(theirs.values.get("messages", []))
     # Snapshots were written (frequency 3) as reference lists, not message copies.
     snapshots = query(
-        saver_database_url,
+        database_url,
         "SELECT data FROM historykit_blob WHERE channel = 'messages' AND encoding = 'historykit.refs'",
     )
     assert snapshots and all(decode_refs(row.data)[1] for row in snapshots)
@@ -519,8 +519,8 @@ def test_delete_for_runs_keeps_other_runs_readable(sqlite_url: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_list_filters_mean_what_they_mean_for_in_memory_saver(saver_database_url: str) -> None:
-    saver = SQLModelSaver(saver_database_url)
+def test_list_filters_mean_what_they_mean_for_in_memory_saver(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
     memory = InMemorySaver()
     threads = [Thread(saver), Thread(memory)]  # type: ignore[arg-type]
     threads[1].thread_id = threads[0].thread_id
@@ -594,8 +594,8 @@ def test_bad_input_to_put_is_named(sqlite_url: str) -> None:
         saver.put_writes({"configurable": {"thread_id": "t"}}, [("ch", 1)], "task")
 
 
-def test_channel_versions_are_stored_once_and_read_back_with_their_type(saver_database_url: str) -> None:
-    saver = SQLModelSaver(saver_database_url)
+def test_channel_versions_are_stored_once_and_read_back_with_their_type(database_url: str) -> None:
+    saver = SQLModelSaver(database_url)
     base: RunnableConfig = {"configurable": {"thread_id": "versions", "checkpoint_ns": ""}}
     for versions in ({"a": saver.get_next_version(None, None)}, {"a": 3, "b": 7}):
         checkpoint = empty_checkpoint()
@@ -608,9 +608,7 @@ def test_channel_versions_are_stored_once_and_read_back_with_their_type(saver_da
             type(v) for v in versions.values()
         }
     # String versions (what this saver makes) live in their column only; others stay in the body.
-    rows = query(
-        saver_database_url, "SELECT checkpoint FROM historykit_checkpoint WHERE thread_id = 'versions'"
-    )
+    rows = query(database_url, "SELECT checkpoint FROM historykit_checkpoint WHERE thread_id = 'versions'")
     bodies = [saver.serde.loads_typed(("msgpack", row.checkpoint)) for row in rows]
     assert sorted("channel_versions" in body for body in bodies) == [False, True]
     saver.close()

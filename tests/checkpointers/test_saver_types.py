@@ -62,13 +62,13 @@ def _graph(saver: SQLModelSaver) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-def test_state_types_round_trip_with_the_default_serializer(saver_database_url: str) -> None:
+def test_state_types_round_trip_with_the_default_serializer(database_url: str) -> None:
     config = {"configurable": {"thread_id": "types"}}
-    _graph(SQLModelSaver(saver_database_url)).invoke(
+    _graph(SQLModelSaver(database_url)).invoke(
         {"user": User(name="ada", color=Color.RED), "budget": Budget(10, 0), "color": Color.RED, "turns": 0},
         config,
     )
-    fresh = _graph(SQLModelSaver(saver_database_url))  # a new process: nothing cached
+    fresh = _graph(SQLModelSaver(database_url))  # a new process: nothing cached
     values = fresh.get_state(config).values
     assert values["user"] == User(name="ada", color=Color.RED)
     assert values["budget"] == Budget(10, 3)
@@ -93,32 +93,30 @@ def _ext(code: int, *parts: Any) -> ormsgpack.Ext:
     return ormsgpack.Ext(code, ormsgpack.packb(list(parts)))
 
 
-def test_a_row_that_calls_os_system_is_refused(saver_database_url: str, tmp_path: Path) -> None:
+def test_a_row_that_calls_os_system_is_refused(database_url: str, tmp_path: Path) -> None:
     config = {"configurable": {"thread_id": "attack"}}
-    graph = _graph(SQLModelSaver(saver_database_url))
+    graph = _graph(SQLModelSaver(database_url))
     graph.invoke(
         {"user": User(name="a", color=Color.RED), "budget": Budget(1, 0), "color": Color.RED, "turns": 0},
         config,
     )
     canary = tmp_path / "ran"
     _set_blob(
-        saver_database_url,
+        database_url,
         "turns",
         ormsgpack.packb(_ext(EXT_CONSTRUCTOR_SINGLE_ARG, "os", "system", f"touch {canary}")),
     )
     with pytest.raises(
         RefusedTypeError, match=r"os\.system.*not a pydantic model, dataclass or Enum.*allowed_types"
     ):
-        _graph(SQLModelSaver(saver_database_url)).get_state(config)
+        _graph(SQLModelSaver(database_url)).get_state(config)
     assert not canary.exists()
     # A module a row names is never imported.
     _set_blob(
-        saver_database_url,
-        "turns",
-        ormsgpack.packb(_ext(EXT_CONSTRUCTOR_POS_ARGS, "antigravity", "geohash", [1])),
+        database_url, "turns", ormsgpack.packb(_ext(EXT_CONSTRUCTOR_POS_ARGS, "antigravity", "geohash", [1]))
     )
     with pytest.raises(RefusedTypeError, match=r"antigravity\.geohash, whose module is not imported"):
-        _graph(SQLModelSaver(saver_database_url)).get_state(config)
+        _graph(SQLModelSaver(database_url)).get_state(config)
 
 
 def test_declared_types_only_when_asked(sqlite_url: str) -> None:
@@ -157,31 +155,31 @@ class _Cipher:
         return bytes(a ^ b for a, b in zip(body, self._stream(nonce, len(body))))
 
 
-def test_encrypted_storage_is_strict(saver_database_url: str, tmp_path: Path) -> None:
+def test_encrypted_storage_is_strict(database_url: str, tmp_path: Path) -> None:
     # As the README suggests: LangGraph's EncryptedSerializer, whose inner serializer is LangGraph's
     # permissive default.
     cipher = _Cipher(b"k" * 32)
-    saver = SQLModelSaver(saver_database_url, serde=EncryptedSerializer(cipher))
+    saver = SQLModelSaver(database_url, serde=EncryptedSerializer(cipher))
     config = {"configurable": {"thread_id": "secret"}}
     graph = _graph(saver)
     graph.invoke(
         {"user": User(name="a", color=Color.RED), "budget": Budget(1, 0), "color": Color.RED, "turns": 0},
         config,
     )
-    assert _graph(SQLModelSaver(saver_database_url, serde=EncryptedSerializer(cipher))).get_state(
-        config
-    ).values["user"] == User(name="a", color=Color.RED)
+    assert _graph(SQLModelSaver(database_url, serde=EncryptedSerializer(cipher))).get_state(config).values[
+        "user"
+    ] == User(name="a", color=Color.RED)
 
     canary = tmp_path / "ran"
     attack = ormsgpack.packb(_ext(EXT_CONSTRUCTOR_SINGLE_ARG, "os", "system", f"touch {canary}"))
     # Written by someone without the key: not encrypted, refused.
-    _set_blob(saver_database_url, "turns", attack)
+    _set_blob(database_url, "turns", attack)
     with pytest.raises(CorruptRowError, match=r"is not encrypted \(encoding 'msgpack'\).*refused"):
-        _graph(SQLModelSaver(saver_database_url, serde=EncryptedSerializer(cipher))).get_state(config)
+        _graph(SQLModelSaver(database_url, serde=EncryptedSerializer(cipher))).get_state(config)
     # Encrypted with the key: the inner serializer still never runs code.
-    _set_blob(saver_database_url, "turns", cipher.encrypt(attack)[1], encoding="msgpack+toy")
+    _set_blob(database_url, "turns", cipher.encrypt(attack)[1], encoding="msgpack+toy")
     with pytest.raises(RefusedTypeError, match=r"os\.system"):
-        _graph(SQLModelSaver(saver_database_url, serde=EncryptedSerializer(cipher))).get_state(config)
+        _graph(SQLModelSaver(database_url, serde=EncryptedSerializer(cipher))).get_state(config)
     assert not canary.exists()
 
 
@@ -201,7 +199,7 @@ def test_messages_still_decode_strictly(sqlite_url: str) -> None:
     assert fresh.get_state(config).values["messages"][0].content == "hi"
 
 
-def test_a_model_defined_in_a_function_comes_back_as_its_fields(saver_database_url: str) -> None:
+def test_a_model_defined_in_a_function_comes_back_as_its_fields(database_url: str) -> None:
     """As with LangGraph's own reader (its `test_in_one_fan_out_state_graph_waiting_edge_custom_state_
     class_pydantic_input`): a pydantic model whose class cannot be found by module and name (defined
     inside a function) is read back as plain data, not refused, and nothing is imported or called."""
@@ -218,10 +216,10 @@ def test_a_model_defined_in_a_function_comes_back_as_its_fields(saver_database_u
     builder = StateGraph(local)
     builder.add_node("step", step)
     builder.add_edge(START, "step")
-    graph = builder.compile(checkpointer=SQLModelSaver(saver_database_url))
+    graph = builder.compile(checkpointer=SQLModelSaver(database_url))
     config = {"configurable": {"thread_id": "local-model"}}
     graph.invoke({"inner": Inner(hello="world"), "turns": 0}, config)
-    fresh = builder.compile(checkpointer=SQLModelSaver(saver_database_url))
+    fresh = builder.compile(checkpointer=SQLModelSaver(database_url))
     values = fresh.get_state(config).values
     assert values["turns"] == 1
     assert values["inner"] == {"hello": "world"} or values["inner"] == Inner(hello="world")

@@ -16,7 +16,8 @@ way, through a `MessageLog`:
   `read_counts_plan`), so a cold load gives them back to `historykit.tokens.remember_counts`.
 
 Every method is a `Plan`: the saver runs them inside its own plans, the conversation store with
-`run_plan` on its connection.
+`run_plan` on its connection. (The saver's first statement of a write also checks what its cache
+knows of the thread; it takes the same lock, through `Dialect.lock_for_writer`.)
 
 Example:
     ```python
@@ -24,9 +25,12 @@ Example:
     from historykit.checkpointers.database import run_plan
 
     log = message_log("sqlite")
+    message = LoggedMessage(hash=digest, kind="human", encoding="json", data=payload)
     with engine.begin() as conn:
         run_plan(conn, log.lock_plan("t1", framework="langgraph"))
-        seqs = run_plan(conn, log.append_plan("t1", "langgraph", [message]))
+        found = run_plan(conn, log.find_plan("t1", [digest]))
+        if digest not in found:
+            (seq,) = run_plan(conn, log.append_plan("t1", "langgraph", [message]))
     ```
 """
 

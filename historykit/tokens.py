@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -83,10 +84,11 @@ def known_count(method: str, digest: bytes) -> int | None:
     return known.get(digest) if known else None
 
 
-_NOTED: list[tuple[object, str, bytes, int]] = []
+_NOTED: list[tuple[weakref.ref[Any], str, bytes, int]] = []
 """The counts made in this process of native messages, in the order they were made, as
-`(native, count_method, digest, tokens)`: a store saving a message keeps its count without
-tokenizing it again (`counts_noted_since`)."""
+`(weak reference to the native message, count_method, digest, tokens)`: a store saving a message
+keeps its count without tokenizing it again (`counts_noted_since`). Weak, so noting a count never
+keeps a conversation's messages alive."""
 _NOTED_DROPPED = 0
 """How many of the oldest entries were dropped from `_NOTED` (positions stay valid)."""
 _MAX_NOTED = 200_000
@@ -94,10 +96,11 @@ _MAX_NOTED = 200_000
 
 def counts_noted_since(position: int) -> tuple[int, list[tuple[object, str, bytes, int]]]:
     """The counts `TokenCounter`s of this process made of native messages after `position` (0: all
-    still held), as `(native, count_method, message_digest, tokens)`, and the position after them.
-    Bounded: past `_MAX_NOTED` entries, the oldest half is dropped."""
+    still held), as `(native, count_method, message_digest, tokens)` for the messages still alive,
+    and the position after them. Bounded: past `_MAX_NOTED` entries, the oldest half is dropped."""
     start = max(position - _NOTED_DROPPED, 0)
-    return _NOTED_DROPPED + len(_NOTED), _NOTED[start:]
+    alive = [(ref(), method, digest, tokens) for ref, method, digest, tokens in _NOTED[start:]]
+    return _NOTED_DROPPED + len(_NOTED), [entry for entry in alive if entry[0] is not None]
 
 
 def _note_native_count(native: object, method: str, digest: bytes, tokens: int) -> None:
@@ -106,7 +109,11 @@ def _note_native_count(native: object, method: str, digest: bytes, tokens: int) 
         half = len(_NOTED) // 2
         del _NOTED[:half]
         _NOTED_DROPPED += half
-    _NOTED.append((native, method, digest, tokens))
+    try:
+        ref = weakref.ref(native)
+    except TypeError:  # a native type without weak references: its count is made again after a load
+        return
+    _NOTED.append((ref, method, digest, tokens))
 
 
 DEFAULT_CONTEXT_WINDOW = 128_000

@@ -12,7 +12,8 @@ HistoryKitError                          except HistoryKitError: anything histor
     │   └── SchemaVersionError                   written by a newer historykit
     ├── CorruptRowError (ValueError)         a stored row that cannot be decoded
     │   └── RefusedTypeError                     a stored value naming a type never built from a database
-    └── ReadOnlyDatabaseError (PermissionError)  a write to a database that can only be read
+    ├── ReadOnlyDatabaseError (PermissionError)  a write to a database that can only be read
+    └── UnreachableDatabaseError (ConnectionError)  a database that cannot be opened or reached
 ```
 
 Each class also derives from the built-in exception callers caught before this module existed
@@ -43,6 +44,7 @@ __all__ = [
     "SchemaVersionError",
     "StoreError",
     "TranscriptFormatError",
+    "UnreachableDatabaseError",
     "UserError",
 ]
 
@@ -93,3 +95,7 @@ class RefusedTypeError(CorruptRowError):
 
 class ReadOnlyDatabaseError(StoreError, PermissionError):
     """A write to a SQLite database that can only be read (the message says why)."""
+
+
+class UnreachableDatabaseError(StoreError, ConnectionError):
+    """A database that cannot be opened (a SQLite file) or reached (a server), with where and why."""

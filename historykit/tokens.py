@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -47,6 +48,7 @@ __all__ = [
     "TokenCount",
     "TokenCounter",
     "Tokenizer",
+    "counts_noted_since",
     "default_tokenizer",
     "heuristic_tokenizer",
     "known_count",
@@ -80,6 +82,38 @@ def known_count(method: str, digest: bytes) -> int | None:
     """The count of the message of `digest` that a store handed back for `method`, if any."""
     known = _KNOWN_COUNTS.get(method)
     return known.get(digest) if known else None
+
+
+_NOTED: list[tuple[weakref.ref[Any], str, bytes, int]] = []
+"""The counts made in this process of native messages, in the order they were made, as
+`(weak reference to the native message, count_method, digest, tokens)`: a store saving a message
+keeps its count without tokenizing it again (`counts_noted_since`). Weak, so noting a count never
+keeps a conversation's messages alive."""
+_NOTED_DROPPED = 0
+"""How many of the oldest entries were dropped from `_NOTED` (positions stay valid)."""
+_MAX_NOTED = 200_000
+
+
+def counts_noted_since(position: int) -> tuple[int, list[tuple[object, str, bytes, int]]]:
+    """The counts `TokenCounter`s of this process made of native messages after `position` (0: all
+    still held), as `(native, count_method, message_digest, tokens)` for the messages still alive,
+    and the position after them. Bounded: past `_MAX_NOTED` entries, the oldest half is dropped."""
+    start = max(position - _NOTED_DROPPED, 0)
+    alive = [(ref(), method, digest, tokens) for ref, method, digest, tokens in _NOTED[start:]]
+    return _NOTED_DROPPED + len(_NOTED), [entry for entry in alive if entry[0] is not None]
+
+
+def _note_native_count(native: object, method: str, digest: bytes, tokens: int) -> None:
+    global _NOTED_DROPPED
+    if len(_NOTED) >= _MAX_NOTED:
+        half = len(_NOTED) // 2
+        del _NOTED[:half]
+        _NOTED_DROPPED += half
+    try:
+        ref = weakref.ref(native)
+    except TypeError:  # a native type without weak references: its count is made again after a load
+        return
+    _NOTED.append((ref, method, digest, tokens))
 
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -263,10 +297,15 @@ class TokenCounter:
         hit = self._cache.get(key)
         if hit is not None and hit[0] is message:
             return hit[1]
-        known = _KNOWN_COUNTS.get(self.count_method)
-        tokens = known.get(message_digest(message)) if known else None
+        method = self.count_method
+        known = _KNOWN_COUNTS.get(method)
+        digest = message_digest(message) if known or message.native is not None else None
+        tokens = known.get(digest) if known and digest is not None else None
         if tokens is None:
             tokens = MESSAGE_OVERHEAD + sum(self.count_part(p) for p in message.parts)
+        if digest is not None and message.native is not None:
+            # What a store saving the native message keeps (`counts_noted_since`).
+            _note_native_count(message.native, method, digest, tokens)
         self._remember(key, message, tokens)
         return tokens
 

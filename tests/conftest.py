@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from historykit.formats import read_chat_jsonl
 from historykit.messages import Message
@@ -57,3 +58,29 @@ def postgres_admin_url() -> str:
             pytest.fail(f"PostgreSQL is required in CI but {POSTGRES_URL} is not reachable: {exc}")
         pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_URL}: {exc}")
     return POSTGRES_URL
+
+
+MYSQL_URL = os.environ.get("HISTORYKIT_TEST_MYSQL_URL", "")
+"""A MySQL/MariaDB server to run the MySQL tests on (`mysql://root@127.0.0.1:3306/test`): opt-in,
+since CI has no such server. Unset, those tests skip, saying so."""
+
+
+def mysql_admin_url() -> str:
+    """The MySQL/MariaDB server to create test databases on; a visible skip when it is not
+    configured (`HISTORYKIT_TEST_MYSQL_URL`), a failure when it is configured but unreachable."""
+    if not MYSQL_URL:
+        pytest.skip("MySQL/MariaDB tests run when HISTORYKIT_TEST_MYSQL_URL names a server")
+    import pymysql
+
+    url = sa.make_url(MYSQL_URL)
+    try:
+        pymysql.connect(
+            host=url.host or "127.0.0.1",
+            port=url.port or 3306,
+            user=url.username or "root",
+            password=url.password or "",
+            connect_timeout=3,
+        ).close()
+    except Exception as exc:
+        pytest.fail(f"HISTORYKIT_TEST_MYSQL_URL={MYSQL_URL} is not reachable: {exc}")
+    return MYSQL_URL

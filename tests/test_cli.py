@@ -620,7 +620,7 @@ def test_database_errors_are_one_line(tmp_path: Path, pristine_db: Path) -> None
     with sqlite3.connect(newer) as conn:
         conn.execute("UPDATE historykit_schema SET version = 99 WHERE component = 'core'")
     assert_error(run("threads", newer), EXIT_USAGE, "schema version 99", "newer historykit")
-    assert_error(run("threads", "mysql://nobody@localhost/x"), EXIT_USAGE, "unsupported database URL")
+    assert_error(run("threads", "oracle://nobody@localhost/x"), EXIT_USAGE, "unsupported database URL")
 
 
 def test_inspecting_never_changes_a_foreign_database(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""SQLModel persistence: the LangGraph checkpointer, the shared message log and compaction markers.
+"""SQLModel persistence (SQLite, PostgreSQL, MySQL/MariaDB): the LangGraph checkpointer, the Pydantic
+AI conversation store, the shared message log and compaction markers.
 
 Framework packages are imported only when a name that needs them is used, so importing
 `historykit.checkpointers` works without LangGraph or Pydantic AI installed.
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
         ReadOnlyDatabaseError,
         SchemaError,
         SchemaVersionError,
+        UnreachableDatabaseError,
         create_async_engine,
         create_engine,
         prepare_database,
@@ -42,6 +44,7 @@ __all__ = [
     "StateSerializer",
     "StoredCompaction",
     "Transcript",
+    "UnreachableDatabaseError",
     "create_async_engine",
     "create_engine",
     "prepare_database",
@@ -56,6 +59,7 @@ _LAZY = {
     "StateSerializer": "historykit.checkpointers._serde",
     "SchemaError": "historykit.checkpointers.database",
     "SchemaVersionError": "historykit.checkpointers.database",
+    "UnreachableDatabaseError": "historykit.checkpointers.database",
     "create_async_engine": "historykit.checkpointers.database",
     "create_engine": "historykit.checkpointers.database",
     "prepare_database": "historykit.checkpointers.database",

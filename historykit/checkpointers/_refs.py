@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 from typing import Generic, NamedTuple, TypeVar
 
+from historykit.errors import CorruptRowError
+
 REFS_ENCODING = "historykit.refs"
 """`BlobRow.encoding` of a message list stored as references into the message log."""
 
@@ -177,13 +179,13 @@ class RunValues(Generic[T]):
 def decode_refs(data: bytes | None) -> Refs:
     """The runs and flags; `ValueError` saying what is malformed."""
     if data is None:
-        raise ValueError("the reference blob is empty")
+        raise CorruptRowError("the reference blob is empty")
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"the reference blob is not JSON ({exc})") from None
+        raise CorruptRowError(f"the reference blob is not JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("v") not in (_FORMAT, _FORMAT_ABSOLUTE):
-        raise ValueError(f"the reference blob has an unknown format: {str(doc)[:80]!r}")
+        raise CorruptRowError(f"the reference blob has an unknown format: {str(doc)[:80]!r}")
     flat = doc.get("runs")
     # `type(n) is int` (checked in C): JSON gives plain ints, and a bool is not a number here.
     if (
@@ -191,13 +193,13 @@ def decode_refs(data: bytes | None) -> Refs:
         or len(flat) % 2
         or not all(map(operator.is_, map(type, flat), repeat(int)))
     ):
-        raise ValueError("the reference blob's runs are not pairs of integers")
+        raise CorruptRowError("the reference blob's runs are not pairs of integers")
     lengths = flat[1::2]
     if lengths and min(lengths) <= 0:
-        raise ValueError(f"the reference blob has a run of length {min(lengths)}")
+        raise CorruptRowError(f"the reference blob has a run of length {min(lengths)}")
     total = sum(lengths)
     if total > _MAX_MESSAGES:
-        raise ValueError(
+        raise CorruptRowError(
             f"the reference blob refers to {total} messages, more than the {_MAX_MESSAGES:,} a list may hold"
         )
     if doc["v"] == _FORMAT_ABSOLUTE:
@@ -209,11 +211,11 @@ def decode_refs(data: bytes | None) -> Refs:
             runs.append((end + gap, length))
             end += gap + length
     if runs and (min(runs)[0] < 0 or max(first + length for first, length in runs) > _MAX_SEQ):
-        raise ValueError("the reference blob refers to message numbers outside 0..2**63-1")
+        raise CorruptRowError("the reference blob refers to message numbers outside 0..2**63-1")
     without_id = doc.get("without_id", [])
     if not isinstance(without_id, list) or not all(type(i) is int and 0 <= i < total for i in without_id):
-        raise ValueError("the reference blob's without_id is not a list of indexes into it")
+        raise CorruptRowError("the reference blob's without_id is not a list of indexes into it")
     refs = Refs(runs, bool(doc.get("snapshot", False)), bool(doc.get("single", False)), tuple(without_id))
     if refs.single and (len(runs) != 1 or runs[0][1] != 1):
-        raise ValueError("the reference blob of a single message refers to more than one")
+        raise CorruptRowError("the reference blob of a single message refers to more than one")
     return refs

@@ -46,7 +46,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
-from historykit.errors import CorruptRowError, RefusedTypeError
+from historykit.errors import CorruptRowError, InvalidArgumentError, RefusedTypeError
 
 StateTypes = Literal["loaded", "declared"]
 
@@ -76,7 +76,7 @@ class StateSerializer(JsonPlusSerializer):
         allowed_types: more types to build (classes, or `(module, name)`), as `with_allowlist`.
         """
         if state_types not in ("loaded", "declared"):
-            raise ValueError(f"state_types must be 'loaded' or 'declared', got {state_types!r}")
+            raise InvalidArgumentError(f"state_types must be 'loaded' or 'declared', got {state_types!r}")
         super().__init__(pickle_fallback=False, allowed_msgpack_modules=None)
         self.state_types: StateTypes = state_types
         self.allowed_types: frozenset[tuple[str, str]] = frozenset(map(_type_key, allowed_types))
@@ -193,7 +193,7 @@ def default_serializer() -> StateSerializer:
 def _refuse_pickle(serde: SerializerProtocol) -> None:
     inner = serde.serde if isinstance(serde, EncryptedSerializer) else serde
     if isinstance(inner, JsonPlusSerializer) and inner.pickle_fallback:
-        raise ValueError(
+        raise InvalidArgumentError(
             "historykit stores nothing with pickle (decoding a pickle can run code): "
             "pass a JsonPlusSerializer with pickle_fallback=False"
         )

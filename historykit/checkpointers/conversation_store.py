@@ -24,7 +24,6 @@ This module needs Pydantic AI 2.x; `historykit.checkpointers` imports it only on
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -65,6 +64,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from historykit import provenance
+from historykit.checkpointers._dialect import dialect_of
+from historykit.checkpointers._message_log import CHUNK, LoggedMessage, MessageLog, chunks, message_log
 from historykit.checkpointers.conversation_schema import (
     CONVERSATIONS,
     ConversationBranchRow,
@@ -76,10 +77,12 @@ from historykit.checkpointers.database import (
     create_engine,
     prepare_database,
     read_only_reason,
+    run_plan,
 )
 from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, ThreadRow, TokenCountRow
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
 from historykit.digests import message_digest
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
 from historykit.plugins.pydantic_ai import PydanticAIAdapter
 from historykit.tokens import TokenCounter, known_count, remember_counts
@@ -92,10 +95,10 @@ FRAMEWORK = "pydantic_ai"
 JSON_ENCODING = "json"
 """`MessageRow.encoding` of a message stored as plain `ModelMessagesTypeAdapter` JSON."""
 
-# Writers hold it shared, `delete` exclusively (PostgreSQL only; SQLite serializes writers with
-# `BEGIN IMMEDIATE`). A delete decides which entries no other conversation reaches: a fork
-# created, or a message reused, while it decides would otherwise be left pointing at deleted rows.
-_WRITE_LOCK = 7307720214
+# Writers hold the store's lock shared, `delete` exclusively (`Dialect.store_lock`: an advisory lock
+# on PostgreSQL; SQLite serializes writers with `BEGIN IMMEDIATE`). A delete decides which entries
+# no other conversation reaches: a fork created, or a message reused, while it decides would
+# otherwise be left pointing at deleted rows.
 
 _CONVERSATION: Table = ConversationRow.__table__  # type: ignore[attr-defined]
 _BRANCH: Table = ConversationBranchRow.__table__  # type: ignore[attr-defined]
@@ -107,9 +110,6 @@ _COUNT: Table = TokenCountRow.__table__  # type: ignore[attr-defined]
 
 _USAGE = TypeAdapter(RunUsage)
 _DEFERRED = TypeAdapter(DeferredToolRequests)
-
-# Bound parameters per `IN (...)` list: far below SQLite's and PostgreSQL's limits.
-_CHUNK = 500
 
 _T = TypeVar("_T")
 
@@ -259,10 +259,7 @@ class SQLModelConversationStore(ViewSaving):
         what is new."""
         conversation = await super().load(conversation_id, limit=limit, scope=scope)
         if conversation is not None:
-            rows = await self._run(partial(_read_counts, thread_id=conversation_id))
-            by_method: dict[str, dict[bytes, int]] = {}
-            for row in rows:
-                by_method.setdefault(row.method, {})[bytes.fromhex(row.digest)] = row.tokens
+            by_method = await self._run(partial(_read_counts, thread_id=conversation_id))
             for method, counts in by_method.items():
                 remember_counts(method, counts)
         return conversation
@@ -284,12 +281,11 @@ class SQLModelConversationStore(ViewSaving):
             if digest not in counts:
                 known = known_count(method, digest)
                 counts[digest] = counter.count_message(message) if known is None else known
-        rows = [
-            {"thread_id": conversation.conversation_id, "digest": d.hex(), "method": method, "tokens": t}
-            for d, t in counts.items()
-        ]
-        if rows:
-            await self._run(partial(_write_counts, rows=rows), write=True)
+        if counts:
+            await self._run(
+                partial(_write_counts, thread_id=conversation.conversation_id, method=method, counts=counts),
+                write=True,
+            )
             remember_counts(method, counts)
         return entries
 
@@ -379,33 +375,17 @@ class SQLModelConversationStore(ViewSaving):
         return await anyio.to_thread.run_sync(_in_transaction, self._engine, work, write)
 
 
-def _read_counts(conn: Connection, *, thread_id: str) -> list[Any]:
-    return list(
-        conn.execute(
-            sa.select(_COUNT.c.digest, _COUNT.c.method, _COUNT.c.tokens).where(
-                _COUNT.c.thread_id == thread_id
-            )
-        )
-    )
+def _read_counts(conn: Connection, *, thread_id: str) -> dict[str, dict[bytes, int]]:
+    return run_plan(conn, _log(conn).read_counts_plan(thread_id))
 
 
-def _write_counts(conn: Connection, *, rows: list[dict[str, Any]]) -> None:
-    # Another writer may have counted the same messages: its rows are the same, so the first stays.
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    dialect: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
-    for start in range(0, len(rows), _CHUNK):
-        conn.execute(dialect.insert(_COUNT).on_conflict_do_nothing(), rows[start : start + _CHUNK])
-    if len(rows) <= _CHUNK:
+def _write_counts(conn: Connection, *, thread_id: str, method: str, counts: dict[bytes, int]) -> None:
+    log = _log(conn)
+    run_plan(conn, log.record_counts_plan(thread_id, {method: counts}))
+    if len(counts) <= CHUNK:
         # Keep the counts of the current history only (what the next load gives back), so a load
         # reads about as many counts as messages, however long the conversation was.
-        conn.execute(
-            sa.delete(_COUNT).where(
-                _COUNT.c.thread_id == rows[0]["thread_id"],
-                _COUNT.c.method == rows[0]["method"],
-                _COUNT.c.digest.not_in([row["digest"] for row in rows]),
-            )
-        )
+        run_plan(conn, log.keep_counts_plan(thread_id, method, list(counts)))
 
 
 def _in_transaction(engine: Engine, work: Callable[[Connection], _T], write: bool) -> _T:
@@ -438,12 +418,14 @@ class _EncodedEntry:
         try:
             payload = ModelMessagesTypeAdapter.dump_json([message])[1:-1]
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{where}: the {type(message).__name__} cannot be stored: {exc}") from None
+            raise InvalidArgumentError(
+                f"{where}: the {type(message).__name__} cannot be stored: {exc}"
+            ) from None
         try:
             # What cannot be read back is refused now, not found unreadable on the next load.
             ModelMessagesTypeAdapter.validate_json(b"[" + payload + b"]")
         except ValidationError as exc:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{where}: the {type(message).__name__} is not a valid Pydantic AI message: {exc}"
             ) from None
         encoding, data = (JSON_ENCODING, payload) if serde is None else serde.dumps_typed(payload)
@@ -480,14 +462,14 @@ def _marker_of(message: ModelMessage, entry_id: str, conversation_id: str) -> Co
     data = holder[key]
     where = f"the message in entry {entry_id!r} of conversation {conversation_id!r}"
     if not isinstance(data, dict):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{where} has metadata[{key!r}] of type {type(data).__name__}, "
             "expected the dict CompactionMarker.to_dict() returns"
         )
     try:
         return CompactionMarker.from_dict(data)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{where} carries a malformed compaction marker: {exc}") from exc
+        raise InvalidArgumentError(f"{where} carries a malformed compaction marker: {exc}") from exc
 
 
 def _written_by_compaction(message: ModelMessage) -> bool:
@@ -669,8 +651,7 @@ def _write_record(
     expected_revision: str | None,
 ) -> None:
     conversation_id = record.conversation_id
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:key)"), {"key": _WRITE_LOCK})
+    dialect_of(conn.dialect.name).store_lock(conn, exclusive=False)
     # The record first: on PostgreSQL its row lock (or the primary key, for a new record) makes a
     # concurrent writer of the same conversation wait here, then fail the revision check.
     values = _record_values(record)
@@ -717,7 +698,7 @@ def _claim_thread(conn: Connection, thread_id: str) -> None:
     if framework is None:
         conn.execute(sa.insert(_THREAD).values(thread_id=thread_id, framework=FRAMEWORK, created_at=_now()))
     elif framework != FRAMEWORK:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"conversation id {thread_id!r} is already the id of a {framework} thread in this database; "
             "conversations and threads share the message log, so use another conversation id"
         )
@@ -744,33 +725,29 @@ def _insert_entries(conn: Connection, thread_id: str, entries: Sequence[_Encoded
             raise ConversationConflict(thread_id)
         position = parent_position + 1
 
-    seqs = _message_seqs(conn, thread_id, {encoded.hash for encoded in entries})
-    last_seq = conn.execute(
-        sa.select(sa.func.max(_MESSAGE.c.seq)).where(_MESSAGE.c.thread_id == thread_id)
-    ).scalar()
-    # A new log starts at the current time in microseconds, as every thread's does: a conversation
-    # deleted and created again never reuses a number its earlier messages had.
-    next_seq = last_seq + 1 if last_seq is not None else time.time_ns() // 1000
-    new_messages: list[dict[str, Any]] = []
+    log = _log(conn)
+    run_plan(conn, log.lock_plan(thread_id, framework=FRAMEWORK))
+    seqs = {
+        digest: row.seq
+        for digest, row in run_plan(conn, log.find_plan(thread_id, [e.hash for e in entries])).items()
+    }
+    new: dict[str, LoggedMessage] = {}
     for encoded in entries:
-        if encoded.hash not in seqs:
-            seqs[encoded.hash] = next_seq
-            new_messages.append(
-                {
-                    "thread_id": thread_id,
-                    "seq": next_seq,
-                    "hash": encoded.hash,
-                    "framework": FRAMEWORK,
-                    "kind": encoded.entry.message.kind,
-                    "native_id": None,
-                    "encoding": encoded.encoding,
-                    "data": encoded.data,
-                    "created_at": _now(),
-                }
+        if encoded.hash not in seqs and encoded.hash not in new:
+            new[encoded.hash] = LoggedMessage(
+                hash=encoded.hash,
+                kind=encoded.entry.message.kind,
+                encoding=encoded.encoding,
+                data=encoded.data,
+                marker=encoded.marker,
             )
-            next_seq += 1
-    if new_messages:
-        conn.execute(sa.insert(_MESSAGE), new_messages)
+    stored = {digest: seqs[digest] for digest in seqs}
+    seqs.update(
+        zip(new, run_plan(conn, log.append_plan(thread_id, FRAMEWORK, list(new.values()))), strict=True)
+    )
+    # A message stored before without its marker (another conversation's copy of a summary) gets it now.
+    markers = {stored[e.hash]: e.marker for e in entries if e.marker is not None and e.hash in stored}
+    run_plan(conn, log.mark_plan(thread_id, FRAMEWORK, markers))
 
     positions: dict[str | None, int] = {first_parent: position - 1}
     rows = []
@@ -789,39 +766,9 @@ def _insert_entries(conn: Connection, thread_id: str, entries: Sequence[_Encoded
         )
     conn.execute(sa.insert(_ENTRY), rows)
 
-    markers = {seqs[encoded.hash]: encoded.marker for encoded in entries if encoded.marker is not None}
-    if markers:
-        recorded = set(
-            conn.execute(
-                sa.select(_MARKER.c.summary_seq)
-                .where(_MARKER.c.thread_id == thread_id)
-                .where(_MARKER.c.summary_seq.in_(list(markers)))
-            ).scalars()
-        )
-        new_markers = [
-            CompactionRow.from_marker(marker, thread_id=thread_id, framework=FRAMEWORK, summary_seq=seq)
-            for seq, marker in markers.items()
-            if seq not in recorded
-        ]
-        if new_markers:
-            conn.execute(
-                sa.insert(_MARKER),
-                [row.model_dump(exclude={"id"}) for row in new_markers],
-            )
 
-
-def _message_seqs(conn: Connection, thread_id: str, hashes: set[str]) -> dict[str, int]:
-    """`{hash: seq}` of the messages among `hashes` the thread already has."""
-    found: dict[str, int] = {}
-    ordered = sorted(hashes)
-    for start in range(0, len(ordered), _CHUNK):
-        query = (
-            sa.select(_MESSAGE.c.hash, _MESSAGE.c.seq)
-            .where(_MESSAGE.c.thread_id == thread_id)
-            .where(_MESSAGE.c.hash.in_(ordered[start : start + _CHUNK]))
-        )
-        found.update({row.hash: row.seq for row in conn.execute(query)})
-    return found
+def _log(conn: Connection) -> MessageLog:
+    return message_log(conn.dialect.name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1027,7 +974,7 @@ def _marker_from_row(row: Any) -> CompactionMarker:
 # reaches. Every stored entry is reached by some conversation, so one of those entries is still
 # used exactly when it leads to another conversation's head or branch: when it is one, or is the
 # parent of an entry outside the deleted conversation's reach (which some conversation reaches).
-_DELETE_ENTRIES_SQL = f"""
+_RELEASED_ENTRIES_SQL = f"""
 WITH RECURSIVE
 candidates(id, parent_id) AS (
     SELECT e.id, e.parent_id FROM {_E} e
@@ -1049,9 +996,8 @@ kept(id, parent_id) AS (
     UNION
     SELECT e.id, e.parent_id FROM {_E} e JOIN kept k ON e.id = k.parent_id
 )
-DELETE FROM {_E}
-WHERE id IN (SELECT id FROM candidates) AND id NOT IN (SELECT id FROM kept)
-RETURNING thread_id
+SELECT id, thread_id FROM candidates JOIN {_E} e USING (id)
+WHERE id NOT IN (SELECT id FROM kept)
 """
 
 _DELETE_MESSAGES_SQL = f"""
@@ -1075,9 +1021,8 @@ WHERE thread_id = :thread_id AND framework = :framework
 
 
 def _delete_record(conn: Connection, *, conversation_id: str, expected_revision: str) -> None:
-    if conn.dialect.name == "postgresql":
-        # Exclusive: no save or fork is halfway through while this decides what nobody reaches.
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITE_LOCK})
+    # Exclusive: no save or fork is halfway through while this decides what nobody reaches.
+    dialect_of(conn.dialect.name).store_lock(conn, exclusive=True)
     deleted = conn.execute(
         sa.delete(_CONVERSATION)
         .where(_CONVERSATION.c.conversation_id == conversation_id)
@@ -1086,10 +1031,13 @@ def _delete_record(conn: Connection, *, conversation_id: str, expected_revision:
     ).first()
     if deleted is None:
         raise ConversationConflict(conversation_id)
+    # Selected, then deleted: MySQL cannot delete from a recursive query's result.
     released = conn.execute(
-        sa.text(_DELETE_ENTRIES_SQL), {"conversation_id": conversation_id, "head_id": deleted.head_id}
-    ).scalars()
-    threads = {conversation_id, *released}
+        sa.text(_RELEASED_ENTRIES_SQL), {"conversation_id": conversation_id, "head_id": deleted.head_id}
+    ).all()
+    for chunk in chunks([row.id for row in released]):
+        conn.execute(sa.delete(_ENTRY).where(_ENTRY.c.id.in_(chunk)))
+    threads = {conversation_id, *(row.thread_id for row in released)}
     conn.execute(sa.delete(_BRANCH).where(_BRANCH.c.conversation_id == conversation_id))
     for thread_id in sorted(threads):
         params = {"thread_id": thread_id, "framework": FRAMEWORK}

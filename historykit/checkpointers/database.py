@@ -2,7 +2,9 @@
 
 `create_engine(url)` and `create_async_engine(url)` accept the same URLs: `sqlite:///path.db` (the
 default kind: a file in WAL mode with a busy timeout, so several processes can write different
-threads of it at once) or `postgresql+psycopg://user@host/db` (`postgresql://` means psycopg 3).
+threads of it at once), `postgresql+psycopg://user@host/db` (`postgresql://` means psycopg 3) or
+`mysql+pymysql://user@host/db` (MySQL or MariaDB, `historykit[mysql]`; `mysql://` means PyMySQL,
+asyncmy for async engines). What differs between backends is asked of their `_dialect.Dialect`.
 `prepare_database(conn, components)` creates, checks and migrates the tables of the given
 `SchemaComponent`s; it is idempotent and safe to run from several processes at once.
 
@@ -23,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -37,8 +38,17 @@ from sqlalchemy.engine import URL, Row, make_url
 from sqlalchemy.sql import Executable
 from sqlmodel import Session
 
+from historykit.checkpointers._dialect import dialect_of, supported_urls
 from historykit.checkpointers.schema import HistorykitTable, SchemaComponent, SchemaVersionRow, utcnow
-from historykit.errors import CorruptRowError, ReadOnlyDatabaseError, SchemaError, SchemaVersionError
+from historykit.errors import (
+    ArgumentTypeError,
+    CorruptRowError,
+    InvalidArgumentError,
+    ReadOnlyDatabaseError,
+    SchemaError,
+    SchemaVersionError,
+    UnreachableDatabaseError,
+)
 
 if TYPE_CHECKING:
     # SQLAlchemy's asyncio layer needs greenlet: imported only where async is used.
@@ -54,6 +64,7 @@ __all__ = [
     "ReadOnlyDatabaseError",
     "SchemaError",
     "SchemaVersionError",
+    "UnreachableDatabaseError",
     "async_session",
     "create_async_engine",
     "create_engine",
@@ -83,31 +94,26 @@ def normalize_url(url: str | URL, *, asynchronous: bool = False) -> URL:
     """
     if isinstance(url, str) and "://" not in url:
         if not url.strip():
-            raise ValueError("the database URL is empty: use sqlite:///path.db or postgresql+psycopg://...")
+            raise InvalidArgumentError(
+                "the database URL is empty: use sqlite:///path.db or postgresql+psycopg://..."
+            )
         url = URL.create("sqlite", database=url)
     try:
         parsed = make_url(url)
     except Exception as exc:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"cannot parse the database URL {url!s} ({exc}): use sqlite:///path.db, a plain file path, "
             "or postgresql+psycopg://user@host/db"
         ) from None
-    backend, _, driver = parsed.drivername.partition("+")
-    if backend in ("postgresql", "postgres"):
-        if driver not in ("", "psycopg"):
-            raise ValueError(f"PostgreSQL URLs must use psycopg 3 (postgresql+psycopg://), got {url!s}")
-        return parsed.set(drivername="postgresql+psycopg")
-    if backend == "sqlite":
-        if asynchronous and driver in ("", "pysqlite"):
-            return parsed.set(drivername="sqlite+aiosqlite")
-        if not asynchronous and driver == "aiosqlite":
-            return parsed.set(drivername="sqlite")
-        return parsed
-    raise ValueError(f"unsupported database URL {url!s}: use sqlite:///path.db or postgresql+psycopg://...")
+    try:
+        dialect = dialect_of(parsed.drivername)
+    except InvalidArgumentError:
+        raise InvalidArgumentError(f"unsupported database URL {url!s}: {supported_urls()}") from None
+    return dialect.driver_url(parsed, asynchronous=asynchronous)
 
 
 def _is_sqlite(url: URL) -> bool:
-    return url.get_backend_name() == "sqlite"
+    return dialect_of(url.get_backend_name()).file_based
 
 
 def _check_sqlite_file(url: URL) -> None:
@@ -116,9 +122,9 @@ def _check_sqlite_file(url: URL) -> None:
         return
     path = Path(url.database)
     if path.is_dir():
-        raise ValueError(f"the SQLite database {str(path)!r} is a directory, not a file")
+        raise InvalidArgumentError(f"the SQLite database {str(path)!r} is a directory, not a file")
     if not path.exists() and not path.parent.is_dir():
-        raise ValueError(
+        raise InvalidArgumentError(
             f"the SQLite database {str(path)!r} cannot be created: its directory "
             f"{str(path.parent)!r} does not exist (create it first)"
         )
@@ -204,11 +210,14 @@ def _configure_sqlite(sync_engine: Engine, busy_timeout: float, read_only: str |
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def _postgres_connect_args(kwargs: dict[str, Any], connect_timeout: float) -> dict[str, Any]:
-    connect_args = dict(kwargs.pop("connect_args", {}))
-    # libpq counts whole seconds (and at least 2); psycopg applies it to the whole handshake.
-    connect_args.setdefault("connect_timeout", max(2, math.ceil(connect_timeout)))
-    return connect_args
+def _server_kwargs(url: URL, kwargs: dict[str, Any], connect_timeout: float) -> dict[str, Any]:
+    """`create_engine` arguments for a database server: its dialect's, a connect timeout, and
+    `pool_pre_ping` (a connection the server dropped is replaced instead of failing a call)."""
+    dialect = dialect_of(url.get_backend_name())
+    out = {**dialect.engine_kwargs(), **kwargs}
+    out.setdefault("pool_pre_ping", True)
+    out["connect_args"] = dialect.connect_args(out.pop("connect_args", {}), connect_timeout)
+    return out
 
 
 def create_engine(
@@ -222,7 +231,7 @@ def create_engine(
     parsed = normalize_url(url)
     if _is_sqlite(parsed):
         if parsed.database in (None, "", ":memory:"):
-            raise ValueError(
+            raise InvalidArgumentError(
                 "an in-memory SQLite database is private to one connection; use a file "
                 "(sqlite:///path.db) so every connection and process sees the same data"
             )
@@ -234,9 +243,7 @@ def create_engine(
         engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
         _configure_sqlite(engine, busy_timeout, why)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
-    kwargs["connect_args"] = _postgres_connect_args(kwargs, connect_timeout)
-    return sa.create_engine(parsed, **kwargs)
+    return sa.create_engine(parsed, **_server_kwargs(parsed, kwargs, connect_timeout))
 
 
 def create_async_engine(
@@ -252,7 +259,7 @@ def create_async_engine(
     parsed = normalize_url(url, asynchronous=True)
     if _is_sqlite(parsed):
         if parsed.database in (None, "", ":memory:"):
-            raise ValueError("use a SQLite file (sqlite:///path.db), not an in-memory database")
+            raise InvalidArgumentError("use a SQLite file (sqlite:///path.db), not an in-memory database")
         _check_sqlite_file(parsed)
         parsed, why = _read_only_sqlite(parsed)
         connect_args = dict(kwargs.pop("connect_args", {}))
@@ -260,9 +267,7 @@ def create_async_engine(
         engine = sa_create_async_engine(parsed, connect_args=connect_args, **kwargs)
         _configure_sqlite(engine.sync_engine, busy_timeout, why)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
-    kwargs["connect_args"] = _postgres_connect_args(kwargs, connect_timeout)
-    return sa_create_async_engine(parsed, **kwargs)
+    return sa_create_async_engine(parsed, **_server_kwargs(parsed, kwargs, connect_timeout))
 
 
 @contextmanager
@@ -347,22 +352,25 @@ def prepare_database(conn: Connection, components: Sequence[SchemaComponent]) ->
     - a newer recorded version: `SchemaVersionError`, nothing touched;
     - a recorded component with a missing table or column: `SchemaError` naming it.
 
-    Run it inside a write transaction (`engine.begin()`); on PostgreSQL it takes an advisory lock
-    so processes starting together do not race to create the same tables.
+    Run it inside a write transaction (`engine.begin()`); on a server it takes the schema lock
+    (`Dialect.schema_lock`) so processes starting together do not race to create the same tables.
     """
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(7307720213)"))  # "historykit" lock
-    SCHEMA_TABLE.create(conn, checkfirst=True)
-    recorded = {row.component: row.version for row in conn.execute(sa.select(SCHEMA_TABLE))}
-    for component in components:
-        _prepare_component(conn, component, recorded.get(component.name))
+    dialect = dialect_of(conn.dialect.name)
+    dialect.adapt_tables(HistorykitTable.metadata)
+    with dialect.schema_lock(conn):
+        SCHEMA_TABLE.create(conn, checkfirst=True)
+        recorded = {row.component: row.version for row in conn.execute(sa.select(SCHEMA_TABLE))}
+        for component in components:
+            _prepare_component(conn, component, recorded.get(component.name))
 
 
 def _prepare_component(conn: Connection, component: SchemaComponent, recorded: int | None) -> None:
     tables = [model.__table__ for model in component.tables]  # type: ignore[attr-defined]
     for table in tables:
         if table.metadata is not HistorykitTable.metadata:
-            raise TypeError(f"table {table.name} of component {component.name!r} is not a HistorykitTable")
+            raise ArgumentTypeError(
+                f"table {table.name} of component {component.name!r} is not a HistorykitTable"
+            )
     if recorded is None:
         existing = set(sa.inspect(conn).get_table_names())
         clash = [t.name for t in tables if t.name in existing]

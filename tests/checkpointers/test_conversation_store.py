@@ -105,11 +105,20 @@ def module_postgres_url() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ]
+)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A database with no historykit rows in it: a new SQLite file, or the emptied PostgreSQL one."""
+    """A database with no historykit rows in it: a new SQLite file, or the emptied PostgreSQL or
+    MySQL one (MySQL: opt-in, see `conftest.py`)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'conversations.db'}"
+    if request.param == "mysql":
+        return str(request.getfixturevalue("new_mysql_database")())
     url: str = request.getfixturevalue("module_postgres_url")
     engine = create_engine(url)
     try:

@@ -1,4 +1,5 @@
-"""LangGraph's official checkpointer conformance suite, every capability, on SQLite and PostgreSQL."""
+"""LangGraph's official checkpointer conformance suite, every capability, on SQLite, PostgreSQL and
+MySQL/MariaDB (opt-in: `HISTORYKIT_TEST_MYSQL_URL`, see `conftest.py`)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,8 @@ async def test_conformance_sqlite(tmp_path_factory: pytest.TempPathFactory) -> N
 @pytest.mark.postgres
 async def test_conformance_postgres(new_postgres_database: Callable[[], str]) -> None:
     _assert_full_pass(await _run_suite(new_postgres_database))
+
+
+@pytest.mark.mysql
+async def test_conformance_mysql(new_mysql_database: Callable[[], str]) -> None:
+    _assert_full_pass(await _run_suite(new_mysql_database))

@@ -378,7 +378,7 @@ def test_an_older_schema_is_migrated_in_order(sqlite_url: str) -> None:
 
 def test_bad_urls_are_refused() -> None:
     with pytest.raises(ValueError, match="unsupported database URL"):
-        SQLModelSaver("mysql://localhost/db")
+        SQLModelSaver("oracle://localhost/db")
     with pytest.raises(ValueError, match="psycopg 3"):
         SQLModelSaver("postgresql+asyncpg://localhost/db")
     with pytest.raises(ValueError, match="in-memory SQLite database"):

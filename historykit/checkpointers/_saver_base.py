@@ -1,0 +1,313 @@
+"""The plumbing of the LangGraph saver: engines (one sync, one async per event loop) shared by a
+saver and its `with_allowlist` clones, transactions that act once committed, and `SaverBase`, the
+class that runs plans on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import weakref
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+)
+from sqlalchemy import Engine
+from sqlalchemy.engine import URL, Row
+
+from historykit.checkpointers._dialect import dialect_of
+from historykit.checkpointers._message_cache import MessageCache
+from historykit.checkpointers._serde import RowCodec
+from historykit.checkpointers.database import (
+    DEFAULT_CONNECT_TIMEOUT,
+    Plan,
+    Query,
+    create_async_engine,
+    create_engine,
+    normalize_url,
+    prepare_database,
+    read_only_reason,
+    run_plan,
+    run_plan_async,
+)
+from historykit.checkpointers.schema import (
+    utcnow,
+)
+from historykit.errors import UnreachableDatabaseError
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+from historykit.checkpointers._saver_sql import (
+    _COMPONENTS,
+    FRAMEWORK,
+    T,
+    _Statements,
+)
+from historykit.checkpointers._saver_values import (
+    _Done,
+)
+
+__all__ = []
+
+
+# ---------------------------------------------------------------------------------------------
+# Connections shared by a saver and its `with_allowlist` clones
+# ---------------------------------------------------------------------------------------------
+
+
+class _Transaction:
+    """What a plan asks to happen once its transaction committed (cache updates)."""
+
+    __slots__ = ("_after",)
+
+    def __init__(self) -> None:
+        self._after: list[Callable[[], None]] = []
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        self._after.append(callback)
+
+    def committed(self) -> None:
+        for callback in self._after:
+            callback()
+
+
+class _Connections:
+    """Engines (one sync, one async per event loop), schema readiness and caches."""
+
+    def __init__(
+        self,
+        url: str | URL,
+        busy_timeout: float,
+        engine_kwargs: Mapping[str, Any],
+        cache_threads: int,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ):
+        self.url = url
+        self.dialect = dialect_of(normalize_url(url).get_backend_name())
+        self.busy_timeout = busy_timeout
+        self.connect_timeout = connect_timeout
+        self.engine_kwargs = dict(engine_kwargs)
+        self.lock = threading.Lock()
+        self.engines: tuple[Engine, Engine] | None = None
+        self.async_engines: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[AsyncEngine, AsyncEngine]
+        ] = weakref.WeakKeyDictionary()
+        self.ready = False
+        self.cache = MessageCache(cache_threads)
+        self.known_threads: set[str] = set()
+        self.counted: dict[str, set[tuple[str, bytes]]] = defaultdict(set)
+        """The token counts (`(method, digest)`) each thread holds, as far as this process knows."""
+        self.count_positions: dict[str, int] = {}
+        """Where in the process's noted counts (`counts_noted_since`) each thread's last put stopped."""
+        self.counts_loaded: set[str] = set()
+        """Threads whose stored counts this process read (`remember_counts`) since it started."""
+        # SQLite has one writer at a time, and a writer that finds the lock taken sleeps in steps
+        # of milliseconds (its busy handler): writers of this process (LangGraph saves writes and
+        # checkpoints from several threads at once) queue here instead.
+        self.sqlite_writers = None if self.dialect.locks_rows else threading.Lock()
+        self.async_sqlite_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def writer(self, write: bool) -> AbstractContextManager[object]:
+        if write and self.sqlite_writers is not None:
+            return self.sqlite_writers
+        return nullcontext()
+
+    def async_writer(self, write: bool) -> AbstractAsyncContextManager[object]:
+        if not write or self.sqlite_writers is None:
+            return nullcontext()
+        loop = asyncio.get_running_loop()
+        lock = self.async_sqlite_writers.get(loop)
+        if lock is None:
+            lock = self.async_sqlite_writers[loop] = asyncio.Lock()
+        return lock
+
+    def sync(self, write: bool) -> Engine:
+        engines = self.engines
+        if engines is None:
+            with self.lock:
+                if self.engines is None:
+                    engine = create_engine(
+                        self.url,
+                        busy_timeout=self.busy_timeout,
+                        connect_timeout=self.connect_timeout,
+                        **self.engine_kwargs,
+                    )
+                    self.engines = (
+                        engine.execution_options(historykit_write=False),
+                        engine.execution_options(historykit_write=True),
+                    )
+                engines = self.engines
+        if not self.ready:
+            # A database that can only be read is checked in a read transaction (it is never
+            # created or migrated then: that would be a write).
+            preparing = engines[0] if read_only_reason(engines[0]) else engines[1]
+            try:
+                with preparing.begin() as conn:
+                    prepare_database(conn, _COMPONENTS)
+            except sa.exc.OperationalError as exc:
+                raise self.unreachable(exc) from exc
+            self.ready = True
+        return engines[1] if write else engines[0]
+
+    async def asynchronous(self, write: bool) -> AsyncEngine:
+        loop = asyncio.get_running_loop()
+        engines = self.async_engines.get(loop)
+        if engines is None:
+            engine = create_async_engine(
+                self.url,
+                busy_timeout=self.busy_timeout,
+                connect_timeout=self.connect_timeout,
+                **self.engine_kwargs,
+            )
+            engines = (
+                engine.execution_options(historykit_write=False),
+                engine.execution_options(historykit_write=True),
+            )
+            self.async_engines[loop] = engines
+        if not self.ready:
+            preparing = engines[0] if read_only_reason(engines[0]) else engines[1]
+            try:
+                async with preparing.begin() as conn:
+                    await conn.run_sync(prepare_database, _COMPONENTS)
+            except sa.exc.OperationalError as exc:
+                raise self.unreachable(exc) from exc
+            self.ready = True
+        return engines[1] if write else engines[0]
+
+    def unreachable(self, exc: sa.exc.OperationalError) -> Exception:
+        """The error for a database that cannot be opened: where, and why (the driver's words)."""
+        where = normalize_url(self.url).render_as_string(hide_password=True)
+        reason = str(exc.orig).strip() if exc.orig is not None else str(exc)
+        if not self.dialect.file_based:
+            return UnreachableDatabaseError(
+                f"cannot connect to the database {where} "
+                f"(connect timeout {self.connect_timeout:g} s): {reason}"
+            )
+        why = read_only_reason(self.engines[0]) if self.engines is not None else None
+        if why is not None:
+            reason = f"{reason} (it is opened read-only because {why})"
+        return UnreachableDatabaseError(f"cannot open the database {where}: {reason}")
+
+    def close(self) -> None:
+        with self.lock:
+            if self.engines is not None:
+                self.engines[1].dispose()
+                self.engines = None
+
+    async def aclose(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        engines = self.async_engines.pop(loop, None)
+        if engines is not None:
+            await engines[1].dispose()
+
+
+class SaverBase(BaseCheckpointSaver[str]):
+    """What every part of `SQLModelSaver` stands on: its connections, statements and codec, and
+    the runners that drive a plan on a sync or an async connection."""
+
+    _db: _Connections
+    _sql: _Statements
+    _codec_cache: RowCodec
+
+    @property
+    def _codec(self) -> RowCodec:
+        # `with_allowlist` clones the saver with a new `serde`: follow it.
+        if self._codec_cache.serde is not self.serde:
+            self._codec_cache = RowCodec(self.serde)
+        return self._codec_cache
+
+    def _run(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
+        engine = self._db.sync(write)
+        txn = _Transaction()
+        with self._db.writer(write), engine.begin() as conn:
+            value = run_plan(conn, build(txn))
+        txn.committed()
+        return value
+
+    async def _arun(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
+        engine = await self._db.asynchronous(write)
+        txn = _Transaction()
+        async with self._db.async_writer(write), engine.begin() as conn:
+            value = await run_plan_async(conn, build(txn))
+        txn.committed()
+        return value
+
+    def setup(self) -> _Done:
+        """Create or migrate the tables now (otherwise the first call does it).
+
+        `await saver.setup()` works too, as with LangGraph's async savers (the work is done when
+        `setup()` returns; `asetup()` does it on the event loop's engine).
+        """
+        self._db.sync(write=True)
+        return _Done()
+
+    async def asetup(self) -> None:
+        await self._db.asynchronous(write=True)
+
+    def close(self) -> None:
+        """Dispose of the synchronous engine (the async one: `aclose`)."""
+        self._db.close()
+
+    async def aclose(self) -> None:
+        await self._db.aclose()
+
+    def get_next_version(self, current: str | int | float | None, channel: None) -> str:
+        """`"<counter>.<random>"`: ordered, and distinct on two branches forked from one checkpoint.
+
+        Zero-padded to a fixed width so versions compare as strings; shorter than the official
+        savers' (a dozen of them are stored with every checkpoint), and still ordered after them.
+        """
+        if current is None:
+            counter = 0
+        elif isinstance(current, (int, float)):
+            counter = int(current)
+        else:
+            counter = int(str(current).split(".")[0])
+        return f"{counter + 1:012}.{random.getrandbits(32):08x}"
+
+    def _check_thread_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
+        """Make sure the thread's row exists, and that what the cache knows of it still holds.
+
+        Another process may have deleted the thread (and maybe started it again) since this
+        process cached its messages: the cache's anchor (a number its log held) is then gone, and
+        the thread is forgotten before anything refers to a message that is no longer there. On
+        PostgreSQL the check locks the thread's row until the commit, so a `delete_thread` waits
+        for this write, or this write sees the deletion.
+        """
+        db, cache = self._db, self._db.cache
+        anchor = cache.anchor(thread_id)
+        locks_rows = self._sql.dialect.locks_rows
+        if not locks_rows and anchor is None and thread_id not in db.known_threads:
+            rows: Sequence[Row[Any]] = ()
+        else:
+            rows = yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": anchor or -1})
+        if rows and (anchor is None or rows[0].anchored):
+            return
+        if anchor is not None or thread_id in db.known_threads:
+            self._forget(thread_id)  # deleted by another process: nothing cached holds any more
+        if not rows:
+            yield Query(
+                self._sql.insert_thread,
+                {"thread_id": thread_id, "framework": FRAMEWORK, "created_at": utcnow()},
+            )
+            if locks_rows:
+                yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": -1})
+        txn.after_commit(lambda: db.known_threads.add(thread_id))
+
+    def _forget(self, thread_id: str) -> None:
+        self._db.cache.forget(thread_id)
+        self._db.known_threads.discard(thread_id)
+        self._db.counted.pop(thread_id, None)
+        self._db.count_positions.pop(thread_id, None)
+        self._db.counts_loaded.discard(thread_id)

@@ -1,0 +1,392 @@
+"""The LangGraph saver's side of the message log: LangChain messages in, numbers out, and back."""
+
+from __future__ import annotations
+
+import builtins
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from sqlalchemy.engine import Row
+
+from historykit.checkpointers._message_cache import KnownList, snapshot
+from historykit.checkpointers._message_log import LoggedMessage, chunks
+from historykit.checkpointers._refs import (
+    Refs,
+    Run,
+    decode_refs,
+    extend_runs,
+    to_runs,
+)
+from historykit.checkpointers._saver_base import (
+    SaverBase,
+    _Transaction,
+)
+from historykit.checkpointers._saver_sql import (
+    _MAX_RUNS_PER_QUERY,
+    FRAMEWORK,
+)
+from historykit.checkpointers._saver_values import (
+    _Found,
+    _MessageChannel,
+    _Pending,
+    _position,
+)
+from historykit.checkpointers.database import (
+    CorruptRowError,
+    Plan,
+    Query,
+)
+from historykit.errors import InvalidArgumentError
+from historykit.messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
+from historykit.tokens import counts_noted_since, remember_counts
+
+__all__ = []
+
+
+class SaverMessages(SaverBase):
+    """How the LangGraph saver puts LangChain messages in the shared message log (`_message_log`)
+    and reads them back: each message once, recognized without serializing it again when the cache
+    knows it, its marker when a compaction wrote it, and the token counts the process made of it."""
+
+    def _store_messages_plan(
+        self,
+        txn: _Transaction,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        channels: Sequence[_MessageChannel],
+    ) -> Plan[builtins.list[builtins.list[Run]]]:
+        """Put every message of these lists in the thread's log (once); return each list's runs.
+
+        The head of a list that is the very list stored last time costs nothing; the rest goes
+        through `_log_plan`.
+        """
+        cache = self._db.cache
+        tail_seqs: builtins.list[tuple[builtins.list[int], builtins.list[Any]]] = []
+        for item in channels:
+            start = len(item.known.messages)
+            tail = item.messages[start:]
+            positions = [_position(checkpoint_id, 0, ns, item.channel, start + i) for i in range(len(tail))]
+            tail_seqs.append(
+                (yield from self._log_plan(txn, thread_id, tail, positions)) if tail else ([], [])
+            )
+        out: builtins.list[builtins.list[Run]] = []
+        remembered: builtins.list[tuple[tuple[str, str], KnownList]] = []
+        for item, (resolved, forms) in zip(channels, tail_seqs, strict=True):
+            runs = extend_runs(item.known.runs, resolved)
+            out.append(runs)
+            if None not in forms:  # a message that cannot be copied is never taken as known
+                known = KnownList(
+                    list(item.messages), item.known.seqs + resolved, runs, item.known.forms + forms
+                )
+                remembered.append(((ns, item.channel), known))
+
+        def remember() -> None:
+            for key, known in remembered:
+                cache.remember_list(thread_id, key, known, written=True)
+
+        txn.after_commit(remember)
+        return out
+
+    def _log_plan(
+        self,
+        txn: _Transaction,
+        thread_id: str,
+        messages: Sequence[BaseMessage],
+        positions: Sequence[str],
+        without_id: builtins.list[bool] | None = None,
+    ) -> Plan[tuple[builtins.list[int], builtins.list[Any]]]:
+        """The log number of each message, adding to the log the ones it lacks (at `positions` of
+        the transcript), with the private copy of each message's stored form (`None` for one that
+        cannot be copied); `without_id` learns which messages had no id as they were stored.
+
+        Objects the cache knows, unchanged, cost a lookup; the others are serialized and hashed,
+        and looked up in (or added to) the log.
+        """
+        cache = self._db.cache
+        hits = cache.seqs_of(thread_id, messages)
+        seqs: builtins.list[int] = [0] * len(messages)
+        ids: builtins.list[str | None] = [None] * len(messages)
+        forms: builtins.list[Any] = [None] * len(messages)
+        pending: dict[str, _Pending] = {}
+        unknown: builtins.list[tuple[int, str]] = []
+        lower: dict[int, str] = {}  # seq -> an earlier position than the one it is known at
+        for i, hit in enumerate(hits):
+            if hit is not None:
+                seqs[i], ids[i], forms[i] = hit.seq, hit.message_id, hit.form
+                if hit.position is None or positions[i] < hit.position:
+                    lower[seqs[i]] = min(positions[i], lower.get(seqs[i], positions[i]))
+                continue
+            message = messages[i]
+            form, message_id, encoding, data, digest = self._serialize(message)
+            ids[i], forms[i] = message_id, form
+            stored = form if form is not None else message
+            if digest in pending:
+                pending[digest] = pending[digest]._replace(
+                    position=min(pending[digest].position, positions[i])
+                )
+            else:
+                anonymous = digest
+                if message_id is not None:
+                    _, _, anonymous = self._codec.dumps_hashed(stored.model_copy(update={"id": None}))
+                pending[digest] = _Pending(encoding, data, stored, message_id, positions[i], anonymous)
+            unknown.append((i, digest))
+        found: dict[str, _Found] = {}
+        if pending:
+            found = yield from self._append_to_log_plan(thread_id, pending)
+            for i, digest in unknown:
+                seqs[i], stored_position, _ = found[digest]
+                if stored_position is None or positions[i] < stored_position:
+                    lower[seqs[i]] = min(positions[i], lower.get(seqs[i], positions[i]))
+        if lower:
+            # A message first logged from a later write (they are saved concurrently) moves up to
+            # the earliest place it had.
+            yield Query(
+                self._sql.lower_position,
+                [{"t": thread_id, "s": seq, "p": position} for seq, position in lower.items()],
+            )
+        learned = [
+            (seqs[i], messages[i], forms[i], lower.get(seqs[i], found[digest].position), found[digest].same)
+            for i, digest in unknown
+        ]
+        learned += [
+            (seqs[i], messages[i], forms[i], lower[seqs[i]], False)
+            for i, hit in enumerate(hits)
+            if hit is not None and seqs[i] in lower
+        ]
+        if learned:
+            txn.after_commit(lambda: cache.add(thread_id, learned, written=True))
+        if without_id is not None:
+            without_id[:] = [message_id is None for message_id in ids]
+        return seqs, forms
+
+    def _serialize(self, message: BaseMessage) -> tuple[Any, str | None, str, bytes, str]:
+        """`(form, id, encoding, data, hash)` of a message as one consistent form, `form` being a
+        private copy of the message as serialized (what the cache compares it with later; `None`
+        when the message cannot be copied).
+
+        The serialized copy is the message the log holds: LangGraph may give the message an id
+        (on this very object, from another thread) while we copy it, and the caller may change it
+        later; the copy does not move.
+        """
+        form = snapshot(message)
+        if form is None:  # cannot be copied: serialize the object itself, as one consistent form
+            while True:
+                message_id = message.id
+                encoding, data, digest = self._codec.dumps_hashed(message)
+                if message.id == message_id:
+                    return None, message_id, encoding, data, digest
+        encoding, data, digest = self._codec.dumps_hashed(form)
+        return form, form.id, encoding, data, digest
+
+    def _append_to_log_plan(self, thread_id: str, pending: Mapping[str, _Pending]) -> Plan[dict[str, _Found]]:
+        """Where each hashed message is in the log, adding the ones the log lacks (with their
+        markers)."""
+        # Numbers are allocated per thread: on a server, concurrent writers of one thread take
+        # turns on the thread row, locked by `_check_thread_plan` at the start of the write.
+        log = self._sql.log
+        rows = yield from log.find_plan(thread_id, list(pending))
+        found: dict[str, _Found] = {digest: _Found(row.seq, row.position) for digest, row in rows.items()}
+        new = [digest for digest in pending if digest not in found]
+        inherited: dict[str, str] = {}
+        if new:
+            inherited = yield from self._match_other_form_plan(thread_id, pending, new, found)
+            new = [digest for digest in new if digest not in found]
+        if not new:
+            return found
+        logged: builtins.list[LoggedMessage] = []
+        for digest in new:
+            encoding, data, message, message_id, position, anonymous = pending[digest]
+            logged.append(
+                LoggedMessage(
+                    hash=digest,
+                    kind=str(message.type),
+                    encoding=encoding,
+                    data=data,
+                    native_id=message_id,
+                    position=min(position, inherited.get(digest, position)),
+                    anonymous_hash=anonymous,
+                    marker=self._marker_of(message, thread_id),
+                )
+            )
+        seqs = yield from log.append_plan(thread_id, FRAMEWORK, logged)
+        for seq, row in zip(seqs, logged, strict=True):
+            found[row.hash] = _Found(seq, row.position)
+        return found
+
+    def _match_other_form_plan(
+        self,
+        thread_id: str,
+        pending: Mapping[str, _Pending],
+        new: Sequence[str],
+        found: dict[str, _Found],
+    ) -> Plan[dict[str, str]]:
+        """Find the messages logged in their other form: without the id they have now, or with
+        the id they do not have yet.
+
+        A message is logged when the write that carries it is saved, as the node returned it;
+        LangGraph's `add_messages` gives an id to a message that lacks one as it enters the state,
+        on the same object, while writes are saved from other threads. So a message can reach the
+        log without its id first (its row is then completed in place, keeping its number and its
+        earlier position), or with it first (the id-less form then refers to that row). Either
+        way the transcript holds it once, and a write still reads back exactly as written: its
+        references say which messages had no id (`Refs.without_id`), and those lose it on reading,
+        so replaying the write gives them new ids as the original run did, and two equal messages
+        of one write stay two. (The second one then gets a row of its own, at the write's
+        position: returned, `{hash: position}`, for the rows to add.)
+        """
+        by_anonymous: dict[str, builtins.list[str]] = defaultdict(list)
+        for digest in new:
+            by_anonymous[pending[digest].anonymous].append(digest)
+        rows = yield Query(self._sql.find_anonymous, {"thread_id": thread_id, "hashes": list(by_anonymous)})
+        completions: dict[str, int] = {}
+        taken: set[int] = set()
+        inherited: dict[str, str] = {}
+        for row in sorted(rows, key=lambda r: r.seq):
+            for digest in by_anonymous[row.anonymous_hash]:
+                if digest in found or digest in completions:
+                    continue
+                # Only the race described above, not an older message that merely reads the same:
+                # the row came from a later place than this form (id-less first) or an earlier one.
+                later = row.position is None or row.position > pending[digest].position
+                if pending[digest].message_id is None:
+                    if row.native_id is not None and later:
+                        found[digest] = _Found(row.seq, row.position, same=False)  # the row has the id
+                elif row.native_id is None and not later:
+                    if row.seq not in taken:
+                        completions[digest] = row.seq
+                        taken.add(row.seq)
+                    elif row.position is not None:
+                        inherited[digest] = min(row.position, inherited.get(digest, row.position))
+        if not completions:
+            return inherited
+        for digest, seq in completions.items():
+            encoding, data, _, message_id, _, _ = pending[digest]
+            yield Query(
+                self._sql.complete_message,
+                {"t": thread_id, "s": seq, "h": digest, "e": encoding, "d": data, "n": message_id},
+            )
+        # Only rows that still had no id were completed (another writer may have been first).
+        completed = yield from self._sql.log.find_plan(thread_id, list(completions))
+        found.update({digest: _Found(row.seq, row.position) for digest, row in completed.items()})
+        return inherited
+
+    @staticmethod
+    def _marker_of(message: BaseMessage, thread_id: str) -> CompactionMarker | None:
+        """The marker of the compaction that wrote `message` (a summary's `COMPACTION_KEY`, any other
+        message's `EDIT_KEY`); `None` for an original."""
+        kwargs = message.additional_kwargs or {}
+        key = COMPACTION_KEY if kwargs.get(COMPACTION_KEY) is not None else EDIT_KEY
+        raw = kwargs.get(key)
+        if raw is None:
+            return None
+        if not isinstance(raw, Mapping):
+            raise InvalidArgumentError(
+                f"message {message.id!r} of thread {thread_id!r}: additional_kwargs[{key!r}] is a "
+                f"{type(raw).__name__}, expected the dict of CompactionMarker.to_dict()"
+            )
+        try:
+            return CompactionMarker.from_dict(dict(raw))
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgumentError(
+                f"message {message.id!r} of thread {thread_id!r}: bad compaction marker: {exc}"
+            ) from None
+
+    def _restore_counts_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
+        """Make the thread's stored token counts known to every `TokenCounter` of the same method
+        (`historykit.tokens.remember_counts`), once per process: the first model call after a cold
+        load then tokenizes only what is new."""
+        by_method = yield from self._sql.log.read_counts_plan(thread_id)
+        db = self._db
+
+        def remember() -> None:
+            for method, counts in by_method.items():
+                remember_counts(method, counts)
+                db.counted[thread_id].update((method, digest) for digest in counts)
+            db.counts_loaded.add(thread_id)
+
+        txn.after_commit(remember)
+
+    def _record_counts_plan(
+        self, txn: _Transaction, thread_id: str, channels: Sequence[_MessageChannel]
+    ) -> Plan[None]:
+        """Keep the token counts this process made (`counts_noted_since`) of the messages of a
+        checkpoint that the thread does not hold yet. Nothing is tokenized here: a message no
+        counter counted has no count to keep. Only the counts made since the thread's last
+        checkpoint are looked at, so a step costs the same at message 20 and at message 2,000."""
+        db = self._db
+        position, noted = counts_noted_since(db.count_positions.get(thread_id, 0))
+        if not noted:
+            return
+        in_checkpoint = {id(message) for item in channels for message in item.messages}
+        recorded = db.counted[thread_id]
+        counts: dict[str, dict[bytes, int]] = {}
+        for native, method, digest, tokens in noted:
+            if id(native) in in_checkpoint and (method, digest) not in recorded:
+                counts.setdefault(method, {})[digest] = tokens
+        if counts:
+            yield from self._sql.log.record_counts_plan(thread_id, counts)
+
+        def remember() -> None:
+            recorded.update((method, digest) for method, by in counts.items() for digest in by)
+            db.count_positions[thread_id] = position
+
+        txn.after_commit(remember)
+
+    @staticmethod
+    def _decode_refs(where: str, data: bytes | None) -> Refs:
+        try:
+            return decode_refs(data)
+        except ValueError as exc:
+            raise CorruptRowError(f"{where}: {exc}") from None
+
+    def _messages_plan(
+        self, needed: Mapping[str, Iterable[int]]
+    ) -> Plan[tuple[dict[str, dict[int, BaseMessage]], dict[str, dict[int, Any]]]]:
+        """The message objects of the given numbers, from the cache or the log (decoded once), and
+        the private copies of their stored forms (for the ones that could be copied)."""
+        cache = self._db.cache
+        out: dict[str, dict[int, BaseMessage]] = {}
+        out_forms: dict[str, dict[int, Any]] = {}
+        for thread_id, seq_iter in needed.items():
+            known, forms, missing_set = cache.lookup(thread_id, set(seq_iter))
+            out_forms[thread_id] = forms
+            if not missing_set:
+                out[thread_id] = known
+                continue
+            missing = sorted(missing_set)
+            runs = to_runs(missing)
+            queries: builtins.list[Query]
+            if len(runs) <= _MAX_RUNS_PER_QUERY:
+                queries = [Query(self._sql.messages_by_runs(runs), {"thread_id": thread_id})]
+            else:
+                queries = [
+                    Query(self._sql.messages_in, {"thread_id": thread_id, "seqs": list(chunk)})
+                    for chunk in chunks(missing)
+                ]
+            fetched: builtins.list[tuple[int, BaseMessage]] = []
+            for query in queries:
+                for row in (yield query):
+                    fetched.append((row.seq, self._decode_message(thread_id, row)))
+            known.update(fetched)
+            learned = [(seq, message, snapshot(message), None, True) for seq, message in fetched]
+            forms.update((seq, form) for seq, _, form, _, _ in learned if form is not None)
+            cache.add(thread_id, learned)
+            absent = [seq for seq in missing if seq not in known]
+            if absent:
+                raise CorruptRowError(
+                    f"thread {thread_id!r} refers to {len(absent)} message(s) missing from "
+                    "historykit_message "
+                    f"(seq {', '.join(map(str, absent[:5]))}{', ...' if len(absent) > 5 else ''})"
+                )
+            out[thread_id] = known
+        return out, out_forms
+
+    def _decode_message(self, thread_id: str, row: Row[Any]) -> BaseMessage:
+        where = f"message seq {row.seq} of thread {thread_id!r} (historykit_message)"
+        message = self._codec.loads(row.encoding, row.data, where=where)
+        if not isinstance(message, BaseMessage):
+            raise CorruptRowError(f"{where} decodes to a {type(message).__name__}, not a LangChain message")
+        return message

@@ -70,6 +70,11 @@ class Dialect:
         """Extra `create_engine` arguments this backend needs."""
         return {}
 
+    def read_only_connect_args(self) -> dict[str, Any]:
+        """Connection arguments that make every session read-only (the inspection API's engines);
+        SQLite opens the file read-only instead (`historykit.checkpointers.inspection`)."""
+        return {}
+
     # -- statements ----------------------------------------------------------------------------
 
     def insert(self, table: sa.Table) -> Any:
@@ -201,6 +206,9 @@ class PostgreSQL(Dialect):
             )
         return url.set(drivername="postgresql+psycopg")
 
+    def read_only_connect_args(self) -> dict[str, Any]:
+        return {"options": "-c default_transaction_read_only=on"}
+
     def connect_args(self, connect_args: Mapping[str, Any], connect_timeout: float) -> dict[str, Any]:
         out = dict(connect_args)
         # libpq counts whole seconds (and at least 2); psycopg applies it to the whole handshake.
@@ -266,6 +274,9 @@ class MySQL(Dialect):
         out = dict(connect_args)
         out.setdefault("connect_timeout", max(1, _whole_seconds(connect_timeout)))
         return out
+
+    def read_only_connect_args(self) -> dict[str, Any]:
+        return {"init_command": "SET SESSION TRANSACTION READ ONLY"}
 
     def engine_kwargs(self) -> dict[str, Any]:
         # Each statement sees what committed before it, as on PostgreSQL: a writer that waited for

@@ -48,6 +48,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
+from historykit.checkpointers._dialect import dialect_of
 from historykit.checkpointers.conversation_schema import (
     CONVERSATIONS,
     ConversationEntryRow,
@@ -443,11 +444,12 @@ def _read_only_engine(url: URL) -> Engine:
 
     `create_engine` already opens a SQLite file that cannot be written read-only (`read_only_reason`
     says why); a file that could be written is opened with `mode=ro` here, which `create_engine`
-    cannot do (it sets the file's journal mode on connecting, a write). PostgreSQL sessions default to
-    read-only transactions.
+    cannot do (it sets the file's journal mode on connecting, a write). A server's sessions are made
+    read-only by the backend's own setting (`Dialect.read_only_connect_args`).
     """
-    if url.get_backend_name() != "sqlite":
-        return create_engine(url, connect_args={"options": "-c default_transaction_read_only=on"})
+    dialect = dialect_of(url.get_backend_name())
+    if not dialect.file_based:
+        return create_engine(url, connect_args=dialect.read_only_connect_args())
     if not url.database or url.database == ":memory:":
         raise InvalidArgumentError(
             f"{url.database or url}: an in-memory database holds no threads; give a SQLite file"

@@ -93,11 +93,20 @@ def _write_conversation(url: str) -> None:
     asyncio.run(main())
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ]
+)
 def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database: a SQLite file's URL (no file yet) or the session's emptied PostgreSQL one."""
+    """An empty database: a SQLite file's URL (no file yet), or the session's emptied PostgreSQL or
+    MySQL/MariaDB one."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'agent.db'}"
+    if request.param == "mysql":
+        return str(request.getfixturevalue("new_mysql_database")())
     new_postgres_database: Callable[[], str] = request.getfixturevalue("new_postgres_database")
     return new_postgres_database()
 
@@ -300,3 +309,14 @@ def test_a_conversation_from_inside_an_event_loop(url: str) -> None:
 
     details = asyncio.run(inspect())
     assert details is not None and [m.marker for m in details.markers] == [CONVERSATION_MARKER]
+
+
+def test_a_server_database_is_read_in_read_only_sessions(url: str) -> None:
+    """PostgreSQL and MySQL/MariaDB sessions of the inspector refuse a write (each by its own setting)."""
+    if url.startswith("sqlite"):
+        pytest.skip("a SQLite file is opened read-only instead (the tests above)")
+    with DatabaseInspector(url) as db:
+        with pytest.raises(sa.exc.DBAPIError), db._engine.connect() as conn:
+            conn.execute(sa.text("CREATE TABLE historykit_inspection_probe (x INTEGER)"))
+            conn.execute(sa.text("INSERT INTO historykit_inspection_probe VALUES (1)"))
+        assert db.threads(), "reading still works"

@@ -1,5 +1,6 @@
 """SQLModel persistence (SQLite, PostgreSQL, MySQL/MariaDB): the LangGraph checkpointer, the Pydantic
-AI conversation store, the shared message log and compaction markers.
+AI conversation store, the shared message log and compaction markers, and a read-only inspection
+API over both (`DatabaseInspector`, what `historykit threads`/`show` render).
 
 Framework packages are imported only when a name that needs them is used, so importing
 `historykit.checkpointers` works without LangGraph or Pydantic AI installed.
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from historykit.checkpointers._serde import RefusedTypeError, StateSerializer
     from historykit.checkpointers.conversation_store import SQLModelConversationStore
+    from historykit.checkpointers.inspection import DatabaseInspector
     from historykit.checkpointers.database import (
         CorruptRowError,
         ReadOnlyDatabaseError,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CorruptRowError",
+    "DatabaseInspector",
     "ReadOnlyDatabaseError",
     "RefusedTypeError",
     "SQLModelConversationStore",
@@ -53,6 +56,7 @@ __all__ = [
 _LAZY = {
     "SQLModelSaver": "historykit.checkpointers.saver",
     "SQLModelConversationStore": "historykit.checkpointers.conversation_store",
+    "DatabaseInspector": "historykit.checkpointers.inspection",
     "CorruptRowError": "historykit.checkpointers.database",
     "ReadOnlyDatabaseError": "historykit.checkpointers.database",
     "RefusedTypeError": "historykit.checkpointers._serde",

@@ -35,7 +35,7 @@ Example:
     from pydantic_ai.usage import UsageLimits
     import historykit
     from historykit.demo import PydanticAIReplay, Recording
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     replay = PydanticAIReplay(Recording.load(), window=10_000)
     kit = HistoryKit(historykit.default_pipeline())
@@ -261,7 +261,7 @@ class _Meter:
         self._recorded = 0  # calls answered from the recording so far: the index into `raw`
 
     def measure(self, messages: Sequence[Any], turn: int, replayed: bool) -> Call:
-        from historykit.plugins import adapter_for
+        from historykit.frameworks import adapter_for
 
         neutral = adapter_for(messages).to_neutral(list(messages)) if messages else []
         sizes = [self.counter.count_message(m) for m in neutral]
@@ -607,7 +607,7 @@ async def run_pydantic_ai(
     from pydantic_ai import Agent
     from pydantic_ai.usage import UsageLimits
 
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     replay = PydanticAIReplay(recording, window=window, counter=counter, on_call=on_call, delay=delay)
     reports: list[Report] = []
@@ -694,7 +694,7 @@ def run_langgraph(
     from langchain_core.messages import AIMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     replay = LangChainReplay(recording, window=window, counter=counter, on_call=on_call, delay=delay)
     reports: list[Report] = []
@@ -935,7 +935,7 @@ def _transcript_view(run: ReplayRun, width: int, edge: int = 2) -> Group:
     """The stored thread: its compaction markers, and the logged messages around each summary."""
     from collections import Counter
 
-    from historykit.plugins import adapter_for
+    from historykit.frameworks import adapter_for
 
     transcript = run.transcript
     messages = transcript.logged()
@@ -1014,7 +1014,7 @@ def _one_line(native: Any, neutral: Sequence[Message], width: int) -> str:
 def _latest_summary(run: ReplayRun, lines: int = 18) -> Panel | None:
     if run.transcript is None or not run.transcript.compactions:
         return None
-    from historykit.plugins import adapter_for
+    from historykit.frameworks import adapter_for
 
     numbered = list(enumerate(run.transcript.compactions))
     found = [(n, c) for n, c in numbered if c.marker.strategy == "summarize"]

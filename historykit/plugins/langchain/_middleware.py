@@ -1,0 +1,677 @@
+"""historykit processors in LangGraph graphs and LangChain v1 agents.
+
+Two ways in, each view-only or persistent:
+
+- `HistoryKitHook(processor)`: a graph node; as `create_react_agent(pre_model_hook=...)` it is view
+  only and returns `{"llm_input_messages": processed}`; with `persist=True` it returns a `messages`
+  state update, as a pre-model hook or as a node of your own `StateGraph` before the model.
+- `HistoryKitMiddleware(processor)`: LangChain v1 `create_agent(middleware=[...])`; view only by
+  default (it edits the model request), persistent with `persist=True` (it also writes the edits
+  to the agent state).
+
+What each mode keeps:
+
+- **View only**: the model is sent the processed history; the graph state (and so every checkpoint
+  and `get_state()`) keeps every message, unedited. The view is derived from it by replaying the
+  conversation's model calls (`historykit.view`): the model is sent exactly what persistent mode
+  would send, append-only between compactions (the provider's prompt cache keeps hitting).
+- **Persistent**: the edits go into the state through its `add_messages` reducer: a
+  `RemoveMessage(id=...)` for each message the processors removed, the edited messages under their
+  own ids (which `add_messages` replaces in place), and new messages (a summary, a notice) appended
+  when they come last; when a new message has to go in between (a summary after the task), the
+  update is `RemoveMessage(id=REMOVE_ALL_MESSAGES)` followed by the whole processed list. State and
+  checkpoints shrink with the history; later calls start from the processed history. The
+  original messages are not lost when the checkpointer keeps them: with
+  `historykit.checkpointers.SQLModelSaver`, `saver.transcript(thread_id)` still returns every message
+  the thread ever had, with the compaction markers. Persistent mode needs the state's messages
+  channel to use LangGraph's `add_messages` reducer (`MessagesState`, `AgentState` do).
+
+What the budget counts: the middleware processes the system message with the history (the model
+sees both); `HistoryKitHook` processes the state's messages, so a `prompt=` that `create_react_agent`
+adds after the hook is not counted: keep it in the state, or leave room for it in `context_window`.
+Tool definitions are never counted.
+
+The context window, in order: the `context_window` you give (`explicit`); else the chat model's
+profile, `model.profile["max_input_tokens"]` (`model profile`): the request's model for the
+middleware, the `model=` you pass for the hook; else historykit's conservative default (`default`).
+Every call's report (`window_source` says which window) goes to `on_report`, the latest is
+`last_report`, and the pipeline logs it at debug level (the `historykit` logger). Sync and async
+graphs are both served: the async paths await the pipeline (`arun`), so a `Summarize` with an async
+summarizer runs on the graph's event loop.
+
+Thinking binding (`historykit.binding`): whether the model binds replayed thinking to the history
+is `binds_thinking=` when given, else read from the chat model's name (the request's model for the
+middleware, the `model=` you pass for the hook), else from the model names in the messages'
+`response_metadata`. On such a model, thinking after an edit is dropped in the same call.
+
+Compact and retry (the middleware): when the provider refuses the call as too long for its context
+window (LangChain's `ContextOverflowError`, or the SDK's `BadRequestError` saying so), the pipeline
+runs again on the same input with a smaller window and the model is called once more
+(`historykit.plugins._overflow`); the smaller window stays with the thread. The report of the retry
+has an `OverflowRetry` step and marker; a second refusal reaches the caller as the model raised it.
+The hook runs before the model node and cannot retry.
+
+Manual compaction (both): `compact(focus, thread_id=None)` makes the thread's next model call run
+`Pipeline.compact` (summarize now, with the focus; the marker records `automatic=False`), in either
+mode; `compact_thread(graph, config, focus)` / `acompact_thread` compact a stored thread at once
+through `graph.update_state` (persistent mode), so the checkpointer records it.
+
+Recall (the middleware, `recall=True`, `historykit.recall`): the middleware adds a `recall` tool
+that gives a cleared tool output back by the handle its placeholder names, from the graph state
+(view-only keeps every message), the originals it kept (persistent) or the `Recall.store`'s
+transcript (a `SQLModelSaver`: every message the thread ever had).
+
+Example:
+    ```python
+    from langchain.agents import create_agent
+    from langgraph.prebuilt import create_react_agent
+    from historykit import Pipeline
+    from historykit.checkpointers import SQLModelSaver
+    from historykit.plugins.langchain import HistoryKitHook, HistoryKitMiddleware
+    from historykit.processors import ClearToolResults, PairwiseTruncate, Repair
+
+    pipeline = Pipeline([ClearToolResults(), PairwiseTruncate(), Repair()])
+    react = create_react_agent(model, tools, pre_model_hook=HistoryKitHook(pipeline, model=model))
+    agent = create_agent(
+        model, tools, middleware=[HistoryKitMiddleware(pipeline, persist=True)],
+        checkpointer=SQLModelSaver("sqlite:///agent.db"),
+    )
+    ```
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
+
+from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import Command
+
+from historykit.binding import model_binds_thinking
+from historykit.context_window import ContextWindow, check_context_window
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.messages import PROVIDER_COMPACTION_KEY, ProviderCompaction
+from historykit.pipeline import HistoryProcessor, ManualCompaction, PipelineResult, Report
+from historykit.plugins._glue import Glue, pipeline_of
+from historykit.plugins._overflow import OverflowRetry
+from historykit.plugins.native_compaction import ANTHROPIC_COMPACTION_BETA
+from historykit.recall import Recall, recall_option
+from historykit.view import Mode
+
+try:
+    from langchain.agents.middleware.types import ExtendedModelResponse as _ExtendedModelResponse
+except ImportError:  # pragma: no cover - langchain 1.x before wrap_model_call could update state
+    _ExtendedModelResponse = None  # type: ignore[assignment,misc]
+
+__all__ = [
+    "HistoryKitHook",
+    "HistoryKitMiddleware",
+    "chat_model_binds_thinking",
+    "chat_model_context_window",
+    "state_update",
+    "with_provider_compaction",
+]
+
+
+def chat_model_context_window(model: Any) -> ContextWindow | None:
+    """`model.profile["max_input_tokens"]` of a LangChain chat model (or a binding of one), if it has one.
+
+    Example:
+        ```python
+        from historykit.plugins.langchain import chat_model_context_window
+
+        chat_model_context_window(ChatAnthropic(model="claude-sonnet-4-5"))  # from its profile
+        ```
+    """
+    while model is not None and not hasattr(model, "profile") and hasattr(model, "bound"):
+        model = model.bound  # a RunnableBinding (tools bound): the chat model is inside
+    profile = getattr(model, "profile", None)
+    if not isinstance(profile, dict):
+        return None
+    tokens = profile.get("max_input_tokens")
+    if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+        return ContextWindow(tokens, "model profile")
+    return None
+
+
+def chat_model_binds_thinking(model: Any) -> bool | None:
+    """Whether a LangChain chat model (or a binding of one) binds thinking to the history (R13).
+
+    From its model name (`model_name`, or `model` as `ChatAnthropic` calls it); `None` when there is
+    no model or it names none (the messages' `response_metadata` model names then decide).
+    """
+    while model is not None and not hasattr(model, "model_name") and hasattr(model, "bound"):
+        model = model.bound  # a RunnableBinding (tools bound): the chat model is inside
+    for attribute in ("model_name", "model"):
+        name = getattr(model, attribute, None)
+        if isinstance(name, str) and name:
+            return model_binds_thinking(name)
+    return None
+
+
+def state_update(
+    old: Sequence[BaseMessage], new: Sequence[BaseMessage], *, appended: Sequence[BaseMessage] = ()
+) -> list[BaseMessage]:
+    """The `add_messages` update that turns the state's `old` messages into `new` (then `appended`).
+
+    `appended` are messages the same step adds before this update is applied (the model's response,
+    for the middleware). Removed messages become `RemoveMessage(id=...)`, edited ones keep their ids
+    (replaced in place), new ones get an id and are appended when they come last; otherwise the
+    update replaces everything (`REMOVE_ALL_MESSAGES`). `[]` when nothing changed.
+
+    Example:
+        ```python
+        from langgraph.graph.message import add_messages
+        from historykit.plugins.langchain import state_update
+
+        assert add_messages(old, state_update(old, processed)) == processed  # same ids, same order
+        ```
+    """
+    if len(old) == len(new) and all(a is b for a, b in zip(old, new)):
+        return []
+    new = _with_unique_ids(new)
+    position = {m.id: i for i, m in enumerate(old) if m.id is not None}
+    kept = [position[m.id] for m in new if m.id in position]
+    fresh = [j for j, m in enumerate(new) if m.id not in position]
+    last_kept = max((j for j, m in enumerate(new) if m.id in position), default=-1)
+    by_id = len(position) == len(old) and kept == sorted(kept)
+    # add_messages appends what it does not know: only new messages at the very end can go that way.
+    if by_id and (not fresh or (not appended and min(fresh) > last_kept)):
+        ids = {m.id for m in new}
+        removed: list[BaseMessage] = [RemoveMessage(id=m.id) for m in old if m.id not in ids]  # type: ignore[arg-type]
+        edited = [m for m in new if m.id in position and m is not old[position[m.id]]]
+        return [*removed, *edited, *(new[j] for j in fresh)]
+    return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *new, *appended]
+
+
+def _with_unique_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    # New messages (a summary, a notice) come without an id, and a processor's merge may leave two
+    # with one id: either would make add_messages append or replace the wrong message.
+    seen: set[str] = set()
+    out: list[BaseMessage] = []
+    for msg in messages:
+        if msg.id is None or msg.id in seen:
+            msg = msg.model_copy(update={"id": str(uuid.uuid4())})
+        seen.add(msg.id)  # type: ignore[arg-type]
+        out.append(msg)
+    return out
+
+
+class _Glue(Glue):
+    """What the hook and the middleware share: the pipeline, the window rule and the reports."""
+
+    def __init__(
+        self,
+        processor: HistoryProcessor,
+        context_window: int | None,
+        on_report: Callable[[Report], None] | None,
+        persist: bool,
+        binds_thinking: bool | None = None,
+    ) -> None:
+        self.pipeline = pipeline_of(processor)
+        """The pipeline that runs (a single processor is wrapped in one)."""
+        self.context_window = check_context_window(context_window)
+        """The window to budget for; `None`: the model's profile's, else historykit's default."""
+        self.on_report = on_report
+        """Called with every call's report."""
+        self.persist = bool(persist)
+        """Whether the edits are written to the graph state (see the module documentation)."""
+        self.last_report: Report | None = None
+        """The report of the latest call."""
+        if binds_thinking is not None and not isinstance(binds_thinking, bool):
+            raise ArgumentTypeError(f"binds_thinking must be True, False or None, got {binds_thinking!r}")
+        self.binds_thinking = binds_thinking
+        """Whether the model binds thinking to the history (R13); `None`: from the chat model's name,
+        else from the model names on the messages."""
+        self.overflow = OverflowRetry()
+        """Compact-and-retry (the middleware): the windows threads shrank to after a context overflow."""
+        self._manual: dict[str | None, ManualCompaction] = {}
+
+    def compact(
+        self, focus: str | None = None, *, keep_last: int | None = None, thread_id: str | None = None
+    ) -> None:
+        """Compact at the next model call, with an optional focus: Claude Code's `/compact <focus>`.
+
+        The next call (in the thread `thread_id` when given, else in any) runs `Pipeline.compact`
+        instead of the usual processing: its `Summarize` step summarizes now, a small history too,
+        with the focus, and the marker records `automatic=False` and the focus. Persistent mode
+        writes the compacted history to the state; view-only mode remembers it as that call's view.
+        Later calls continue from it. To compact a stored thread without a model call, see
+        `compact_thread`.
+
+        Example:
+            ```python
+            middleware.compact("keep the details of the auth refactor", thread_id="t1")
+            config = {"configurable": {"thread_id": "t1"}}
+            agent.invoke({"messages": [("user", "Now the billing part")]}, config)
+            ```
+        """
+        self._manual[thread_id] = ManualCompaction(focus, keep_last)
+
+    def compact_thread(
+        self,
+        graph: Any,
+        config: RunnableConfig,
+        focus: str | None = None,
+        *,
+        keep_last: int | None = None,
+        model: Any = None,
+        as_node: str | None = None,
+    ) -> Report:
+        """Compact a stored thread now (persistent mode): its state's messages, through the graph.
+
+        Reads the thread's messages (`graph.get_state(config)`), compacts them (`Pipeline.compact`,
+        with the focus) and writes the result back with `graph.update_state` (an `add_messages`
+        update, see `state_update`), so the checkpointer records it; with `SQLModelSaver` the
+        transcript keeps every original message. The window is `context_window`, else `model`'s
+        profile's, else the default. Returns the report. The next call of the thread continues
+        from the compacted history.
+
+        View-only mode keeps the state as the messages arrived: compact at the thread's next call
+        instead (`compact(focus, thread_id=...)`); this raises `ValueError` then.
+
+        Example:
+            ```python
+            config = {"configurable": {"thread_id": "t1"}}
+            report = middleware.compact_thread(agent, config, "keep the details of the auth refactor")
+            ```
+        """
+        old, key = self._thread_messages(graph.get_state(config))
+        result = self._compact_stored(old, focus, keep_last, model)
+        update = state_update(old, result.messages)
+        if update:
+            graph.update_state(config, {key: update}, as_node=as_node)
+        self._deliver(result)
+        return result.report
+
+    async def acompact_thread(
+        self,
+        graph: Any,
+        config: RunnableConfig,
+        focus: str | None = None,
+        *,
+        keep_last: int | None = None,
+        model: Any = None,
+        as_node: str | None = None,
+    ) -> Report:
+        """`compact_thread` for async graphs and checkpointers (`aget_state` / `aupdate_state`)."""
+        old, key = self._thread_messages(await graph.aget_state(config))
+        window = self._window(model)
+        self._check_persistent()
+        result = await self.pipeline.acompact(
+            old,
+            window.tokens,
+            focus=focus,
+            keep_last=keep_last,
+            window_source=window.source,
+            binds_thinking=self._binds(model),
+        )
+        update = state_update(old, result.messages)
+        if update:
+            await graph.aupdate_state(config, {key: update}, as_node=as_node)
+        self._deliver(result)
+        return result.report
+
+    def _check_persistent(self) -> None:
+        if not self.persist:
+            raise InvalidArgumentError(
+                "compact_thread rewrites the thread's state, which view-only mode (persist=False) keeps "
+                "as the messages arrived: call compact(focus, thread_id=...) to compact at its next call"
+            )
+
+    def _thread_messages(self, snapshot: Any) -> tuple[list[BaseMessage], str]:
+        key = getattr(self, "messages_key", "messages")
+        values = getattr(snapshot, "values", None)
+        messages = values.get(key) if isinstance(values, dict) else None
+        if not isinstance(messages, list):
+            raise InvalidArgumentError(
+                f"the thread's state has no {key!r} list to compact (is the thread stored?)"
+            )
+        return list(messages), key
+
+    def _compact_stored(
+        self, old: list[BaseMessage], focus: str | None, keep_last: int | None, model: Any
+    ) -> PipelineResult:
+        self._check_persistent()
+        window = self._window(model)
+        return self.pipeline.compact(
+            old,
+            window.tokens,
+            focus=focus,
+            keep_last=keep_last,
+            window_source=window.source,
+            binds_thinking=self._binds(model),
+        )
+
+    def _binds(self, model: Any) -> bool | None:
+        return self._binds_with(chat_model_binds_thinking(model) if self.binds_thinking is None else None)
+
+    def _mode(self) -> Mode:
+        return "persistent" if self.persist else "view"
+
+    def _window(self, model: Any) -> ContextWindow:
+        stated = chat_model_context_window(model) if self.context_window is None else None
+        return self._window_with(stated, _thread())
+
+    def _run(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
+        window = self._window(model)
+        setting: dict[str, Any] = {
+            "window_source": window.source,
+            "mode": self._mode(),
+            "binds_thinking": self._binds(model),
+        }
+        request = self._take_manual(_thread())
+        if request is not None:
+            result = self.pipeline.compact(
+                messages, window.tokens, focus=request.focus, keep_last=request.keep_last, **setting
+            )
+        else:
+            result = self.pipeline.run(messages, window.tokens, **setting)
+        return self._deliver(result)
+
+    async def _arun(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
+        window = self._window(model)
+        setting: dict[str, Any] = {
+            "window_source": window.source,
+            "mode": self._mode(),
+            "binds_thinking": self._binds(model),
+        }
+        request = self._take_manual(_thread())
+        if request is not None:
+            result = await self.pipeline.acompact(
+                messages, window.tokens, focus=request.focus, keep_last=request.keep_last, **setting
+            )
+        else:
+            result = await self.pipeline.arun(messages, window.tokens, **setting)
+        return self._deliver(result)
+
+
+class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
+    """A graph node that processes the state's messages: a `create_react_agent` pre-model hook.
+
+    View only (default): returns `{"llm_input_messages": processed}`, which `create_react_agent`
+    sends to the model instead of the state's messages; the state keeps everything. With
+    `persist=True` it returns `{"messages": update}` (see `state_update`): the state shrinks; use it
+    as a pre-model hook or as a node before the model node of your own `StateGraph`.
+
+    Example:
+        ```python
+        from langgraph.graph import START, MessagesState, StateGraph
+        from langgraph.prebuilt import create_react_agent
+        from historykit.plugins.langchain import HistoryKitHook
+
+        agent = create_react_agent(model, tools, pre_model_hook=HistoryKitHook(pipeline, model=model))
+
+        builder = StateGraph(MessagesState)
+        builder.add_node("compact", HistoryKitHook(pipeline, context_window=32_000, persist=True))
+        builder.add_node("model", call_model)
+        builder.add_edge(START, "compact")
+        builder.add_edge("compact", "model")
+        ```
+    """
+
+    def __init__(
+        self,
+        processor: HistoryProcessor,
+        *,
+        context_window: int | None = None,
+        model: Any = None,
+        persist: bool = False,
+        on_report: Callable[[Report], None] | None = None,
+        messages_key: str = "messages",
+        binds_thinking: bool | None = None,
+    ) -> None:
+        super().__init__(processor, context_window, on_report, persist, binds_thinking)
+        self.model = model
+        """The chat model whose profile gives the window when `context_window` is `None`."""
+        self.messages_key = messages_key
+        """The state key holding the messages."""
+
+    def __repr__(self) -> str:
+        return f"HistoryKitHook({self.pipeline!r}, persist={self.persist})"
+
+    def _messages(self, state: Any) -> list[BaseMessage]:
+        messages = (
+            state.get(self.messages_key)
+            if isinstance(state, dict)
+            else getattr(state, self.messages_key, None)
+        )
+        if messages is None:
+            raise InvalidArgumentError(f"the graph state has no {self.messages_key!r} key to process")
+        return list(messages)
+
+    def _update(self, old: list[BaseMessage], processed: list[BaseMessage]) -> dict[str, Any]:
+        if self.persist:
+            return {self.messages_key: state_update(old, processed)}
+        return {"llm_input_messages": processed}
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
+        old = self._messages(input)
+        return self._update(old, self._run(old, self.model))
+
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        old = self._messages(input)
+        return self._update(old, await self._arun(old, self.model))
+
+
+class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
+    """LangChain v1 agent middleware (`create_agent(middleware=[...])`) that processes every model call.
+
+    It wraps the model call (`wrap_model_call` / `awrap_model_call`): the system message and the
+    messages are processed together, and the model is sent the result. View only (default) edits
+    nothing else. With `persist=True` the edits are also written to the agent state, as a command
+    applied after the model node (the response is kept after them), so the state and its
+    checkpoints shrink. Put it first in `middleware=` in persistent mode, so that what it writes
+    back is the state as stored, not another middleware's view of it.
+
+    Example:
+        ```python
+        from langchain.agents import create_agent
+        from historykit.plugins.langchain import HistoryKitMiddleware
+
+        agent = create_agent(model, tools, middleware=[HistoryKitMiddleware(pipeline, persist=True)])
+        ```
+    """
+
+    def __init__(
+        self,
+        processor: HistoryProcessor,
+        *,
+        context_window: int | None = None,
+        persist: bool = False,
+        on_report: Callable[[Report], None] | None = None,
+        binds_thinking: bool | None = None,
+        recall: Recall | bool = False,
+    ) -> None:
+        super().__init__(processor, context_window, on_report, persist, binds_thinking)
+        if self.persist and _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
+            raise ImportError("persistent mode needs a langchain with ExtendedModelResponse (1.2 or later)")
+        self.recall = recall_option(recall)
+        """The recall tool's settings (`historykit.recall`), `None` when it is not installed."""
+        self.tools = []
+        if self.recall is not None:
+            self.recall.install(self.pipeline.processors)
+            self.tools = [_recall_tool(self.recall)]
+
+    def __repr__(self) -> str:
+        return f"HistoryKitMiddleware({self.pipeline!r}, persist={self.persist})"
+
+    @staticmethod
+    def _split(request: ModelRequest, processed: list[BaseMessage]) -> ModelRequest:
+        if request.system_message is not None and processed and isinstance(processed[0], SystemMessage):
+            return request.override(system_message=processed[0], messages=cast(Any, processed[1:]))
+        return request.override(messages=cast(Any, processed))
+
+    @staticmethod
+    def _history(request: ModelRequest) -> list[BaseMessage]:
+        system = [request.system_message] if request.system_message is not None else []
+        return [*system, *request.messages]
+
+    def _finish(self, request: ModelRequest, edited: ModelRequest, response: Any) -> Any:
+        if not self.persist:
+            return response
+        state = request.state
+        if not isinstance(state, dict) or not isinstance(state.get("messages"), list):
+            raise InvalidArgumentError(
+                "persistent mode needs the agent state's 'messages' list in the model request"
+            )
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        old = state["messages"]
+        # The request's messages are the state's unless LangChain patched dangling tool calls: then
+        # the update replaces everything rather than guess which ids the patch gave.
+        same = len(old) == len(request.messages) and all(a is b for a, b in zip(old, request.messages))
+        update = state_update(old if same else [], edited.messages, appended=response.result)
+        if not update:
+            return response
+        assert _ExtendedModelResponse is not None
+        return _ExtendedModelResponse(model_response=response, command=Command(update={"messages": update}))
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        history = self._history(request)
+        window = self._window(request.model)
+        edited = self._split(request, self._run(history, request.model))
+        self._keep_originals(history, edited)
+        sent = with_provider_compaction(edited)
+        try:
+            response = handler(sent)
+        except Exception as error:
+            result = self.overflow.recompact(
+                self.pipeline,
+                history,
+                error,
+                rejected=self._history(sent),
+                **self._retry_setting(request, window),
+            )
+            if result is None:
+                raise
+            edited = self._split(request, self._deliver(result))
+            self._keep_originals(history, edited)
+            response = handler(with_provider_compaction(edited))  # once: a second failure is raised
+        return self._finish(request, edited, response)
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Any:
+        history = self._history(request)
+        window = self._window(request.model)
+        edited = self._split(request, await self._arun(history, request.model))
+        self._keep_originals(history, edited)
+        sent = with_provider_compaction(edited)
+        try:
+            response = await handler(sent)
+        except Exception as error:
+            result = await self.overflow.arecompact(
+                self.pipeline,
+                history,
+                error,
+                rejected=self._history(sent),
+                **self._retry_setting(request, window),
+            )
+            if result is None:
+                raise
+            edited = self._split(request, self._deliver(result))
+            self._keep_originals(history, edited)
+            response = await handler(with_provider_compaction(edited))  # once: a second failure is raised
+        return self._finish(request, edited, response)
+
+    def _keep_originals(self, history: list[BaseMessage], edited: ModelRequest) -> None:
+        # Persistent mode replaces the state's messages: what the placeholders replaced is kept for recall.
+        if self.recall is not None and self.persist:
+            self.recall.keep(_thread(), history, self._history(edited))
+
+    def _retry_setting(self, request: ModelRequest, window: ContextWindow) -> dict[str, Any]:
+        return {
+            "conversation": _thread(),
+            "window": window,
+            "mode": self._mode(),
+            "binds_thinking": self._binds(request.model),
+        }
+
+
+def _recall_tool(recall: Recall) -> Any:
+    """The recall tool for `create_agent`: the original output a placeholder's handle names, looked
+    up in the graph state, the kept originals and the store, for the thread the tool runs in."""
+    from langchain.tools import ToolRuntime
+    from langchain_core.tools import StructuredTool
+
+    def where(runtime: ToolRuntime) -> dict[str, Any]:
+        thread = (runtime.config or {}).get("configurable", {}).get("thread_id")
+        state = runtime.state
+        messages = state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+        return {
+            "conversation": thread if isinstance(thread, str) else None,
+            "history": list(messages or ()),
+        }
+
+    def recall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
+        return recall.lookup(handle, offset, **where(runtime))
+
+    async def arecall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
+        return await recall.alookup(handle, offset, **where(runtime))
+
+    # This module postpones annotations; the tool reads them to find its arguments and the runtime.
+    for function in (recall_output, arecall_output):
+        function.__annotations__ = {"handle": str, "runtime": ToolRuntime, "offset": int, "return": str}
+    return StructuredTool.from_function(
+        func=recall_output, coroutine=arecall_output, name=recall.name, description=recall.description
+    )
+
+
+def with_provider_compaction(request: ModelRequest) -> ModelRequest:
+    """The request as sent: the latest summary a native backend of this chat model's provider wrote
+    is replaced by the provider's own block (`historykit.plugins.native_compaction`).
+
+    `ChatAnthropic` gets Anthropic's signed block and `ChatOpenAI` on the Responses API OpenAI's
+    encrypted item, each as an `AIMessage` holding the block, in place of the summary and of every
+    message before it (the block stands for them: Anthropic ignores what precedes it, OpenAI would
+    bill it); Anthropic's beta header joins the model's betas. Any other chat model, and a summary
+    of another provider, get the summary text. What is stored is the processed history, not this.
+    """
+    provider = _native_provider(request.model)
+    if provider is None:
+        return request
+    messages = list(request.messages)
+    for index in range(len(messages) - 1, -1, -1):
+        compaction = ProviderCompaction.from_dict(
+            messages[index].additional_kwargs.get(PROVIDER_COMPACTION_KEY)
+        )
+        if compaction is None or compaction.provider != provider:
+            continue
+        block = AIMessage(content=[compaction.block_dict()], response_metadata={"model_provider": provider})
+        settings = dict(request.model_settings)
+        if provider == "anthropic":
+            betas = [*(getattr(request.model, "betas", None) or []), *(settings.get("betas") or [])]
+            settings["betas"] = [*dict.fromkeys([*betas, ANTHROPIC_COMPACTION_BETA])]
+        return request.override(messages=cast(Any, [block, *messages[index + 1 :]]), model_settings=settings)
+    return request
+
+
+def _native_provider(model: Any) -> str | None:
+    """Whose compaction blocks `model` sends natively: Anthropic's for `ChatAnthropic`, OpenAI's for
+    `ChatOpenAI` on the Responses API; `None` for any other chat model."""
+    names = [f"{c.__module__}.{c.__qualname__}" for c in type(model).__mro__]
+    if any(n.startswith("langchain_anthropic.") for n in names):
+        return "anthropic"
+    if any(n.startswith("langchain_openai.") for n in names):
+        uses = getattr(model, "_use_responses_api", None)
+        responses = uses({}) if callable(uses) else bool(getattr(model, "use_responses_api", False))
+        return "openai" if responses else None
+    return None
+
+
+def _thread() -> str | None:
+    """The thread the graph runs in (its checkpointer's `thread_id`): where a shrunk window belongs."""
+    from langgraph.config import get_config
+
+    try:
+        thread = get_config().get("configurable", {}).get("thread_id")
+    except RuntimeError:  # called outside a graph
+        return None
+    return thread if isinstance(thread, str) else None

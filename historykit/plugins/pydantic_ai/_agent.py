@@ -1,0 +1,631 @@
+"""historykit processors inside Pydantic AI agents (1.x and 2.x).
+
+Any processor or pipeline is already a Pydantic AI history processor: `Agent(history_processors=
+[pipeline])` works in 1.x as it is (Pydantic AI calls it on a worker thread with the messages alone,
+so it budgets with historykit's default window). This module adds what a plain callable cannot:
+
+- `HistoryKit(processor, context_window=None, on_report=None, persist=True)`: a capability, for
+  `Agent(capabilities=[HistoryKit(...)])` in Pydantic AI 2.x (which removed `history_processors=`)
+  and in the 1.x versions that have capabilities.
+- `HistoryKitProcessor(processor, context_window=None, on_report=None)`: a history processor that
+  takes the run context, for `Agent(history_processors=[...])` in 1.x.
+
+Both run the pipeline with `arun` on the agent's event loop (a `Summarize` summarizer is awaited,
+not run on a thread), take the context window from the run's model when none is given, hand every
+call's report to `on_report`, keep the latest one in `last_report`, and log it at debug level (the
+`historykit` logger, when the call changed something).
+
+The context window, in order: the `context_window` you give (`explicit`); else the run's model:
+`Model.context_window` in 2.x (its profile's `context_window`, which Pydantic AI fills in from
+genai-prices for known models: `model profile`), or in 1.x, whose profiles have no window, the same
+genai-prices table looked up by model name and provider (`genai-prices`); else historykit's
+conservative default (`default`). The report's `window_source` says which.
+
+What each mode keeps:
+
+- `persist=True` (the default; `HistoryKitProcessor` always): the model is sent the processed
+  history, and it becomes the run's history (`result.all_messages()`): edits, removals and summaries
+  are kept, and later calls (and runs given that history) start from them.
+- `persist=False` (view only): the model is sent the processed history; the run's history keeps
+  every message, unedited; the view is derived from it (`historykit.view`).
+
+Persistent is what Pydantic AI's own history processors do. View-only works on both majors (2.x
+from `before_model_request`, whose messages are the request's alone there; 1.x from
+`wrap_model_request`, since 1.x writes `before_model_request`'s messages back to the history).
+Both modes send the model the same view on every call, append-only between compactions, so the
+provider's prompt cache keeps hitting; on a model that binds thinking (its profile's
+`anthropic_binds_thinking_blocks`, its name, or `binds_thinking=`), thinking after an edit is
+dropped (`historykit.binding`).
+
+Compact and retry (`HistoryKit`): when the provider refuses a request as too long for its context
+window, the pipeline runs again on the same input with a smaller window and the model is called
+once more (2.x: another attempt of the request step; 1.x: `wrap_model_request` calls the model
+again), see `historykit.plugins._overflow`. The report of the retry has an `OverflowRetry` step and
+marker; a second refusal reaches the caller as Pydantic AI raised it. `HistoryKitProcessor` cannot
+retry.
+
+Manual compaction (both): `compact(focus)` makes the next model request run `Pipeline.compact`
+(summarize now, with the focus; the marker records `automatic=False`), in either mode;
+`HistoryKit.compact_conversation` compacts a stored Pydantic AI `Conversation` at once (persistent
+mode), to save in a `ConversationStore`.
+
+Recall (`HistoryKit(..., recall=True)`, `historykit.recall`): the capability adds a `recall` tool
+that gives a cleared tool output back by the handle its placeholder names, from the run's history
+(view-only), the originals it kept (persistent) or the `Recall.store`'s transcript.
+
+Example:
+    ```python
+    from pydantic_ai import Agent
+    from historykit import Pipeline
+    from historykit.plugins.pydantic_ai import HistoryKit
+    from historykit.processors import ClearToolResults, PairwiseTruncate, Repair
+
+    kit = HistoryKit(Pipeline([ClearToolResults(), PairwiseTruncate(), Repair()]), on_report=print)
+    agent = Agent("anthropic:claude-sonnet-4-5", capabilities=[kit])
+    result = await agent.run("Fix the failing test")
+    kit.last_report  # the latest call's report
+    ```
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic_ai import messages as _pai_messages
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.tools import RunContext
+
+from historykit.binding import model_binds_thinking
+from historykit.context_window import ContextWindow, check_context_window
+from historykit.errors import InvalidArgumentError
+from historykit.messages import PROVIDER_COMPACTION_KEY, ProviderCompaction
+from historykit.pipeline import HistoryProcessor, ManualCompaction, PipelineResult, Report
+from historykit.plugins._glue import Glue, pipeline_of
+from historykit.plugins._overflow import OverflowRetry
+from historykit.recall import Recall, recall_option
+from historykit.view import Mode
+
+try:
+    from pydantic_ai.capabilities import AbstractCapability as _AbstractCapability
+except ImportError:  # pragma: no cover - Pydantic AI 1.x before capabilities: only HistoryKitProcessor
+    _AbstractCapability = None  # type: ignore[assignment,misc]
+
+try:
+    from pydantic_ai.exceptions import RetryModelRequest as _RetryModelRequest
+except ImportError:  # pragma: no cover - Pydantic AI 1.x: no attempts to retry a request step with
+    _RetryModelRequest = None  # type: ignore[assignment,misc]
+
+__all__ = [
+    "HistoryKit",
+    "HistoryKitProcessor",
+    "model_binds_thinking_blocks",
+    "model_context_window",
+    "with_provider_compaction",
+]
+
+logger = logging.getLogger("historykit")
+
+_CapabilityBase: Any = _AbstractCapability[Any] if _AbstractCapability is not None else object
+
+_BEFORE_HOOK_IS_REQUEST_ONLY = _AbstractCapability is not None and hasattr(
+    _AbstractCapability, "prepare_model_request"
+)
+"""Feature check: with `prepare_model_request` (2.x) came request-only `before_model_request` messages
+(history changes go through `RunContext.messages`); before it (1.x) the framework wrote the messages
+`before_model_request` returned back to the run's history."""
+
+_RETRY_BY_ATTEMPT = _RetryModelRequest is not None and _BEFORE_HOOK_IS_REQUEST_ONLY
+"""Feature check: how compact-and-retry calls the model again. 2.x: `on_model_request_error` raises
+`RetryModelRequest` and `prepare_model_request` sends the retried view (`wrap_model_request` may
+call its handler only once there). 1.x capabilities have no attempts: `wrap_model_request` calls
+its handler a second time."""
+
+
+def model_context_window(model: Any) -> ContextWindow | None:
+    """The context window a Pydantic AI model states about itself, with its source; `None` if unknown.
+
+    Example:
+        ```python
+        from pydantic_ai.models.function import FunctionModel
+        from historykit.plugins.pydantic_ai import model_context_window
+
+        model_context_window(FunctionModel(my_function, profile={"context_window": 8_000}))  # 2.x
+        # ContextWindow(tokens=8000, source='model profile')
+        ```
+    """
+    stated = getattr(model, "context_window", None)
+    if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
+        return ContextWindow(stated, "model profile")
+    if hasattr(type(model), "context_window"):
+        # 2.x: the profile (with genai-prices' data folded in) does not know this model.
+        return None
+    known = _genai_prices_window(model)
+    return ContextWindow(known, "genai-prices") if known is not None else None
+
+
+def model_binds_thinking_blocks(model: Any) -> bool | None:
+    """Whether a Pydantic AI model binds replayed thinking to the history (R13, `historykit.binding`).
+
+    The profile flag `anthropic_binds_thinking_blocks` (Pydantic AI 2.68 and later) when the profile
+    has it; else the model's name; `None` for no model (the messages' model names then decide).
+    """
+    if model is None:
+        return None
+    profile = getattr(model, "profile", None)
+    flag = profile.get("anthropic_binds_thinking_blocks") if isinstance(profile, dict) else None
+    if flag is None and profile is not None and not isinstance(profile, dict):
+        flag = getattr(profile, "anthropic_binds_thinking_blocks", None)
+    if isinstance(flag, bool) and flag:
+        return True
+    name = getattr(model, "model_name", None)
+    return model_binds_thinking(name) if isinstance(name, str) else bool(flag)
+
+
+_KNOWN_WINDOWS: dict[tuple[str, str, str | None], int | None] = {}
+
+
+def _genai_prices_window(model: Any) -> int | None:
+    """1.x: look the model up in genai-prices (a dependency of pydantic-ai-slim), as 2.x profiles do."""
+    name, provider = getattr(model, "model_name", None), getattr(model, "system", None)
+    if not isinstance(name, str) or not isinstance(provider, str):
+        return None
+    try:
+        base_url = model.base_url
+    except Exception:
+        # Some models have no URL until their client exists; the provider name is enough to match.
+        base_url = None
+    key = (name, provider, base_url if isinstance(base_url, str) else None)
+    if key not in _KNOWN_WINDOWS:
+        _KNOWN_WINDOWS[key] = _lookup_genai_prices(*key)
+    return _KNOWN_WINDOWS[key]
+
+
+def _lookup_genai_prices(name: str, provider: str, base_url: str | None) -> int | None:
+    try:
+        from genai_prices.data_snapshot import get_snapshot
+    except ImportError:
+        return None
+    # The API URL names a reseller more precisely than the provider name, so it is tried first.
+    for provider_id, api_url in ((None, base_url), (provider, None)):
+        if provider_id is None and api_url is None:
+            continue
+        try:
+            _, info = get_snapshot().find_provider_model(
+                name, provider=None, provider_id=provider_id, provider_api_url=api_url
+            )
+        except LookupError:
+            continue
+        window = getattr(info, "context_window", None)
+        return window if isinstance(window, int) and window > 0 else None
+    return None
+
+
+class _Glue(Glue):
+    """What both entry points share: the pipeline, the window rule and the report delivery."""
+
+    mode: Mode = "persistent"
+
+    def compact(
+        self, focus: str | None = None, *, keep_last: int | None = None, conversation: str | None = None
+    ) -> None:
+        """Compact at the next model request, with an optional focus: Claude Code's `/compact <focus>`.
+
+        The next request (of `conversation`, a run's `conversation_id`, when given; else of any run)
+        runs `Pipeline.compact` instead of the usual call: its `Summarize` step summarizes now, a
+        small history too, with the focus, and the marker records `automatic=False` and the focus.
+        In persistent mode the compacted history becomes the run's; in view-only mode the pipeline
+        remembers it as that call's view. Later calls continue from it.
+
+        Example:
+            ```python
+            kit.compact("keep the details of the auth refactor")
+            result = await agent.run("Now the billing part", message_history=history)
+            ```
+        """
+        self._manual[conversation] = ManualCompaction(focus, keep_last)
+
+    def window_for(self, model: Any, conversation: str | None = None) -> ContextWindow:
+        stated = model_context_window(model) if self.context_window is None else None
+        return self._window_with(stated, conversation)
+
+    def binds_for(self, model: Any) -> bool | None:
+        return self._binds_with(model_binds_thinking_blocks(model) if self.binds_thinking is None else None)
+
+    async def process(
+        self, messages: Sequence[ModelMessage], model: Any, conversation: str | None = None
+    ) -> list[ModelMessage]:
+        window = self.window_for(model, conversation)
+        request = self._take_manual(conversation)
+        result: PipelineResult
+        if request is not None:
+            result = await self.pipeline.acompact(
+                list(messages),
+                window.tokens,
+                focus=request.focus,
+                keep_last=request.keep_last,
+                window_source=window.source,
+                mode=self.mode,
+                binds_thinking=self.binds_for(model),
+            )
+        else:
+            result = await self.pipeline.arun(
+                list(messages),
+                window.tokens,
+                window_source=window.source,
+                mode=self.mode,
+                binds_thinking=self.binds_for(model),
+            )
+        return self.deliver(result)
+
+    def deliver(self, result: PipelineResult) -> list[ModelMessage]:
+        return self._deliver(result)
+
+
+@dataclass
+class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
+    """A Pydantic AI capability that runs a historykit processor before every model request.
+
+    See the module documentation for what `persist=True` and `persist=False` keep.
+
+    Example:
+        ```python
+        from pydantic_ai import Agent
+        from historykit import Pipeline
+        from historykit.plugins.pydantic_ai import HistoryKit
+        from historykit.processors import ClearToolResults, Repair, Summarize
+
+        reports = []
+        kit = HistoryKit(Pipeline([ClearToolResults(), Summarize(), Repair()]), on_report=reports.append)
+        agent = Agent("openai:gpt-4o", capabilities=[kit])       # window: gpt-4o's, from its profile
+        HistoryKit(pipeline, context_window=32_000, persist=False)  # explicit window, view only
+        ```
+    """
+
+    processor: HistoryProcessor
+    """A processor or a `Pipeline` (a single processor runs as a one-step pipeline)."""
+    context_window: int | None = None
+    """The window to budget for; `None`: the run's model's, else historykit's default."""
+    on_report: Callable[[Report], None] | None = None
+    """Called with every call's report."""
+    persist: bool = True
+    """`True`: the processed history becomes the run's history; `False`: only the request sees it."""
+    binds_thinking: bool | None = None
+    """Whether the model binds thinking to the history (R13); `None`: from the run's model (its
+    profile's `anthropic_binds_thinking_blocks`, else its name)."""
+    recall: Recall | bool = False
+    """`True` or a `Recall`: add the recall tool, and make placeholders name it with a handle
+    (`historykit.recall`); `False`: placeholders say "call the tool again"."""
+    last_report: Report | None = field(default=None, init=False, repr=False, compare=False)
+    """The report of the latest call."""
+    overflow: OverflowRetry = field(default_factory=OverflowRetry, init=False, repr=False, compare=False)
+    """Compact-and-retry: the windows conversations shrank to after a context overflow."""
+    _manual: dict[str | None, ManualCompaction] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _steps: dict[tuple[str | None, int], _Step] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _recall: Recall | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if _AbstractCapability is None:  # pragma: no cover - Pydantic AI 1.x before capabilities
+            raise ImportError(
+                "this Pydantic AI has no capabilities: use HistoryKitProcessor in history_processors=[...]"
+            )
+        self.pipeline = pipeline_of(self.processor)
+        self.mode = "persistent" if self.persist else "view"
+        check_context_window(self.context_window)
+        self._recall = recall_option(self.recall)
+        if self._recall is not None:
+            self._recall.install(self.pipeline.processors)
+
+    def get_toolset(self) -> Any:
+        """The recall tool, when `recall` is on (Pydantic AI adds a capability's toolset to the agent)."""
+        return None if self._recall is None else _recall_toolset(self._recall)
+
+    def _keep_originals(
+        self, ctx: RunContext[Any], given: list[ModelMessage], processed: list[ModelMessage]
+    ) -> None:
+        # Persistent mode replaces the history: what the placeholders replaced is kept for recall.
+        if self._recall is not None and self.persist:
+            self._recall.keep(_conversation(ctx), given, processed)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # holds a processor object: not expressible in an agent spec
+
+    async def compact_conversation(
+        self,
+        conversation: Any,
+        focus: str | None = None,
+        *,
+        keep_last: int | None = None,
+        model: Any = None,
+    ) -> Any:
+        """A Pydantic AI `Conversation` (a stored one: `store.load(...)`) compacted now, with a focus.
+
+        Returns a new `Conversation` with the same id, usage and revision and the compacted
+        messages, to save (`store.save(...)`; the store keeps the history it replaces as a branch)
+        and continue from. The window is this kit's `context_window`, else `model`'s, else the
+        default. Persistent mode only: a view-only conversation keeps every message as it arrived,
+        so compact at its next request instead (`compact(focus, conversation=...)`).
+
+        Example:
+            ```python
+            conversation = await store.load(conversation_id)
+            compacted = await kit.compact_conversation(conversation, "keep the auth refactor")
+            await store.save(compacted)
+            ```
+        """
+        if not self.persist:
+            raise InvalidArgumentError(
+                "compact_conversation rewrites the stored history, which view-only mode (persist=False) "
+                "keeps as it arrived: call kit.compact(focus, conversation=...) to compact at the next one"
+            )
+        from pydantic_ai.conversation import Conversation
+
+        window = self.window_for(model, conversation.conversation_id)
+        result = await self.pipeline.acompact(
+            list(conversation.messages),
+            window.tokens,
+            focus=focus,
+            keep_last=keep_last,
+            window_source=window.source,
+            binds_thinking=self.binds_for(model),
+        )
+        return Conversation(
+            conversation_id=conversation.conversation_id,
+            messages=self.deliver(result),
+            usage=conversation.usage,
+            deferred_tool_requests=conversation.deferred_tool_requests,
+            revision=conversation.revision,
+        )
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        if not self.persist and not _BEFORE_HOOK_IS_REQUEST_ONLY:
+            return request_context  # 1.x writes these messages back: view-only works in wrap_model_request
+        given = list(request_context.messages)
+        processed = await self.process(given, request_context.model, _conversation(ctx))
+        # What a retry after a context overflow starts again from.
+        self._steps[_step(ctx)] = _Step(given, self.window_for(request_context.model, _conversation(ctx)))
+        # 2.x: these messages are the request's alone, so the provider's block can go in (1.x would
+        # write it into the history: there `wrap_model_request` adds it).
+        request_context.messages = (
+            with_provider_compaction(processed) if _BEFORE_HOOK_IS_REQUEST_ONLY else list(processed)
+        )
+        self._keep_originals(ctx, given, processed)
+        if self.persist and _BEFORE_HOOK_IS_REQUEST_ONLY:
+            # 2.x keeps `request_context.messages` to this request; the run's history is ctx.messages.
+            ctx.messages[:] = processed
+        return request_context
+
+    async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
+        if _RETRY_BY_ATTEMPT:
+            return await handler(request_context)  # 2.x: `on_model_request_error` retries
+        model = request_context.model
+        if self.persist:
+            step = self._steps.pop(_step(ctx), None)  # `before_model_request` processed the history
+            sent = replace(request_context, messages=with_provider_compaction(request_context.messages))
+        else:
+            # 1.x view-only: what the handler gets here is sent to the model and never written back.
+            given = list(request_context.messages)
+            step = _Step(given, self.window_for(model, _conversation(ctx)))
+            processed = await self.process(given, model, _conversation(ctx))
+            sent = replace(request_context, messages=with_provider_compaction(_as_sent_in_1x(processed)))
+        try:
+            return await handler(sent)
+        except Exception as error:
+            if step is None:
+                raise
+            result = await self._recompact(ctx, step, error, model, sent.messages)
+            if result is None:
+                raise
+            retried = self.deliver(result)
+            self._keep_originals(ctx, step.given, retried)
+            if self.persist:
+                ctx.messages[:] = retried  # 1.x: the run's history itself
+            again = with_provider_compaction(_as_sent_in_1x(retried))
+            return await handler(replace(request_context, messages=again))  # once only
+
+    async def _recompact(
+        self, ctx: RunContext[Any], step: _Step, error: Exception, model: Any, rejected: list[ModelMessage]
+    ) -> PipelineResult | None:
+        return await self.overflow.arecompact(
+            self.pipeline,
+            step.given,
+            error,
+            conversation=_conversation(ctx),
+            window=step.window,
+            mode=self.mode,
+            binds_thinking=self.binds_for(model),
+            rejected=rejected,
+        )
+
+    async def on_model_request_error(
+        self, ctx: RunContext[Any], *, request_context: Any, error: Exception
+    ) -> Any:
+        """Compact and retry (2.x; 1.x retries in `wrap_model_request`): a context-length error makes
+        the pipeline run again on the same input with a smaller window (`historykit.plugins._overflow`),
+        once per request step; the next attempt sends that view. Any other error, or a second
+        overflow, is raised unchanged."""
+        step = self._steps.get(_step(ctx)) if _RETRY_BY_ATTEMPT else None
+        if step is None or step.retried is not None:
+            self._steps.pop(_step(ctx), None)  # retried already: this failure ends the step
+            raise error
+        result = await self._recompact(ctx, step, error, request_context.model, request_context.messages)
+        if result is None:
+            raise error
+        step.retried = self.deliver(result)
+        self._keep_originals(ctx, step.given, step.retried)
+        if self.persist:
+            ctx.messages[:] = step.retried
+        assert _RetryModelRequest is not None  # checked by _RETRY_BY_ATTEMPT
+        raise _RetryModelRequest()
+
+    async def prepare_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        step = self._steps.get(_step(ctx))
+        if step is not None and step.retried is not None:
+            request_context.messages = with_provider_compaction(step.retried)
+        return request_context
+
+    async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any, response: Any) -> Any:
+        self._steps.pop(_step(ctx), None)  # the step is answered: nothing left to retry
+        return response
+
+
+@dataclass
+class _Step:
+    """A request step's input and window, kept until it is answered, for a retry after an overflow."""
+
+    given: list[ModelMessage]
+    window: ContextWindow
+    retried: list[ModelMessage] | None = None
+    """The view the retry sends, once the step has been retried."""
+
+
+def _recall_toolset(recall: Recall) -> Any:
+    """A toolset with the recall tool: the original output a placeholder's handle names."""
+    from pydantic_ai.tools import Tool
+    from pydantic_ai.toolsets import FunctionToolset
+
+    async def recall_output(ctx: RunContext[Any], handle: str, offset: int = 0) -> str:
+        """Return a cleared tool output.
+
+        Args:
+            handle: The handle the placeholder names.
+            offset: Where to start in the output, for the next part of a long one.
+        """
+        return await recall.alookup(handle, offset, conversation=_conversation(ctx), history=ctx.messages)
+
+    return FunctionToolset(
+        [Tool(recall_output, takes_ctx=True, name=recall.name, description=recall.description)]
+    )
+
+
+def with_provider_compaction(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """What the model is sent: after each summary a native backend wrote, the provider's own block.
+
+    The block goes as that provider's `CompactionPart` in a `ModelResponse` right after the summary
+    request (`historykit.plugins.native_compaction`). Pydantic AI sends it to its own provider only,
+    and there drops the history before it (the summary text and the task included; the block stands
+    for them); any other model drops the block and reads the summary text. The run's history is not
+    given it: only the request is.
+    """
+    compaction_part = getattr(_pai_messages, "CompactionPart", None)
+    if compaction_part is None:  # pragma: no cover - a Pydantic AI without compaction parts
+        return list(messages)
+    out: list[ModelMessage] = []
+    for message in messages:
+        out.append(message)
+        if not isinstance(message, _pai_messages.ModelRequest):
+            continue
+        for part in message.parts:
+            compaction = _provider_compaction_in(part)
+            if compaction is not None:
+                out.append(_provider_response(compaction, compaction_part))
+    return out
+
+
+def _provider_compaction_in(part: Any) -> ProviderCompaction | None:
+    """The provider compaction a summary part (a request `CompactionPart`, or 1.x's `TextContent`
+    in a user prompt) carries in its metadata."""
+    candidates = [part]
+    if isinstance(part, _pai_messages.UserPromptPart) and not isinstance(part.content, str):
+        candidates = list(part.content)
+    for candidate in candidates:
+        metadata = getattr(candidate, "metadata", None)
+        if isinstance(metadata, dict) and PROVIDER_COMPACTION_KEY in metadata:
+            return ProviderCompaction.from_dict(metadata[PROVIDER_COMPACTION_KEY])
+    return None
+
+
+def _provider_response(compaction: ProviderCompaction, compaction_part: Any) -> ModelMessage:
+    block = compaction.block_dict()
+    if compaction.provider == "openai":
+        # As Pydantic AI keeps an item from `/responses/compact`: the encrypted item in the details.
+        part = compaction_part(
+            content=None, id=block.get("id"), provider_name="openai", provider_details=block
+        )
+    else:
+        details = {k: block[k] for k in ("signature", "encrypted_content") if block.get(k) is not None}
+        part = compaction_part(
+            content=block.get("content"), provider_name=compaction.provider, provider_details=details or None
+        )
+    return _pai_messages.ModelResponse(
+        parts=[part], model_name=compaction.model, provider_name=compaction.provider
+    )
+
+
+def _as_sent_in_1x(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """1.x merges consecutive requests of the history `before_model_request` returned before sending
+    it (`_clean_message_history`); what `wrap_model_request` sends (the view-only view, a retry) is
+    merged the same way, so both modes send the same requests and a call after a persistent retry,
+    which sends the stored history merged, extends it."""
+    try:
+        from pydantic_ai._agent_graph import _clean_message_history
+    except ImportError:  # pragma: no cover - a 1.x without it sends the history as it is
+        return messages
+    return list(_clean_message_history(list(messages)))
+
+
+def _conversation(ctx: RunContext[Any]) -> str | None:
+    # The conversation a shrunk window belongs to (2.x resolves one for every run).
+    conversation = getattr(ctx, "conversation_id", None) or getattr(ctx, "run_id", None)
+    return conversation if isinstance(conversation, str) else None
+
+
+def _step(ctx: RunContext[Any]) -> tuple[str | None, int]:
+    return (getattr(ctx, "run_id", None), ctx.run_step)
+
+
+class HistoryKitProcessor(_Glue):
+    """A Pydantic AI history processor (`Agent(history_processors=[...])`, 1.x) with the model's window.
+
+    Pydantic AI passes it the run context, so it budgets with the run's model's context window when
+    you give none, and awaits the pipeline on the agent's loop. The processed history becomes the
+    run's history (Pydantic AI's rule for history processors). In 2.x, pass it to
+    `ProcessHistory(...)`, or use `HistoryKit`.
+
+    It cannot compact and retry when the provider answers that the request is too long: a history
+    processor runs before the model call and never sees its error, so the error reaches the caller.
+    `HistoryKit` does retry (`historykit.plugins._overflow`).
+
+    Example:
+        ```python
+        from pydantic_ai import Agent
+        from historykit.plugins.pydantic_ai import HistoryKitProcessor
+
+        agent = Agent("openai:gpt-4o", history_processors=[HistoryKitProcessor(pipeline, on_report=print)])
+        ```
+    """
+
+    def __init__(
+        self,
+        processor: HistoryProcessor,
+        *,
+        context_window: int | None = None,
+        on_report: Callable[[Report], None] | None = None,
+        binds_thinking: bool | None = None,
+    ) -> None:
+        self.pipeline = pipeline_of(processor)
+        """The pipeline that runs (a single processor is wrapped in one)."""
+        self.context_window = check_context_window(context_window)
+        """The window to budget for; `None`: the run's model's, else historykit's default."""
+        self.on_report = on_report
+        """Called with every call's report."""
+        self.last_report = None
+        """The report of the latest call."""
+        self.binds_thinking = binds_thinking
+        """Whether the model binds thinking to the history (R13); `None`: from the run's model."""
+        self.overflow = OverflowRetry()
+        """Unused here: a history processor cannot retry the model call (see the class docs)."""
+        self._manual = {}
+
+    def __repr__(self) -> str:
+        return f"HistoryKitProcessor({self.pipeline!r}, context_window={self.context_window!r})"
+
+    async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
+        return await self.process(messages, ctx.model)

@@ -39,6 +39,7 @@ __all__ = [
     "Framework",
     "NeutralAdapter",
     "NeutralFramework",
+    "SummarizerFn",
     "adapter_for",
     "framework_for_format",
     "framework_of",
@@ -94,14 +95,20 @@ class Framework(Protocol):
         ```
     """
 
-    name: str
-    """Short name shown in reports and errors (`Adapter.framework` of its adapter)."""
+    @property
+    def name(self) -> str:
+        """Short name shown in reports and errors (`Adapter.framework` of its adapter)."""
+        ...
 
-    title: str
-    """The framework's name as its users write it (`Pydantic AI`), for error messages."""
+    @property
+    def title(self) -> str:
+        """The framework's name as its users write it (`Pydantic AI`), for error messages."""
+        ...
 
-    format: str | None
-    """The transcript format (`historykit.formats.FORMATS`) its native JSON is, or `None`."""
+    @property
+    def format(self) -> str | None:
+        """The transcript format (`historykit.formats.FORMATS`) its native JSON is, or `None`."""
+        ...
 
     def owns(self, cls: type) -> bool:
         """Whether `cls` is one of its message classes (decided without importing the framework)."""
@@ -200,6 +207,9 @@ def register(framework: Framework) -> None:
     """
     if not isinstance(framework, Framework):
         raise ArgumentTypeError(f"expected a historykit Framework, got a {_type_name(framework)}")
+    # The built-in frameworks come first, whichever package is imported first: error messages and
+    # the order `summarizer_for` asks in stay the same.
+    _load_builtins()
     with _lock:
         _registered[framework.name] = framework
         # Ownership of a type may change with a new framework: look every type up again.
@@ -248,7 +258,10 @@ def _framework_names() -> str:
 
 
 def history_framework(messages: Sequence[Any]) -> Framework:
-    """The one framework all of `messages` come from; `ArgumentTypeError` names the first item that does not fit."""
+    """The one framework all of `messages` come from.
+
+    Raises `ArgumentTypeError` (a `TypeError`) naming the first item that does not fit.
+    """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ArgumentTypeError(f"expected a list of messages, got a {_type_name(messages)}")
     first: Framework | None = None
@@ -269,5 +282,5 @@ def history_framework(messages: Sequence[Any]) -> Framework:
 
 
 def adapter_for(messages: Sequence[Any]) -> Adapter:
-    """The adapter for `messages`; `ArgumentTypeError` (a `TypeError`) names the first item that does not fit."""
+    """The adapter for `messages`; `ArgumentTypeError` (a `TypeError`) names an item that does not fit."""
     return history_framework(messages).adapter()

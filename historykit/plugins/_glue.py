@@ -16,11 +16,11 @@ from historykit.errors import ArgumentTypeError
 from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
 from historykit.plugins._overflow import OverflowRetry
 
-__all__ = ["Glue", "pipeline_of"]
+__all__ = ["Glue", "WrongFramework", "pipeline_of", "refuse_call"]
 
 
 def pipeline_of(processor: object) -> Pipeline:
-    """`processor` as a pipeline (a single processor wrapped in one); `ArgumentTypeError` for anything else."""
+    """`processor` as a pipeline (a single processor is wrapped in one); `ArgumentTypeError` if neither."""
     # One pipeline for the glue's lifetime: its token counter (and cache) then serves every call.
     if isinstance(processor, Pipeline):
         return processor
@@ -74,3 +74,34 @@ class Glue:
         if self.on_report is not None:
             self.on_report(result.report)
         return list(result.messages)
+
+
+class WrongFramework:
+    """A class attribute that another framework reads when it is handed this glue by mistake.
+
+    Reading it raises `ArgumentTypeError` with `message`, which names the glue to use instead; so
+    passing the Pydantic AI capability to a LangChain agent (which reads `wrap_tool_call` off each
+    middleware's class) fails with that advice rather than an `AttributeError`.
+
+    Example:
+        ```python
+        class HistoryKit:
+            wrap_tool_call = WrongFramework("HistoryKit is a Pydantic AI capability; ...")
+        ```
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        """Why the object does not fit, and what to use instead."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        raise ArgumentTypeError(self.message)
+
+
+def refuse_call(message: str) -> Callable[..., Any]:
+    """A `__call__` that raises `ArgumentTypeError(message)`: for glue another framework would call."""
+
+    def __call__(self: object, *args: Any, **kwargs: Any) -> Any:
+        raise ArgumentTypeError(message)
+
+    return __call__

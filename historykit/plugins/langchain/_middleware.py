@@ -96,7 +96,7 @@ from historykit.context_window import ContextWindow, check_context_window
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import PROVIDER_COMPACTION_KEY, ProviderCompaction
 from historykit.pipeline import HistoryProcessor, ManualCompaction, PipelineResult, Report
-from historykit.plugins._glue import Glue, pipeline_of
+from historykit.plugins._glue import Glue, pipeline_of, refuse_call
 from historykit.plugins._overflow import OverflowRetry
 from historykit.plugins.native_compaction import ANTHROPIC_COMPACTION_BETA
 from historykit.recall import Recall, recall_option
@@ -431,6 +431,12 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
         self.messages_key = messages_key
         """The state key holding the messages."""
 
+    __call__ = refuse_call(
+        "HistoryKitHook is a LangGraph node (create_react_agent(..., pre_model_hook=...)); for Pydantic "
+        "AI use historykit.plugins.pydantic_ai.HistoryKit (Agent(capabilities=[...])) or "
+        "HistoryKitProcessor (history_processors=[...])"
+    )
+
     def __repr__(self) -> str:
         return f"HistoryKitHook({self.pipeline!r}, persist={self.persist})"
 
@@ -498,6 +504,12 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         if self.recall is not None:
             self.recall.install(self.pipeline.processors)
             self.tools = [_recall_tool(self.recall)]
+
+    __call__ = refuse_call(
+        "HistoryKitMiddleware is LangChain middleware (create_agent(..., middleware=[...])); for Pydantic "
+        "AI use historykit.plugins.pydantic_ai.HistoryKit (Agent(capabilities=[...])) or "
+        "HistoryKitProcessor (history_processors=[...])"
+    )
 
     def __repr__(self) -> str:
         return f"HistoryKitMiddleware({self.pipeline!r}, persist={self.persist})"

@@ -83,7 +83,7 @@ from historykit.context_window import ContextWindow, check_context_window
 from historykit.errors import InvalidArgumentError
 from historykit.messages import PROVIDER_COMPACTION_KEY, ProviderCompaction
 from historykit.pipeline import HistoryProcessor, ManualCompaction, PipelineResult, Report
-from historykit.plugins._glue import Glue, pipeline_of
+from historykit.plugins._glue import Glue, WrongFramework, pipeline_of
 from historykit.plugins._overflow import OverflowRetry
 from historykit.recall import Recall, recall_option
 from historykit.view import Mode
@@ -283,6 +283,13 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         HistoryKit(pipeline, context_window=32_000, persist=False)  # explicit window, view only
         ```
     """
+
+    wrap_tool_call = WrongFramework(
+        "HistoryKit is a Pydantic AI capability (Agent(capabilities=[...])); for LangChain use "
+        "historykit.plugins.langchain.HistoryKitMiddleware (create_agent(..., middleware=[...])) or "
+        "HistoryKitHook (create_react_agent(..., pre_model_hook=...))"
+    )
+    """Read by LangChain's `create_agent` off each middleware's class: a clear error for the mix-up."""
 
     processor: HistoryProcessor
     """A processor or a `Pipeline` (a single processor runs as a one-step pipeline)."""
@@ -601,6 +608,13 @@ class HistoryKitProcessor(_Glue):
         agent = Agent("openai:gpt-4o", history_processors=[HistoryKitProcessor(pipeline, on_report=print)])
         ```
     """
+
+    wrap_tool_call = WrongFramework(
+        "HistoryKitProcessor is a Pydantic AI history processor (history_processors=[...]); for "
+        "LangChain use historykit.plugins.langchain.HistoryKitMiddleware (create_agent(..., "
+        "middleware=[...])) or HistoryKitHook (create_react_agent(..., pre_model_hook=...))"
+    )
+    """Read by LangChain's `create_agent` off each middleware's class: a clear error for the mix-up."""
 
     def __init__(
         self,

@@ -65,7 +65,8 @@ class PydanticAIFramework:
         metadata = getattr(obj, "metadata", None)
         if metadata is not None and not isinstance(metadata, dict):
             raise ArgumentTypeError(
-                f"cannot pin a {_type_name(obj)} whose metadata is a {type(metadata).__qualname__}, not a dict"
+                f"cannot pin a {_type_name(obj)} whose metadata is a "
+                f"{type(metadata).__qualname__}, not a dict"
             )
         return dataclasses.replace(obj, metadata={**(metadata or {}), PIN_KEY: True})
 

@@ -31,7 +31,7 @@ A second context-length error is not retried: it reaches the caller as raised.
 
 Example:
     ```python
-    from historykit.plugins.pydantic_ai import context_overflow
+    from historykit.plugins.langchain import context_overflow   # the same in historykit.plugins.pydantic_ai
 
     try:
         response = model.invoke(messages)

@@ -195,8 +195,10 @@ class NeutralFramework:
 _NEUTRAL = NeutralFramework()
 _registered: dict[str, Framework] = {_NEUTRAL.name: _NEUTRAL}
 _framework_of_type: dict[type, Framework | None] = {}
-_builtins_loaded = False
-_lock = threading.Lock()
+_builtins = "not loaded"
+_loading = threading.RLock()
+"""Held while the built-in packages are imported: a lookup in another thread waits for them all
+(a partial registry would cache a built-in framework's types as nobody's)."""
 
 
 def register(framework: Framework) -> None:
@@ -207,29 +209,45 @@ def register(framework: Framework) -> None:
     """
     if not isinstance(framework, Framework):
         raise ArgumentTypeError(f"expected a historykit Framework, got a {_type_name(framework)}")
-    # The built-in frameworks come first, whichever package is imported first: error messages and
-    # the order `summarizer_for` asks in stay the same.
-    _load_builtins()
-    with _lock:
-        _registered[framework.name] = framework
-        # Ownership of a type may change with a new framework: look every type up again.
-        _framework_of_type.clear()
+    # No lock here: a package may register while another thread holds `_loading` and waits to
+    # import that very package. Each assignment is atomic.
+    _registered[framework.name] = framework
+    # Ownership of a type may change with a new framework: look every type up again.
+    _framework_of_type.clear()
 
 
 def frameworks() -> list[Framework]:
-    """The registered frameworks, the built-in ones included, neutral first."""
+    """The registered frameworks: neutral, the built-in ones (in `BUILTIN_PACKAGES` order), then
+    the others in the order they registered; the order lookups ask them in."""
     _load_builtins()
-    return list(_registered.values())
+    return sorted(_registered.values(), key=_rank)
+
+
+def _rank(framework: Framework) -> int:
+    if framework is _NEUTRAL:
+        return -1
+    module = type(framework).__module__
+    for index, package in enumerate(BUILTIN_PACKAGES):
+        if module == package or module.startswith(package + "."):
+            return index
+    return len(BUILTIN_PACKAGES)  # sorted() is stable: registration order among the others
 
 
 def _load_builtins() -> None:
-    global _builtins_loaded
-    if _builtins_loaded:
+    global _builtins
+    if _builtins == "loaded":
         return
-    # Set first: a package registering itself while being imported must not import itself again.
-    _builtins_loaded = True
-    for package in BUILTIN_PACKAGES:
-        importlib.import_module(package)
+    with _loading:
+        # "loading": this thread is importing them now (the lock is reentrant), and a package it
+        # imports asks again.
+        if _builtins != "not loaded":
+            return
+        _builtins = "loading"
+        try:
+            for package in BUILTIN_PACKAGES:
+                importlib.import_module(package)
+        finally:
+            _builtins = "loaded"
 
 
 def framework_of(cls: type) -> Framework | None:

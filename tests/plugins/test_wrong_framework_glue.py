@@ -7,6 +7,8 @@ import pytest
 from historykit.errors import ArgumentTypeError, UserError
 from historykit.processors import Repair
 
+pytestmark = pytest.mark.pydantic_ai
+
 
 def test_langchain_middleware_given_to_a_pydantic_ai_agent() -> None:
     from pydantic_ai import Agent

@@ -3,6 +3,9 @@
 `context_overflow` and `ContextOverflow` are public in `historykit.plugins.pydantic_ai` and
 `historykit.plugins.langchain`. Every name this module had is importable from here, with a
 `DeprecationWarning`, for one release.
+
+A package, not a module, only so that version control sees the old module as moved (merges
+follow the move); it holds nothing but the deprecated names.
 """
 
 from __future__ import annotations

@@ -18,7 +18,19 @@ __all__ = ["LangChainFramework"]
 
 
 class LangChainFramework:
-    """LangChain (and LangGraph) `BaseMessage` histories, chat models and JSON."""
+    """LangChain (and LangGraph) `BaseMessage` histories, chat models and JSON.
+
+    Registered when `historykit.plugins.langchain` is imported; the core asks it through
+    `historykit.frameworks`.
+
+    Example:
+        ```python
+        from langchain_core.messages import HumanMessage
+        from historykit.frameworks import framework_of
+
+        framework_of(HumanMessage).name  # 'langchain'
+        ```
+    """
 
     name = "langchain"
     title = "LangChain"

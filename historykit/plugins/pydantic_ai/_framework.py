@@ -19,7 +19,19 @@ __all__ = ["PydanticAIFramework"]
 
 
 class PydanticAIFramework:
-    """Pydantic AI's `ModelRequest` / `ModelResponse` histories, models and JSON."""
+    """Pydantic AI's `ModelRequest` / `ModelResponse` histories, models and JSON.
+
+    Registered when `historykit.plugins.pydantic_ai` is imported; the core asks it through
+    `historykit.frameworks`.
+
+    Example:
+        ```python
+        from pydantic_ai.messages import ModelRequest
+        from historykit.frameworks import framework_of
+
+        framework_of(ModelRequest).name  # 'pydantic-ai'
+        ```
+    """
 
     name = "pydantic-ai"
     title = "Pydantic AI"

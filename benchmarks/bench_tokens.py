@@ -20,8 +20,8 @@ from typing import Any
 from replay import CORPUS
 
 from historykit.formats import read_chat_jsonl
+from historykit.frameworks import Adapter, NeutralAdapter
 from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from historykit.plugins import Adapter, NeutralAdapter
 from historykit.tokens import TokenCounter
 
 

@@ -1,6 +1,6 @@
 """Which context window a run uses, and where it came from.
 
-The framework glue (`historykit.plugins.pydantic_ai_agent`, `historykit.plugins.langgraph`) asks
+The framework glue (`historykit.plugins.pydantic_ai`, `historykit.plugins.langchain`) asks
 for the window in this order: the caller's explicit value, else what the run's model says about
 itself (its profile, or a table of known models), else historykit's conservative default. The
 report of every call names the source, so a surprising budget can be traced to its cause.

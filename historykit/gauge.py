@@ -12,7 +12,7 @@ Example:
     ```python
     import historykit
     from historykit.gauge import Gauge
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     gauge = Gauge(warn_at=0.9)
     kit = HistoryKit(historykit.default_pipeline(preset="chainreview"), on_report=gauge)

@@ -33,9 +33,10 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from historykit.messages import PIN_KEY, Message, Part
+from historykit.frameworks import framework_of
+from historykit.messages import Message, Part
 
 __all__ = ["pin"]
 
@@ -58,40 +59,13 @@ def pin(obj: T) -> T:
     """
     if isinstance(obj, (Message, *_NEUTRAL_PARTS)):
         return dataclasses.replace(obj, pinned=True)  # type: ignore[type-var]
-    module = type(obj).__module__
-    if module.startswith(("langchain_core.", "langchain.")):
-        return _pin_langchain(obj)
-    if module.startswith("pydantic_ai."):
-        return _pin_pydantic_ai(obj)
+    framework = framework_of(type(obj))
+    if framework is not None and framework.name != "neutral":
+        return framework.pin(obj)  # type: ignore[no-any-return]
     raise TypeError(
         f"cannot pin a {_type_name(obj)}: pin a historykit Message or part, a LangChain message, "
         "or a Pydantic AI message or part"
     )
-
-
-def _pin_langchain(obj: Any) -> Any:
-    from langchain_core.messages import BaseMessage, RemoveMessage
-
-    if not isinstance(obj, BaseMessage) or isinstance(obj, RemoveMessage):
-        raise TypeError(f"cannot pin a {_type_name(obj)}: only a LangChain message can be pinned")
-    kwargs = {**(obj.additional_kwargs or {}), PIN_KEY: True}
-    return obj.model_copy(update={"additional_kwargs": kwargs})
-
-
-def _pin_pydantic_ai(obj: Any) -> Any:
-    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
-        raise TypeError(f"cannot pin a {_type_name(obj)}: it is not a Pydantic AI message or part")
-    if not any(f.name == "metadata" for f in dataclasses.fields(obj)):
-        raise TypeError(
-            f"cannot pin a {_type_name(obj)}: it has no metadata to carry the pin; pin the message "
-            "that holds it (or, for a user prompt, give its text as pinned TextContent items)"
-        )
-    metadata = getattr(obj, "metadata", None)
-    if metadata is not None and not isinstance(metadata, dict):
-        raise TypeError(
-            f"cannot pin a {_type_name(obj)} whose metadata is a {type(metadata).__qualname__}, not a dict"
-        )
-    return dataclasses.replace(obj, metadata={**(metadata or {}), PIN_KEY: True})
 
 
 def _type_name(obj: object) -> str:

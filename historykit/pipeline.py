@@ -592,8 +592,8 @@ class Pipeline(HistoryProcessor):
         """View-only mode: make `view` the view of the model call that ends the raw history `raw`,
         under `context_window` (and `binds_thinking`), so later `run(..., mode="view")` calls with
         that setting continue from it. For a compaction made outside the replay: the integrations'
-        compact-and-retry after a context overflow (`historykit.plugins.overflow`)."""
-        from historykit.plugins import adapter_for
+        compact-and-retry after a context overflow (`historykit.plugins._overflow`)."""
+        from historykit.frameworks import adapter_for
 
         neutral = adapter_for(raw).to_neutral(raw)
         ctx = self._context(context_window, None, binds_thinking, neutral)
@@ -636,7 +636,7 @@ class Pipeline(HistoryProcessor):
                 mode=mode,
                 binds_thinking=binds_thinking,
             )
-        from historykit.plugins import adapter_for
+        from historykit.frameworks import adapter_for
 
         _check_mode(mode)
         adapter = adapter_for(messages)
@@ -669,7 +669,7 @@ class Pipeline(HistoryProcessor):
                 mode=mode,
                 binds_thinking=binds_thinking,
             )
-        from historykit.plugins import adapter_for
+        from historykit.frameworks import adapter_for
 
         _check_mode(mode)
         adapter = adapter_for(messages)
@@ -779,7 +779,7 @@ class Pipeline(HistoryProcessor):
         binds_thinking: bool | None,
     ) -> tuple[ManualCompaction, Any, list[Message], ProcessContext]:
         """What `compact` and `acompact` check and prepare alike."""
-        from historykit.plugins import adapter_for
+        from historykit.frameworks import adapter_for
 
         request = ManualCompaction(focus, keep_last)
         _check_mode(mode)

@@ -148,8 +148,8 @@ class Recall:
     Example:
         ```python
         from historykit.checkpointers import SQLModelSaver
-        from historykit.plugins.langgraph import HistoryKitMiddleware
-        from historykit.plugins.pydantic_ai_agent import HistoryKit
+        from historykit.plugins.langchain import HistoryKitMiddleware
+        from historykit.plugins.pydantic_ai import HistoryKit
         from historykit.recall import Recall
 
         HistoryKit(pipeline, recall=True)                                      # the defaults
@@ -218,7 +218,7 @@ class Recall:
         `given` is the history the pipeline got, `processed` what it returned (native messages of
         either framework, or neutral ones); messages it left alone are the very same objects, so
         only the edited ones are read, and the history only when they name a handle not kept yet."""
-        from historykit.plugins import adapter_for
+        from historykit.frameworks import adapter_for
 
         untouched = {id(msg) for msg in given}
         edited = [msg for msg in processed if id(msg) not in untouched]
@@ -303,7 +303,7 @@ class Recall:
             return [kept[handle]]
         if not history:
             return []
-        from historykit.plugins import adapter_for
+        from historykit.frameworks import adapter_for
 
         return originals(handle, adapter_for(history).to_neutral(history))
 
@@ -339,6 +339,6 @@ def _in_transcript(handle: str, transcript: Any) -> list[str]:
     messages = getattr(transcript, "messages", None) if transcript is not None else None
     if not messages:
         return []
-    from historykit.plugins import adapter_for
+    from historykit.frameworks import adapter_for
 
     return originals(handle, adapter_for(messages).to_neutral(messages))

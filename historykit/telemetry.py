@@ -60,7 +60,7 @@ __all__ = ["RETRY_SPAN_NAME", "SPAN_NAME", "available", "pipeline_span"]
 SPAN_NAME = "historykit.pipeline"
 """The name of the span of every pipeline call."""
 RETRY_SPAN_NAME = "historykit.overflow_retry"
-"""The name of the span of a compact-and-retry after a context overflow (`historykit.plugins.overflow`):
+"""The name of the span of a compact-and-retry after a context overflow (`historykit.plugins._overflow`):
 it holds the pipeline's span of the harder compaction, and the report with the `OverflowRetry` step."""
 
 

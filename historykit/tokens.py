@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from historykit.digests import message_digest
+from historykit.frameworks import Framework, adapter_for, history_framework
 from historykit.messages import (
     MediaPart,
     Message,
@@ -328,8 +329,6 @@ class TokenCounter:
 
     def per_message(self, messages: Sequence[Any]) -> list[int]:
         """Estimated tokens of each message of a native or neutral history."""
-        from historykit.plugins import adapter_for
-
         adapter = adapter_for(messages)
         if adapter.framework == "neutral":
             return [self.count_message(m) for m in messages]
@@ -343,13 +342,12 @@ class TokenCounter:
         count: its input plus output tokens stand for everything up to it, and only later messages
         are estimated.
         """
-        from historykit.plugins import adapter_for
-
-        adapter = adapter_for(messages)
+        framework = history_framework(messages)
+        adapter = framework.adapter()
         anchor: int | None = None
         base = 0
         if use_usage:
-            anchor, base = _latest_usage(messages, adapter.framework)
+            anchor, base = _latest_usage(messages, framework)
         start = 0 if anchor is None else anchor + 1
         tail = messages[start:]
         if adapter.framework == "neutral":
@@ -374,31 +372,12 @@ class TokenCounter:
         return out
 
 
-def _latest_usage(messages: Sequence[Any], framework: str) -> tuple[int | None, int]:
+def _latest_usage(messages: Sequence[Any], framework: Framework) -> tuple[int | None, int]:
     """Index and tokens (input + output) of the latest response with reported usage."""
+    # Read directly off the native objects (`Framework.reported_tokens`): converting the whole
+    # history just to find the usage would cost what the cache saves.
     for index in range(len(messages) - 1, -1, -1):
-        tokens = _reported_tokens(messages[index], framework)
+        tokens = framework.reported_tokens(messages[index])
         if tokens is not None:
             return index, tokens
     return None, 0
-
-
-def _reported_tokens(message: Any, framework: str) -> int | None:
-    # Read directly off the native object: converting the whole history just to find the
-    # usage would cost what the cache saves.
-    if framework == "neutral":
-        usage = message.usage
-        return usage.input_tokens + usage.output_tokens if usage and usage.input_tokens else None
-    if framework == "pydantic-ai":
-        usage = getattr(message, "usage", None)
-        if usage is None or getattr(message, "kind", None) != "response":
-            return None
-        inp = getattr(usage, "input_tokens", 0) or 0
-        return inp + (getattr(usage, "output_tokens", 0) or 0) if inp else None
-    if framework == "langchain":
-        usage = getattr(message, "usage_metadata", None)
-        if not usage:
-            return None
-        inp = usage.get("input_tokens", 0) or 0
-        return inp + (usage.get("output_tokens", 0) or 0) if inp else None
-    return None

@@ -91,7 +91,7 @@ def check(
 
     Raises `TypeError` naming the index and type of an item that is not a message.
     """
-    from historykit.plugins import adapter_for
+    from historykit.frameworks import adapter_for
 
     adapter = adapter_for(messages)
     neutral = adapter.to_neutral(messages)

@@ -143,7 +143,7 @@ def contents(messages: list[Message]) -> list[str]:
 def test_the_stored_thread_keeps_every_message_and_the_markers(
     framework: str, recording: Recording, request: pytest.FixtureRequest
 ) -> None:
-    from historykit.plugins import adapter_for
+    from historykit.frameworks import adapter_for
 
     run: ReplayRun = request.getfixturevalue(framework)
     transcript = run.transcript

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline, check
+from historykit.frameworks import adapter_for
 from historykit.messages import Message, TextPart, ThinkingPart
 from historykit.pipeline import HistoryProcessor
-from historykit.plugins import adapter_for
 from historykit.processors import (
     ClearToolResults,
     DedupeFileReads,

@@ -145,7 +145,7 @@ def test_pydantic_ai_model_declares_the_window(recording: Recording) -> None:
     """In its profile on Pydantic AI 2.x; 1.x profiles have no window, so none is stated there."""
     from pydantic_ai.profiles import ModelProfile
 
-    from historykit.plugins.pydantic_ai_agent import model_context_window
+    from historykit.plugins.pydantic_ai import model_context_window
     from historykit.testing import PydanticAIReplay
 
     stated = model_context_window(PydanticAIReplay(recording, window=2_000).model)

@@ -82,7 +82,7 @@ def test_history_binds_from_the_latest_named_model() -> None:
 def test_pydantic_ai_model_binding_from_profile_and_name() -> None:
     from pydantic_ai.models.function import FunctionModel
 
-    from historykit.plugins.pydantic_ai_agent import model_binds_thinking_blocks
+    from historykit.plugins.pydantic_ai import model_binds_thinking_blocks
 
     def answer(messages: Any, info: Any) -> Any:  # pragma: no cover - never called
         raise AssertionError
@@ -102,7 +102,7 @@ def test_langchain_chat_model_binding_from_its_name() -> None:
     pytest.importorskip("langchain")
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-    from historykit.plugins.langgraph import chat_model_binds_thinking
+    from historykit.plugins.langchain import chat_model_binds_thinking
 
     class Named(FakeListChatModel):
         model_name: str = "claude-sonnet-5-5"

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from historykit.checkpointers._serde import RefusedTypeError, StateSerializer
     from historykit.checkpointers.conversation_store import SQLModelConversationStore
-    from historykit.checkpointers.inspection import DatabaseInspector
     from historykit.checkpointers.database import (
         CorruptRowError,
         ReadOnlyDatabaseError,
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
         create_engine,
         prepare_database,
     )
+    from historykit.checkpointers.inspection import DatabaseInspector
     from historykit.checkpointers.saver import SQLModelSaver
     from historykit.checkpointers.transcript import StoredCompaction, Transcript
 

@@ -32,7 +32,7 @@ def run_langgraph(
     from langchain_core.messages import AIMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     replay = LangChainReplay(recording, window=window, counter=counter, on_call=on_call, delay=delay)
     reports, report = collecting(on_report)

@@ -32,7 +32,7 @@ async def run_pydantic_ai(
     from pydantic_ai import Agent
     from pydantic_ai.usage import UsageLimits
 
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     replay = PydanticAIReplay(recording, window=window, counter=counter, on_call=on_call, delay=delay)
     reports, report = collecting(on_report)

@@ -33,6 +33,7 @@ from typing import Any
 
 from historykit.formats.detect import FORMATS, TranscriptFormatError, detect_text, resolve_format
 from historykit.formats.openai_chat import read_chat_jsonl, write_chat_jsonl
+from historykit.frameworks import adapter_for, framework_for_format, framework_of, frameworks
 from historykit.messages import Message
 
 __all__ = [
@@ -91,14 +92,8 @@ def read_transcript(path: str | Path, format: str | None = None) -> TranscriptFi
             raise
         except ValueError as exc:
             raise TranscriptFormatError(str(exc)) from None
-    elif fmt == "pydantic-ai":
-        from historykit.formats.pydantic_ai_json import read_pydantic_ai_json
-
-        native, messages = read_pydantic_ai_json(path)
-    elif fmt == "langchain":
-        from historykit.formats.langchain_json import read_langchain_json
-
-        native, messages = read_langchain_json(path)
+    elif fmt in _framework_formats():
+        native, messages = framework_for_format(fmt).read_transcript(path)
     elif fmt == "claude-code":
         from historykit.formats.claude_code import read_claude_code
 
@@ -122,20 +117,14 @@ def write_transcript(messages: Sequence[Any], path: str | Path, format: str) -> 
     fmt = resolve_format(format)
     path = Path(path).expanduser()
     messages = list(messages)
-    if fmt in ("pydantic-ai", "langchain") and messages and _framework_of(messages[0]) == fmt:
+    if fmt in _framework_formats() and messages and _framework_of(messages[0]) == fmt:
         native_out: Sequence[Any] = messages
     else:
         native_out = [_for_format(m, fmt, i) for i, m in enumerate(_neutral(messages))]
     if fmt == "chat":
         write_chat_jsonl(native_out, path)
-    elif fmt == "pydantic-ai":
-        from historykit.formats.pydantic_ai_json import write_pydantic_ai_json
-
-        write_pydantic_ai_json(native_out, path)
-    elif fmt == "langchain":
-        from historykit.formats.langchain_json import write_langchain_json
-
-        write_langchain_json(native_out, path)
+    elif fmt in _framework_formats():
+        framework_for_format(fmt).write_transcript(native_out, path)
     elif fmt == "claude-code":
         from historykit.formats.claude_code import write_claude_code
 
@@ -149,8 +138,6 @@ def write_transcript(messages: Sequence[Any], path: str | Path, format: str) -> 
 def _neutral(messages: list[Any]) -> list[Message]:
     if not messages or isinstance(messages[0], Message):
         return messages
-    from historykit.plugins import adapter_for
-
     return adapter_for(messages).to_neutral(messages)
 
 
@@ -160,12 +147,13 @@ def _framework_of(obj: Any) -> str | None:
 
     if isinstance(obj, RawRows):
         return obj.format
-    module = type(obj).__module__
-    if module.startswith("pydantic_ai."):
-        return "pydantic-ai"
-    if module.startswith(("langchain_core.", "langchain.")):
-        return "langchain"
-    return None
+    framework = framework_of(type(obj))
+    return framework.format if framework is not None else None
+
+
+def _framework_formats() -> set[str]:
+    """The formats that are a registered framework's native JSON."""
+    return {f.format for f in frameworks() if f.format is not None}
 
 
 def detached(message: Message) -> Message:

@@ -68,9 +68,16 @@ def resolve_format(name: str) -> str:
     """The canonical name of a format name or alias; `TranscriptFormatError` lists the valid ones."""
     key = name.strip().lower().replace("_", "-")
     key = _ALIASES.get(key, key)
-    if key not in FORMATS:
+    if key not in FORMATS and key not in _framework_formats():
         raise TranscriptFormatError(f"unknown format {name!r}: use one of {', '.join(FORMATS)}")
     return key
+
+
+def _framework_formats() -> set[str]:
+    # A framework added as a package (`historykit.frameworks.register`) brings its own format.
+    from historykit.frameworks import frameworks
+
+    return {f.format for f in frameworks() if f.format is not None}
 
 
 def detect_format(path: str | Path) -> str:

@@ -63,6 +63,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import (
     Message,
     ProviderCompaction,
@@ -283,10 +284,10 @@ class AnthropicCompactionSummarizer:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"model must be a non-empty model id, got {self.model!r}")
+            raise InvalidArgumentError(f"model must be a non-empty model id, got {self.model!r}")
         messages_api = getattr(getattr(getattr(self.client, "beta", None), "messages", None), "create", None)
         if not callable(messages_api):
-            raise TypeError(
+            raise ArgumentTypeError(
                 "client must be an anthropic.Anthropic or AsyncAnthropic, got a "
                 f"{type(self.client).__qualname__}"
             )
@@ -310,7 +311,9 @@ class AnthropicCompactionSummarizer:
     def _request(self, messages: Sequence[Message]) -> dict[str, Any]:
         wire = anthropic_messages(messages)
         if not wire:
-            raise ValueError("nothing to compact: the messages hold no text, tool call or tool result")
+            raise InvalidArgumentError(
+                "nothing to compact: the messages hold no text, tool call or tool result"
+            )
         compaction: dict[str, Any] = {"type": "summarize"}
         if self.instructions and self.instructions.strip():
             compaction["instructions"] = self.instructions
@@ -368,10 +371,10 @@ class OpenAICompactionSummarizer:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"model must be a non-empty model id, got {self.model!r}")
+            raise InvalidArgumentError(f"model must be a non-empty model id, got {self.model!r}")
         compact = getattr(getattr(self.client, "responses", None), "compact", None)
         if not callable(compact):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"client must be an openai.OpenAI or AsyncOpenAI with responses.compact, got a "
                 f"{type(self.client).__qualname__}"
             )
@@ -384,7 +387,9 @@ class OpenAICompactionSummarizer:
     def __call__(self, messages: Sequence[Message]) -> Any:
         items = responses_input(messages)
         if not items:
-            raise ValueError("nothing to compact: the messages hold no text, tool call or tool result")
+            raise InvalidArgumentError(
+                "nothing to compact: the messages hold no text, tool call or tool result"
+            )
         request: dict[str, Any] = {"model": self.model, "input": items}
         if self.instructions:
             request["instructions"] = self.instructions

@@ -4,6 +4,7 @@ Every processor can be passed where a framework expects a history processor, com
 `|`, and run with `.run(messages, context_window=...)`.
 """
 
+from historykit._exports import moved_attributes
 from historykit.processors.clear_tool_results import ClearToolResults
 from historykit.processors.dedupe_file_reads import DedupeFileReads
 from historykit.processors.default_pipeline import TRIGGER_PRESETS, TriggerPreset, default_pipeline
@@ -11,7 +12,7 @@ from historykit.processors.pairwise_truncate import PairwiseTruncate
 from historykit.processors.repair import Repair
 from historykit.processors.strip_thinking import StripThinking
 from historykit.processors.summarize import Summarize
-from historykit.processors.summarizers import ExtractiveSummarizer, LangChainSummarizer, PydanticAISummarizer
+from historykit.processors.summarizers import ExtractiveSummarizer
 from historykit.processors.trigger import Trigger
 
 __all__ = [
@@ -19,9 +20,7 @@ __all__ = [
     "ClearToolResults",
     "DedupeFileReads",
     "ExtractiveSummarizer",
-    "LangChainSummarizer",
     "PairwiseTruncate",
-    "PydanticAISummarizer",
     "Repair",
     "StripThinking",
     "Summarize",
@@ -29,3 +28,12 @@ __all__ = [
     "TriggerPreset",
     "default_pipeline",
 ]
+
+# Moved to the framework packages; importable from here, with a DeprecationWarning, for one release.
+__getattr__ = moved_attributes(
+    __name__,
+    {
+        "PydanticAISummarizer": "historykit.plugins.pydantic_ai",
+        "LangChainSummarizer": "historykit.plugins.langchain",
+    },
+)

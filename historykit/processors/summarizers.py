@@ -17,9 +17,12 @@ do not summarize it), and the messages to cover. The summary is structured, unde
 Built in:
 - `ExtractiveSummarizer` (the default) needs no LLM: it builds the sections from the messages
   themselves, and merges them into the previous summary's;
-- `PydanticAISummarizer` runs a Pydantic AI model (a name such as `"openai:gpt-4o-mini"`, a `Model`)
-  or an `Agent`;
-- `LangChainSummarizer` runs a LangChain chat model (`BaseChatModel.ainvoke`).
+- `PydanticAISummarizer` (`historykit.plugins.pydantic_ai`) runs a Pydantic AI model (a name such as
+  `"openai:gpt-4o-mini"`, a `Model`) or an `Agent`;
+- `LangChainSummarizer` (`historykit.plugins.langchain`) runs a LangChain chat model
+  (`BaseChatModel.ainvoke`).
+- `summarizer_for(model)` picks the one for a model, asking each registered framework
+  (`historykit.frameworks`).
 
 Whatever a summarizer writes, `Summarize` completes it (`complete_summary`): every summary keeps
 the user's own messages verbatim (`user_words`: not tool output, instruction files, reminders or
@@ -44,7 +47,8 @@ not turn into text.
 Example:
     ```python
     from historykit.processors.summarize import Summarize
-    from historykit.processors.summarizers import ExtractiveSummarizer, PydanticAISummarizer
+    from historykit.plugins.pydantic_ai import PydanticAISummarizer
+    from historykit.processors.summarizers import ExtractiveSummarizer
 
     Summarize(max_fraction=0.8)                                     # extractive, no LLM
     Summarize(max_fraction=0.8, model="openai:gpt-4o-mini")         # Pydantic AI
@@ -60,7 +64,9 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from historykit._exports import moved_attributes
 from historykit.errors import ArgumentTypeError
+from historykit.frameworks import frameworks
 from historykit.messages import (
     Message,
     ProviderCompaction,
@@ -79,9 +85,7 @@ __all__ = [
     "SUMMARY_INSTRUCTIONS",
     "USER_MESSAGE_CHARS",
     "ExtractiveSummarizer",
-    "LangChainSummarizer",
     "NativeSummary",
-    "PydanticAISummarizer",
     "Summarizer",
     "UserMessages",
     "complete_summary",
@@ -92,9 +96,19 @@ __all__ = [
     "render_transcript",
     "section",
     "summarizer_for",
+    "summary_prompt",
     "user_messages",
     "user_words",
 ]
+
+# Moved to the framework packages; importable from here, with a DeprecationWarning, for one release.
+__getattr__ = moved_attributes(
+    __name__,
+    {
+        "PydanticAISummarizer": "historykit.plugins.pydantic_ai",
+        "LangChainSummarizer": "historykit.plugins.langchain",
+    },
+)
 
 Summarizer = Callable[[Sequence[Message]], str | Awaitable[str]]
 """Neutral messages in, summary text out; sync or async."""
@@ -945,7 +959,8 @@ def render_transcript(messages: Sequence[Message], max_part_chars: int = 2_000) 
     return "\n".join(lines)
 
 
-def _prompt(messages: Sequence[Message], focus: str | None = None) -> str:
+def summary_prompt(messages: Sequence[Message], focus: str | None = None) -> str:
+    """The prompt a summarizing model is sent: the request, the focus if any, and the transcript."""
     asked = f"{FOCUS_INSTRUCTIONS.format(focus=focus)}\n\n" if focus else ""
     return f"Summarize this conversation.\n\n{asked}" + render_transcript(messages)
 
@@ -953,135 +968,17 @@ def _prompt(messages: Sequence[Message], focus: str | None = None) -> str:
 # --- LLM adapters ---------------------------------------------------------------------------------
 
 
-def _type_modules(obj: object) -> list[str]:
-    return [f"{c.__module__}.{c.__qualname__}" for c in type(obj).__mro__]
-
-
-@dataclass
-class PydanticAISummarizer:
-    """Summarizes with a Pydantic AI model name, `Model` or `Agent` (imported lazily).
-
-    A model name or `Model` runs in an agent with the summary instructions; an `Agent` you give is
-    run as it is, with the instructions at the top of the prompt.
-
-    Example:
-        ```python
-        from pydantic_ai.models.function import FunctionModel
-        from historykit.processors.summarizers import PydanticAISummarizer
-
-        summarizer = PydanticAISummarizer("openai:gpt-4o-mini")
-        summarizer = PydanticAISummarizer(FunctionModel(my_function))
-        text = await summarizer(messages)
-        ```
-    """
-
-    model: Any
-    """A model name (`"provider:model"`), a `pydantic_ai.models.Model`, or a `pydantic_ai.Agent`."""
-    instructions: str = SUMMARY_INSTRUCTIONS
-    """What the model is asked to do; `{budget}` is replaced by `budget_tokens`."""
-    budget_tokens: int = 2_000
-    """The size the model is asked to stay under."""
-    _agent: Any = field(default=None, init=False, repr=False)
-
-    @property
-    def model_name(self) -> str | None:
-        model = self.model
-        if _is_agent(model):
-            model = model.model
-            if model is None:
-                return getattr(self.model, "name", None)
-        if isinstance(model, str):
-            return model
-        return getattr(model, "model_name", None) or type(model).__name__
-
-    async def __call__(self, messages: Sequence[Message], focus: str | None = None) -> str:
-        instructions = self.instructions.format(budget=self.budget_tokens)
-        if _is_agent(self.model):
-            result = await self.model.run(f"{instructions}\n\n{_prompt(messages, focus)}")
-        else:
-            if self._agent is None:
-                from pydantic_ai import Agent
-
-                self._agent = Agent(self.model, instructions=instructions, output_type=str)
-            result = await self._agent.run(_prompt(messages, focus))
-        output = result.output
-        return output if isinstance(output, str) else str(output)
-
-
-def _is_agent(obj: object) -> bool:
-    return any(
-        name.startswith("pydantic_ai.") and name.endswith("AbstractAgent") for name in _type_modules(obj)
-    )
-
-
-@dataclass
-class LangChainSummarizer:
-    """Summarizes with a LangChain chat model (`BaseChatModel.ainvoke`; imported lazily).
-
-    Example:
-        ```python
-        from langchain_openai import ChatOpenAI
-        from historykit.processors.summarizers import LangChainSummarizer
-
-        summarizer = LangChainSummarizer(ChatOpenAI(model="gpt-4o-mini"))
-        text = await summarizer(messages)
-        ```
-    """
-
-    chat_model: Any
-    """A `langchain_core.language_models.BaseChatModel`."""
-    instructions: str = SUMMARY_INSTRUCTIONS
-    """What the model is asked to do; `{budget}` is replaced by `budget_tokens`."""
-    budget_tokens: int = 2_000
-    """The size the model is asked to stay under."""
-
-    @property
-    def model_name(self) -> str | None:
-        for attr in ("model_name", "model", "model_id"):
-            value = getattr(self.chat_model, attr, None)
-            if isinstance(value, str) and value:
-                return value
-        return type(self.chat_model).__name__
-
-    async def __call__(self, messages: Sequence[Message], focus: str | None = None) -> str:
-        from langchain_core.messages import HumanMessage, SystemMessage
-
-        response = await self.chat_model.ainvoke(
-            [
-                SystemMessage(self.instructions.format(budget=self.budget_tokens)),
-                HumanMessage(_prompt(messages, focus)),
-            ]
-        )
-        return _langchain_text(getattr(response, "content", response))
-
-
-def _langchain_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for block in content:
-            if isinstance(block, str):
-                texts.append(block)
-            elif isinstance(block, dict) and block.get("type") == "text":
-                texts.append(str(block.get("text", "")))
-        return "".join(texts)
-    return str(content)
-
-
 def summarizer_for(model: Any, budget_tokens: int = 2_000) -> Summarizer:
-    """The adapter for a Pydantic AI model name / `Model` / `Agent`, or a LangChain chat model.
+    """The summarizer for a framework's model: a Pydantic AI model name / `Model` / `Agent`, a
+    LangChain chat model, or a model of any registered framework (`historykit.frameworks`).
 
     Raises `TypeError` naming the type of anything else.
     """
-    if isinstance(model, str):
-        return PydanticAISummarizer(model, budget_tokens=budget_tokens)
-    names = _type_modules(model)
-    if any(n.startswith("pydantic_ai.") for n in names):
-        return PydanticAISummarizer(model, budget_tokens=budget_tokens)
-    if any(n.startswith("langchain") for n in names) and hasattr(model, "ainvoke"):
-        return LangChainSummarizer(model, budget_tokens=budget_tokens)
-    raise TypeError(
+    for framework in frameworks():
+        made = framework.summarizer(model, budget_tokens)
+        if made is not None:
+            return made
+    raise ArgumentTypeError(
         f"model must be a Pydantic AI model name, Model or Agent, or a LangChain chat model; got a "
         f"{type(model).__module__}.{type(model).__qualname__} (pass any callable as summarizer= instead)"
     )

@@ -26,7 +26,7 @@ Example:
     from pydantic_ai.usage import UsageLimits
 
     import historykit
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
     from historykit.testing import PydanticAIReplay, Recording
 
     replay = PydanticAIReplay(Recording.load("session.jsonl"), window=10_000)

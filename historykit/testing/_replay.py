@@ -60,7 +60,7 @@ class _Meter:
         self._recorded = 0  # calls answered from the recording so far: the index into `raw`
 
     def measure(self, messages: Sequence[Any], turn: int, replayed: bool) -> Call:
-        from historykit.plugins import adapter_for
+        from historykit.frameworks import adapter_for
 
         neutral = adapter_for(messages).to_neutral(list(messages)) if messages else []
         sizes = [self.counter.count_message(m) for m in neutral]

@@ -38,8 +38,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from historykit import Report, check, default_pipeline
 from historykit.checkpointers import SQLModelConversationStore, SQLModelSaver
-from historykit.plugins.langgraph import HistoryKitMiddleware
-from historykit.plugins.pydantic_ai_agent import HistoryKit
+from historykit.plugins.langchain import HistoryKitMiddleware
+from historykit.plugins.pydantic_ai import HistoryKit
 from tests.plugins.test_langgraph_agent import ToolCallingFakeModel
 from tests.plugins.test_langgraph_agent import read_file as lc_read_file
 

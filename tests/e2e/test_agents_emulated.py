@@ -117,7 +117,7 @@ def run_pydantic_ai(model_name: str, persist: bool) -> Run:
     from pydantic_ai.providers.anthropic import AnthropicProvider
     from pydantic_ai.usage import UsageLimits
 
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     run = Run(_emulator(model_name))
     provider = AnthropicProvider(anthropic_client=run.emulator.anthropic_client(async_=True))
@@ -147,7 +147,7 @@ def run_langchain(model_name: str, persist: bool) -> Run:
     from langchain.agents import create_agent
     from langchain_core.tools import tool
 
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     run = Run(_emulator(model_name))
     llm = run.emulator.chat_anthropic(model_name, thinking=_thinking(model_name), max_tokens=2048)

@@ -32,6 +32,7 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import Field
 
+from historykit.frameworks import adapter_for
 from historykit.messages import (
     COMPACTION_KEY,
     PIN_KEY,
@@ -47,7 +48,6 @@ from historykit.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from historykit.plugins import adapter_for
 from historykit.plugins.langchain import SUMMARY_SOURCE, LangChainAdapter
 from tests.plugins.langchain_histories import langchain_histories, texts
 

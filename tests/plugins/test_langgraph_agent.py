@@ -31,7 +31,7 @@ from historykit import Pipeline, Report, TokenCounter, check, default_pipeline
 from historykit.checkpointers import SQLModelSaver
 from historykit.context_window import ContextWindow
 from historykit.messages import COMPACTION_KEY, EDIT_KEY
-from historykit.plugins.langgraph import (
+from historykit.plugins.langchain import (
     HistoryKitHook,
     HistoryKitMiddleware,
     chat_model_context_window,

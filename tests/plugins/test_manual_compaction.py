@@ -114,7 +114,7 @@ def _pai_model(emulator: ProviderEmulator, model_name: str) -> Any:
 
 
 def _pai_kit(summarizer: ProviderEmulator, persist: bool, reports: list[Report]) -> Any:
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     pipeline = default_pipeline(model=_pai_model(summarizer, SUMMARIZER))
     return HistoryKit(pipeline, context_window=WINDOW, persist=persist, on_report=reports.append)
@@ -242,7 +242,7 @@ async def test_pydantic_ai_view_only_conversation_cannot_be_rewritten() -> None:
 
 
 def _lc_middleware(summarizer: ProviderEmulator, persist: bool, reports: list[Report]) -> Any:
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     pipeline = default_pipeline(model=summarizer.chat_anthropic(SUMMARIZER, max_tokens=1024))
     return HistoryKitMiddleware(pipeline, context_window=WINDOW, persist=persist, on_report=reports.append)
@@ -347,7 +347,7 @@ def test_langgraph_stored_thread_is_compacted_through_the_graph(tmp_path: Path, 
 async def test_langgraph_stored_thread_async_and_view_only(tmp_path: Path) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     emulator, summarizer = _agent_emulator(BINDING), _summarizer_emulator()
     middleware = _lc_middleware(summarizer, True, [])
@@ -374,7 +374,7 @@ def test_langgraph_prebuilt_agent_hook_compacts_on_request(model_name: str) -> N
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.prebuilt import create_react_agent
 
-    from historykit.plugins.langgraph import HistoryKitHook
+    from historykit.plugins.langchain import HistoryKitHook
 
     emulator, summarizer = _agent_emulator(model_name), _summarizer_emulator()
     reports: list[Report] = []

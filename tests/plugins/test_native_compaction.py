@@ -177,7 +177,7 @@ def _assert_openai_native(emulator: ProviderEmulator, reports: list[Report], tri
 def _pydantic_ai_agent(model: Any, summarize: Summarize, reports: list[Report], persist: bool = True) -> Any:
     from pydantic_ai import Agent
 
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     kit = HistoryKit(Pipeline([summarize]), on_report=reports.append, persist=persist)
     agent = Agent(model, instructions="Read the files you are asked about.", capabilities=[kit])
@@ -287,7 +287,7 @@ def _langchain_agent(
     from langchain.agents import create_agent
     from langchain_core.tools import tool
 
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     middleware = HistoryKitMiddleware(Pipeline([summarize]), persist=persist, on_report=reports.append)
     return create_agent(
@@ -376,8 +376,7 @@ def test_pydantic_ai_history_keeps_the_block_and_sends_it_to_its_provider(
 ) -> None:
     from pydantic_ai import messages as pai
 
-    from historykit.plugins.pydantic_ai import PydanticAIAdapter
-    from historykit.plugins.pydantic_ai_agent import with_provider_compaction
+    from historykit.plugins.pydantic_ai import PydanticAIAdapter, with_provider_compaction
 
     adapter = PydanticAIAdapter()
     native = adapter.to_native(_native_history(compaction))

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from historykit.pipeline import Report
-from historykit.plugins.overflow import RETRY_STEP, RETRY_WINDOW_SOURCE, context_overflow, retry_window
+from historykit.plugins._overflow import RETRY_STEP, RETRY_WINDOW_SOURCE, context_overflow, retry_window
 from historykit.processors import default_pipeline
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,
@@ -133,7 +133,7 @@ def _pai_agent(emulator: ProviderEmulator, model_name: str, kit: Any, settings: 
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
 @pytest.mark.parametrize("model_name", [BINDING, NON_BINDING_ANTHROPIC_MODEL])
 async def test_pydantic_ai_compacts_and_retries_once(persist: bool, model_name: str) -> None:
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     emulator = _emulator(model_name)
     reports: list[Report] = []
@@ -149,7 +149,7 @@ async def test_pydantic_ai_modes_send_the_same_requests_around_a_retry() -> None
     """View-only and persistent send the same requests, the refused one and the retry included (the
     retry replays only the refused call, from the view the previous call had). AnthropicModel streams
     when `max_tokens` is left to it: the refusal comes as the stream opens."""
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     sent = {}
     for persist in (True, False):
@@ -172,7 +172,7 @@ async def test_pydantic_ai_modes_send_the_same_requests_around_a_retry() -> None
 async def test_pydantic_ai_second_overflow_reaches_the_caller(persist: bool) -> None:
     from pydantic_ai.exceptions import ModelHTTPError
 
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     emulator = _emulator(BINDING, window=300)
     kit = HistoryKit(default_pipeline(), context_window=CONFIGURED, persist=persist)
@@ -191,7 +191,7 @@ async def test_pydantic_ai_openai_chat_model_compacts_and_retries() -> None:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     emulator = _emulator("gpt-5")
     reports: list[Report] = []
@@ -221,7 +221,7 @@ def _lc_agent(emulator: ProviderEmulator, model_name: str, middleware: Any) -> A
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
 @pytest.mark.parametrize("model_name", [BINDING, NON_BINDING_ANTHROPIC_MODEL])
 def test_langchain_compacts_and_retries_once(persist: bool, model_name: str) -> None:
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     emulator = _emulator(model_name)
     reports: list[Report] = []
@@ -237,7 +237,7 @@ def test_langchain_compacts_and_retries_once(persist: bool, model_name: str) -> 
 
 
 def test_langchain_modes_send_the_same_requests_around_a_retry() -> None:
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     sent = {}
     for persist in (True, False):
@@ -264,7 +264,7 @@ def test_langchain_a_resumed_thread_keeps_its_shrunk_window(persist: bool) -> No
     from langchain_core.tools import tool
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     played = 0
 
@@ -299,7 +299,7 @@ def test_langchain_a_resumed_thread_keeps_its_shrunk_window(persist: bool) -> No
 async def test_langchain_async_second_overflow_reaches_the_caller(persist: bool) -> None:
     from langchain_core.exceptions import ContextOverflowError
 
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     emulator = _emulator(BINDING, window=300)
     middleware = HistoryKitMiddleware(default_pipeline(), context_window=CONFIGURED, persist=persist)
@@ -313,7 +313,7 @@ async def test_langchain_async_second_overflow_reaches_the_caller(persist: bool)
 
 
 async def test_langchain_async_compacts_and_retries_once() -> None:
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     emulator = _emulator(BINDING)
     reports: list[Report] = []
@@ -333,7 +333,7 @@ def test_langchain_openai_responses_compacts_and_retries(persist: bool) -> None:
     from langchain.agents import create_agent
     from langchain_core.tools import tool
 
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     emulator = _emulator("gpt-5")
     reports: list[Report] = []
@@ -388,7 +388,7 @@ def test_other_errors_are_not_overflows() -> None:
 
 
 def test_retry_window() -> None:
-    from historykit.plugins.overflow import ContextOverflow
+    from historykit.plugins.langchain import ContextOverflow
 
     stated = ContextOverflow("prompt is too long", tokens=5_000, maximum=4_000)
     assert retry_window(stated, 50_000, 4_500) == 4_000 * 4_500 // 5_000  # in historykit's measure
@@ -407,7 +407,7 @@ def test_retry_window() -> None:
 def test_retry_window_is_always_smaller(
     tokens: int, maximum: int, window: int, sent: int, stated: bool
 ) -> None:
-    from historykit.plugins.overflow import ContextOverflow
+    from historykit.plugins.langchain import ContextOverflow
 
     overflow = ContextOverflow("too long", tokens, maximum) if stated else ContextOverflow("too long")
     assert 1 <= retry_window(overflow, window, sent) < window

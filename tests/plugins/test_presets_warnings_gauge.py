@@ -37,8 +37,8 @@ from pydantic_ai.messages import TextContent
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
-from historykit.plugins.langgraph import HistoryKitMiddleware
-from historykit.plugins.pydantic_ai_agent import HistoryKit
+from historykit.plugins.langchain import HistoryKitMiddleware
+from historykit.plugins.pydantic_ai import HistoryKit
 
 COUNTER = TokenCounter()
 

@@ -20,6 +20,7 @@ from pydantic_ai import messages as pai
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
+from historykit.frameworks import adapter_for
 from historykit.messages import (
     COMPACTION_KEY,
     PIN_KEY,
@@ -35,7 +36,6 @@ from historykit.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from historykit.plugins import adapter_for
 from historykit.plugins.pydantic_ai import PromptItem, PydanticAIAdapter, RequestInstructions
 from tests.plugins.pydantic_ai_histories import UnknownPart, has_field, pydantic_ai_histories
 

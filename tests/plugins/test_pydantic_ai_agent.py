@@ -19,8 +19,12 @@ from pydantic_ai.usage import UsageLimits
 
 from historykit import Pipeline, Report, TokenCounter, check, default_pipeline
 from historykit.messages import SummaryPart, ToolResultPart
-from historykit.plugins.pydantic_ai import PydanticAIAdapter
-from historykit.plugins.pydantic_ai_agent import HistoryKit, HistoryKitProcessor, model_context_window
+from historykit.plugins.pydantic_ai import (
+    HistoryKit,
+    HistoryKitProcessor,
+    PydanticAIAdapter,
+    model_context_window,
+)
 from historykit.processors import Repair, Summarize
 
 pytestmark = pytest.mark.pydantic_ai

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from historykit import Pipeline
 from historykit.checkpointers import SQLModelSaver
-from historykit.plugins.langgraph import HistoryKitMiddleware
+from historykit.plugins.langchain import HistoryKitMiddleware
 from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Trigger
 from historykit.recall import Recall, recall_handle
 

@@ -118,7 +118,7 @@ def make_agent(model: RecallingModel, kit: Any, ran: list[str]) -> Agent[None, s
 
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
 def test_the_model_recalls_a_cleared_result_by_its_handle(persist: bool) -> None:
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     model, ran = RecallingModel(), []
     kit = HistoryKit(pipeline(), context_window=WINDOW, persist=persist, recall=True)
@@ -143,7 +143,7 @@ def test_the_model_recalls_a_cleared_result_by_its_handle(persist: bool) -> None
 
 
 def test_an_unknown_handle_is_answered_not_raised() -> None:
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     model = RecallingModel(handle="0123456789")
     agent = make_agent(model, HistoryKit(pipeline(), context_window=WINDOW, recall=True), [])
@@ -157,7 +157,7 @@ def test_an_unknown_handle_is_answered_not_raised() -> None:
 
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
 def test_a_long_output_comes_back_in_pages(persist: bool) -> None:
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     model, ran = RecallingModel(), []
     kit = HistoryKit(pipeline(), context_window=WINDOW, persist=persist, recall=Recall(max_chars=700))
@@ -182,7 +182,7 @@ async def test_a_new_capability_recalls_from_the_conversation_store(tmp_path: Pa
     from pydantic_ai.conversation import Conversation
 
     from historykit.checkpointers import SQLModelConversationStore
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     store = SQLModelConversationStore(f"sqlite:///{tmp_path / 'chat.db'}")
     ran: list[str] = []

@@ -100,7 +100,7 @@ def summarizing() -> historykit.Pipeline:
 
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
 def test_pydantic_ai_agent_spans_hold_a_pipeline_span_per_request(spans: Any, persist: bool) -> None:
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
 
     reports: list[Report] = []
     kit = HistoryKit(summarizing(), context_window=WINDOW, persist=persist, on_report=reports.append)
@@ -124,7 +124,7 @@ def test_pydantic_ai_agent_spans_hold_a_pipeline_span_per_request(spans: Any, pe
 def test_langchain_agent_pipeline_spans_nest_in_the_applications_span(spans: Any, persist: bool) -> None:
     from opentelemetry import trace
 
-    from historykit.plugins.langgraph import HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitMiddleware
 
     reports: list[Report] = []
     middleware = HistoryKitMiddleware(
@@ -148,14 +148,14 @@ def test_a_usage_warning_is_a_span_event_of_the_call_that_gave_it(spans: Any, fr
     reports: list[Report] = []
     pipeline = historykit.default_pipeline(on_report=reports.append)
     if framework == "pydantic-ai":
-        from historykit.plugins.pydantic_ai_agent import HistoryKit
+        from historykit.plugins.pydantic_ai import HistoryKit
 
         prompt = [historykit.pin(TextContent(spec(4_400))), "Read the modules under src/."]
         pydantic_ai_run(HistoryKit(pipeline, context_window=4_000), turns=4, lines=10, prompt=prompt)
     else:
         from langchain_core.messages import HumanMessage
 
-        from historykit.plugins.langgraph import HistoryKitMiddleware
+        from historykit.plugins.langchain import HistoryKitMiddleware
 
         first = [historykit.pin(HumanMessage(spec(4_400), id="spec")), HumanMessage("Read the files.")]
         langchain_run(HistoryKitMiddleware(pipeline, context_window=4_000), turns=4, lines=10, first=first)
@@ -224,7 +224,7 @@ async def test_a_compact_and_retry_is_a_span_holding_the_harder_compaction(
     """The provider emulator refuses the first call over its real window (`prompt is too long`): the
     retry is a `historykit.overflow_retry` span with the retry's report (its `overflow-retry`
     marker an event), and the pipeline span of the harder compaction inside it."""
-    from historykit.plugins.overflow import RETRY_STEP
+    from historykit.plugins._overflow import RETRY_STEP
     from historykit.telemetry import RETRY_SPAN_NAME
     from tests.plugins.test_overflow_retry import BINDING, CONFIGURED, _emulator, _lc_agent, _pai_agent
 
@@ -232,12 +232,12 @@ async def test_a_compact_and_retry_is_a_span_holding_the_harder_compaction(
     reports: list[Report] = []
     pipeline = historykit.default_pipeline()
     if framework == "pydantic-ai":
-        from historykit.plugins.pydantic_ai_agent import HistoryKit
+        from historykit.plugins.pydantic_ai import HistoryKit
 
         kit = HistoryKit(pipeline, context_window=CONFIGURED, persist=persist, on_report=reports.append)
         assert (await _pai_agent(emulator, BINDING, kit).run("Read the files.")).output == "All done."
     else:
-        from historykit.plugins.langgraph import HistoryKitMiddleware
+        from historykit.plugins.langchain import HistoryKitMiddleware
 
         middleware = HistoryKitMiddleware(
             pipeline, context_window=CONFIGURED, persist=persist, on_report=reports.append

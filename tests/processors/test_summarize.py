@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 
 from historykit import check
 from historykit.messages import Message, SummaryPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit.plugins.langchain import LangChainSummarizer
+from historykit.plugins.pydantic_ai import PydanticAISummarizer
 from historykit.processors.summarize import SUMMARY_HEADER, Summarize
 from historykit.processors.summarizers import (
     SECTIONS,
     SUMMARY_INSTRUCTIONS,
     ExtractiveSummarizer,
-    LangChainSummarizer,
-    PydanticAISummarizer,
     ensure_constraints,
     extract_constraints,
     parse_sections,

@@ -18,8 +18,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from historykit.messages import Message, SummaryPart
 from historykit.pipeline import ProcessContext, StepNotes
+from historykit.plugins.pydantic_ai import PydanticAISummarizer
 from historykit.processors.summarize import Summarize
-from historykit.processors.summarizers import ExtractiveSummarizer, PydanticAISummarizer
+from historykit.processors.summarizers import ExtractiveSummarizer
 from historykit.processors.trigger import Trigger
 from historykit.processors.turns import notice_count
 
@@ -487,8 +488,7 @@ async def test_a_pydantic_ai_agent_sends_the_same_requests_with_background_summa
     from pydantic_ai.usage import UsageLimits
 
     from historykit import Pipeline
-    from historykit.plugins.pydantic_ai import PydanticAIAdapter
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit, PydanticAIAdapter
 
     async def run(background_at: float | None) -> tuple[list[list[Message]], list[str]]:
         received: list[list[Message]] = []

@@ -31,7 +31,7 @@ A second context-length error is not retried: it reaches the caller as raised.
 
 Example:
     ```python
-    from historykit.plugins.overflow import context_overflow
+    from historykit.plugins.langchain import context_overflow   # the same in historykit.plugins.pydantic_ai
 
     try:
         response = model.invoke(messages)
@@ -219,7 +219,7 @@ class OverflowRetry:
         overflow = context_overflow(error)
         if overflow is None:
             return None
-        from historykit.plugins import adapter_for
+        from historykit.frameworks import adapter_for
 
         neutral = adapter_for(messages).to_neutral(messages)
         # Decided once for the whole retry: the view it seeds and the views it replays must agree.
@@ -318,7 +318,7 @@ class OverflowRetry:
         window: ContextWindow,
         mode: Mode,
     ) -> PipelineResult:
-        from historykit.plugins import adapter_for
+        from historykit.frameworks import adapter_for
 
         retried = result.messages
         if mode == "view":
@@ -351,6 +351,6 @@ class OverflowRetry:
 
 
 def _tokens(pipeline: Pipeline, messages: Sequence[Any]) -> int:
-    from historykit.plugins import adapter_for
+    from historykit.frameworks import adapter_for
 
     return sum(pipeline.counter.count_message(m) for m in adapter_for(messages).to_neutral(messages))

@@ -47,7 +47,7 @@ middleware, the `model=` you pass for the hook), else from the model names in th
 Compact and retry (the middleware): when the provider refuses the call as too long for its context
 window (LangChain's `ContextOverflowError`, or the SDK's `BadRequestError` saying so), the pipeline
 runs again on the same input with a smaller window and the model is called once more
-(`historykit.plugins.overflow`); the smaller window stays with the thread, in its state too
+(`historykit.plugins._overflow`); the smaller window stays with the thread, in its state too
 (`HistoryKitState`), so a process that resumes the thread budgets for it at once. The report of the retry
 has an `OverflowRetry` step and marker; a second refusal reaches the caller as the model raised it.
 The hook runs before the model node and cannot retry.
@@ -68,7 +68,7 @@ Example:
     from langgraph.prebuilt import create_react_agent
     from historykit import Pipeline
     from historykit.checkpointers import SQLModelSaver
-    from historykit.plugins.langgraph import HistoryKitHook, HistoryKitMiddleware
+    from historykit.plugins.langchain import HistoryKitHook, HistoryKitMiddleware
     from historykit.processors import ClearToolResults, PairwiseTruncate, Repair
 
     pipeline = Pipeline([ClearToolResults(), PairwiseTruncate(), Repair()])
@@ -99,11 +99,13 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
 from historykit.binding import model_binds_thinking
-from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
+from historykit.context_window import ContextWindow, check_context_window
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import PROVIDER_COMPACTION_KEY, ProviderCompaction
-from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
+from historykit.pipeline import HistoryProcessor, ManualCompaction, PipelineResult, Report
+from historykit.plugins._glue import Glue, pipeline_of, refuse_call
+from historykit.plugins._overflow import OverflowRetry
 from historykit.plugins.native_compaction import ANTHROPIC_COMPACTION_BETA
-from historykit.plugins.overflow import OverflowRetry
 from historykit.recall import Recall, recall_option
 from historykit.view import Mode
 
@@ -128,7 +130,7 @@ def chat_model_context_window(model: Any) -> ContextWindow | None:
 
     Example:
         ```python
-        from historykit.plugins.langgraph import chat_model_context_window
+        from historykit.plugins.langchain import chat_model_context_window
 
         chat_model_context_window(ChatAnthropic(model="claude-sonnet-4-5"))  # from its profile
         ```
@@ -172,7 +174,7 @@ def state_update(
     Example:
         ```python
         from langgraph.graph.message import add_messages
-        from historykit.plugins.langgraph import state_update
+        from historykit.plugins.langchain import state_update
 
         assert add_messages(old, state_update(old, processed)) == processed  # same ids, same order
         ```
@@ -207,19 +209,7 @@ def _with_unique_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return out
 
 
-def _pipeline_of(processor: object) -> Pipeline:
-    # One pipeline for the glue's lifetime: its token counter (and cache) then serves every call.
-    if isinstance(processor, Pipeline):
-        return processor
-    if isinstance(processor, HistoryProcessor):
-        return Pipeline([processor])
-    raise TypeError(
-        f"processor must be a historykit processor or Pipeline, got a "
-        f"{type(processor).__module__}.{type(processor).__qualname__}"
-    )
-
-
-class _Glue:
+class _Glue(Glue):
     """What the hook and the middleware share: the pipeline, the window rule and the reports."""
 
     def __init__(
@@ -230,7 +220,7 @@ class _Glue:
         persist: bool,
         binds_thinking: bool | None = None,
     ) -> None:
-        self.pipeline = _pipeline_of(processor)
+        self.pipeline = pipeline_of(processor)
         """The pipeline that runs (a single processor is wrapped in one)."""
         self.context_window = check_context_window(context_window)
         """The window to budget for; `None`: the model's profile's, else historykit's default."""
@@ -241,7 +231,7 @@ class _Glue:
         self.last_report: Report | None = None
         """The report of the latest call."""
         if binds_thinking is not None and not isinstance(binds_thinking, bool):
-            raise TypeError(f"binds_thinking must be True, False or None, got {binds_thinking!r}")
+            raise ArgumentTypeError(f"binds_thinking must be True, False or None, got {binds_thinking!r}")
         self.binds_thinking = binds_thinking
         """Whether the model binds thinking to the history (R13); `None`: from the chat model's name,
         else from the model names on the messages."""
@@ -269,10 +259,6 @@ class _Glue:
             ```
         """
         self._manual[thread_id] = ManualCompaction(focus, keep_last)
-
-    def _take_manual(self, thread: str | None) -> ManualCompaction | None:
-        request = self._manual.pop(thread, None) if thread is not None else None
-        return request or self._manual.pop(None, None)
 
     def compact_thread(
         self,
@@ -340,7 +326,7 @@ class _Glue:
 
     def _check_persistent(self) -> None:
         if not self.persist:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "compact_thread rewrites the thread's state, which view-only mode (persist=False) keeps "
                 "as the messages arrived: call compact(focus, thread_id=...) to compact at its next call"
             )
@@ -350,7 +336,9 @@ class _Glue:
         values = getattr(snapshot, "values", None)
         messages = values.get(key) if isinstance(values, dict) else None
         if not isinstance(messages, list):
-            raise ValueError(f"the thread's state has no {key!r} list to compact (is the thread stored?)")
+            raise InvalidArgumentError(
+                f"the thread's state has no {key!r} list to compact (is the thread stored?)"
+            )
         return list(messages), key
 
     def _compact_stored(
@@ -368,17 +356,14 @@ class _Glue:
         )
 
     def _binds(self, model: Any) -> bool | None:
-        return self.binds_thinking if self.binds_thinking is not None else chat_model_binds_thinking(model)
+        return self._binds_with(chat_model_binds_thinking(model) if self.binds_thinking is None else None)
 
     def _mode(self) -> Mode:
         return "persistent" if self.persist else "view"
 
     def _window(self, model: Any) -> ContextWindow:
         stated = chat_model_context_window(model) if self.context_window is None else None
-        configured = resolve_context_window(
-            self.context_window, stated.tokens if stated else None, "model profile"
-        )
-        return self.overflow.window(_thread(), configured)
+        return self._window_with(stated, _thread())
 
     def _run(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
         window = self._window(model)
@@ -412,12 +397,6 @@ class _Glue:
             result = await self.pipeline.arun(messages, window.tokens, **setting)
         return self._deliver(result)
 
-    def _deliver(self, result: PipelineResult) -> list[BaseMessage]:
-        self.last_report = result.report
-        if self.on_report is not None:
-            self.on_report(result.report)
-        return list(result.messages)
-
 
 class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
     """A graph node that processes the state's messages: a `create_react_agent` pre-model hook.
@@ -431,7 +410,7 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
         ```python
         from langgraph.graph import START, MessagesState, StateGraph
         from langgraph.prebuilt import create_react_agent
-        from historykit.plugins.langgraph import HistoryKitHook
+        from historykit.plugins.langchain import HistoryKitHook
 
         agent = create_react_agent(model, tools, pre_model_hook=HistoryKitHook(pipeline, model=model))
 
@@ -460,6 +439,12 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
         self.messages_key = messages_key
         """The state key holding the messages."""
 
+    __call__ = refuse_call(
+        "HistoryKitHook is a LangGraph node (create_react_agent(..., pre_model_hook=...)); for Pydantic "
+        "AI use historykit.plugins.pydantic_ai.HistoryKit (Agent(capabilities=[...])) or "
+        "HistoryKitProcessor (history_processors=[...])"
+    )
+
     def __repr__(self) -> str:
         return f"HistoryKitHook({self.pipeline!r}, persist={self.persist})"
 
@@ -470,7 +455,7 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
             else getattr(state, self.messages_key, None)
         )
         if messages is None:
-            raise ValueError(f"the graph state has no {self.messages_key!r} key to process")
+            raise InvalidArgumentError(f"the graph state has no {self.messages_key!r} key to process")
         return list(messages)
 
     def _update(self, old: list[BaseMessage], processed: list[BaseMessage]) -> dict[str, Any]:
@@ -524,7 +509,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
     Example:
         ```python
         from langchain.agents import create_agent
-        from historykit.plugins.langgraph import HistoryKitMiddleware
+        from historykit.plugins.langchain import HistoryKitMiddleware
 
         agent = create_agent(model, tools, middleware=[HistoryKitMiddleware(pipeline, persist=True)])
         ```
@@ -551,6 +536,12 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             self.tools = [_recall_tool(self.recall)]
 
     state_schema = HistoryKitState
+
+    __call__ = refuse_call(
+        "HistoryKitMiddleware is LangChain middleware (create_agent(..., middleware=[...])); for Pydantic "
+        "AI use historykit.plugins.pydantic_ai.HistoryKit (Agent(capabilities=[...])) or "
+        "HistoryKitProcessor (history_processors=[...])"
+    )
 
     def __repr__(self) -> str:
         return f"HistoryKitMiddleware({self.pipeline!r}, persist={self.persist})"
@@ -596,7 +587,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             update["historykit_view_of"] = len(request.messages)
         else:
             if not isinstance(state.get("messages"), list):
-                raise ValueError(
+                raise InvalidArgumentError(
                     "persistent mode needs the agent state's 'messages' list in the model request"
                 )
             old = state["messages"]

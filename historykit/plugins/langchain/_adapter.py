@@ -73,6 +73,7 @@ from langchain_core.messages.tool import invalid_tool_call as _make_invalid_tool
 from langchain_core.messages.tool import tool_call as _make_tool_call
 from langchain_core.messages.tool import tool_call_chunk as _make_tool_call_chunk
 
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import (
     COMPACTION_KEY,
     EDIT_KEY,
@@ -179,7 +180,7 @@ class LangChainAdapter:
         out: list[BaseMessage] = []
         for index, msg in enumerate(messages):
             if not isinstance(msg, Message):
-                raise TypeError(f"message {index} is a {_type_name(msg)}, not a historykit Message")
+                raise ArgumentTypeError(f"message {index} is a {_type_name(msg)}, not a historykit Message")
             native = msg.native
             if isinstance(native, BaseMessage) and msg.is_untouched and _same_metadata(msg, native):
                 out.append(native)
@@ -303,12 +304,12 @@ def _role_of(native: BaseMessage) -> Role:
 
 def _read(native: Any, index: int) -> _Reading:
     if isinstance(native, RemoveMessage):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"message {index} is a RemoveMessage (id={native.id!r}): it removes a message from graph "
             "state and is not part of a history"
         )
     if not isinstance(native, BaseMessage):
-        raise TypeError(f"message {index} is a {_type_name(native)}, not a LangChain message")
+        raise ArgumentTypeError(f"message {index} is a {_type_name(native)}, not a LangChain message")
     kwargs = native.additional_kwargs
     role = _role_of(native)
     reading = _Reading(role, [], [])
@@ -365,14 +366,14 @@ def _marker(native: BaseMessage, index: int) -> CompactionMarker | None:
     if data is None:
         return None
     if not isinstance(data, dict):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"message {index} ({type(native).__name__}): additional_kwargs[{COMPACTION_KEY!r}] must be "
             f"a dict from CompactionMarker.to_dict(), got a {type(data).__name__}"
         )
     try:
         return CompactionMarker.from_dict(data)
     except ValueError as exc:
-        raise ValueError(f"message {index} ({type(native).__name__}): {exc}") from None
+        raise InvalidArgumentError(f"message {index} ({type(native).__name__}): {exc}") from None
 
 
 def _read_content(native: BaseMessage, reading: _Reading, marker: CompactionMarker | None) -> None:
@@ -721,7 +722,7 @@ def _rebuild_tool(
         elif isinstance(part, OtherPart) and isinstance(part.native, BaseMessage):
             new = part.native
         else:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"message {index}: a tool message can only carry tool results, not a {part.kind} part"
             )
         out.append(_with_pins(new, index, msg.pinned, [part]))
@@ -786,7 +787,9 @@ def _rebuild_content(
         unchanged = original is not None and _same(part, original)
         if isinstance(part, SummaryPart):
             if acc.summary is not None:
-                raise ValueError(f"message {index}: a LangChain message can carry one summary, not several")
+                raise InvalidArgumentError(
+                    f"message {index}: a LangChain message can carry one summary, not several"
+                )
             acc.summary = part
             acc.summary_original = original if isinstance(original, SummaryPart) else None
         if slot is None or original is None:
@@ -843,7 +846,7 @@ def _rebuild_content(
         if msg.usage != reading.usage:
             updates["usage_metadata"] = _usage_metadata(msg.usage, native.usage_metadata)
     elif acc.calls or acc.invalid:
-        raise ValueError(f"message {index}: only an assistant message can make tool calls")
+        raise InvalidArgumentError(f"message {index}: only an assistant message can make tool calls")
     if acc.kwargs != native.additional_kwargs:
         updates["additional_kwargs"] = acc.kwargs
     if _new_id(msg, native):
@@ -857,7 +860,7 @@ def _add_new_part(acc: _Content, part: Part, native: BaseMessage | None, index: 
     base = part.native if isinstance(part.native, dict) else None
     if isinstance(part, ToolCallPart):
         if native is not None and not isinstance(native, AIMessage):
-            raise ValueError(f"message {index}: only an assistant message can make tool calls")
+            raise InvalidArgumentError(f"message {index}: only an assistant message can make tool calls")
         _add_call(acc, part, None)
     elif isinstance(part, TextPart):
         if base is not None and base.get("type") == "text":
@@ -876,7 +879,7 @@ def _add_new_part(acc: _Content, part: Part, native: BaseMessage | None, index: 
     elif isinstance(part.native, (dict, str)):
         acc.items.append((part.native, False))
     else:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"message {index}: an OtherPart ({part.type_name}) without its LangChain block cannot be written"
         )
 
@@ -1020,7 +1023,7 @@ def _media_block(part: MediaPart, index: int) -> Any:
         if "/" in part.media_type:
             block["mime_type"] = part.media_type
         return block
-    raise ValueError(
+    raise InvalidArgumentError(
         f"message {index}: a {part.media_type} media part without its LangChain block or a URL "
         "cannot be written (its bytes are not in the neutral model)"
     )
@@ -1132,7 +1135,7 @@ def _build(msg: Message, index: int) -> list[BaseMessage]:
             others = [p for p in rest if not (isinstance(p, OtherPart) and isinstance(p.native, BaseMessage))]
             if others:
                 kind = others[0].kind
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"message {index}: a tool message can only carry tool results, not a {kind} part"
                 )
             out.extend(cast(BaseMessage, p.native) for p in rest)
@@ -1147,15 +1150,17 @@ def _build_one(msg: Message, index: int, message_id: str | None) -> BaseMessage:
     for part in msg.parts:
         if isinstance(part, SummaryPart):
             if acc.summary is not None:
-                raise ValueError(f"message {index}: a LangChain message can carry one summary, not several")
+                raise InvalidArgumentError(
+                    f"message {index}: a LangChain message can carry one summary, not several"
+                )
             acc.summary = part
         if isinstance(part, ToolResultPart):
-            raise ValueError(f"message {index}: a {msg.role} message cannot carry a tool result")
+            raise InvalidArgumentError(f"message {index}: a {msg.role} message cannot carry a tool result")
         if isinstance(part, ToolCallPart) and msg.role != "assistant":
-            raise ValueError(f"message {index}: only an assistant message can make tool calls")
+            raise InvalidArgumentError(f"message {index}: only an assistant message can make tool calls")
         _add_new_part(acc, part, None, index)
     if acc.summary is not None and (acc.calls or acc.invalid):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"message {index}: a summary is written in the user's voice and cannot make tool calls"
         )
     _set_summary_kwargs(acc, False)

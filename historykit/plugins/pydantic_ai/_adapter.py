@@ -68,6 +68,7 @@ from pydantic import ValidationError
 from pydantic_ai import messages as _pai
 from pydantic_ai.usage import RequestUsage
 
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import (
     COMPACTION_KEY,
     EDIT_KEY,
@@ -184,7 +185,7 @@ class PydanticAIAdapter:
     def to_neutral(self, messages: Sequence[Any]) -> list[Message]:
         """Neutral messages for a Pydantic AI history; `TypeError` names the index of a non-message."""
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-            raise TypeError(f"expected a list of Pydantic AI messages, got a {_type_name(messages)}")
+            raise ArgumentTypeError(f"expected a list of Pydantic AI messages, got a {_type_name(messages)}")
         result: list[Message] = []
         effective_instructions: str | None = None
         for index, msg in enumerate(messages):
@@ -213,7 +214,7 @@ class PydanticAIAdapter:
                     _CACHE.put(msg, None, fingerprint, cached)
                 result.extend(cached)
             else:
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"message {index} is a {_type_name(msg)}, not a ModelRequest or ModelResponse"
                 )
         return result
@@ -221,10 +222,10 @@ class PydanticAIAdapter:
     def to_native(self, messages: Sequence[Message]) -> list[Any]:
         """A Pydantic AI history: untouched messages are their original objects, edited ones are rebuilt."""
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-            raise TypeError(f"expected a list of historykit Messages, got a {_type_name(messages)}")
+            raise ArgumentTypeError(f"expected a list of historykit Messages, got a {_type_name(messages)}")
         for index, msg in enumerate(messages):
             if not isinstance(msg, Message):
-                raise TypeError(f"message {index} is a {_type_name(msg)}, not a historykit Message")
+                raise ArgumentTypeError(f"message {index} is a {_type_name(msg)}, not a historykit Message")
         emitted = {id(msg.native) for msg in messages if msg.native is not None}
         result: list[Any] = []
         start = 0
@@ -258,7 +259,7 @@ class PydanticAIAdapter:
                 elif isinstance(native, _pai.ModelResponse):
                     result.append(_Builder(start, emitted).response_from_run(native, run))
                 else:
-                    raise TypeError(
+                    raise ArgumentTypeError(
                         f"message {start} was made from a {_type_name(native)}, "
                         "not a Pydantic AI ModelRequest or ModelResponse"
                     )
@@ -694,7 +695,7 @@ class _Builder:
             url_class = {"image": _pai.ImageUrl, "audio": _pai.AudioUrl, "video": _pai.VideoUrl}
             media_type = part.media_type if "/" in part.media_type else None
             return url_class.get(kind, _pai.DocumentUrl)(part.source, media_type=media_type)
-        raise ValueError(
+        raise InvalidArgumentError(
             f"message {self.index}: a MediaPart ({part.media_type}) with no native object and no http(s) "
             "URL cannot be turned into Pydantic AI content: there are no bytes to send"
         )

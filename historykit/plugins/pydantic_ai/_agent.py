@@ -40,7 +40,7 @@ dropped (`historykit.binding`).
 Compact and retry (`HistoryKit`): when the provider refuses a request as too long for its context
 window, the pipeline runs again on the same input with a smaller window and the model is called
 once more (2.x: another attempt of the request step; 1.x: `wrap_model_request` calls the model
-again), see `historykit.plugins.overflow`. The report of the retry has an `OverflowRetry` step and
+again), see `historykit.plugins._overflow`. The report of the retry has an `OverflowRetry` step and
 marker; a second refusal reaches the caller as Pydantic AI raised it. `HistoryKitProcessor` cannot
 retry.
 
@@ -57,7 +57,7 @@ Example:
     ```python
     from pydantic_ai import Agent
     from historykit import Pipeline
-    from historykit.plugins.pydantic_ai_agent import HistoryKit
+    from historykit.plugins.pydantic_ai import HistoryKit
     from historykit.processors import ClearToolResults, PairwiseTruncate, Repair
 
     kit = HistoryKit(Pipeline([ClearToolResults(), PairwiseTruncate(), Repair()]), on_report=print)
@@ -79,10 +79,12 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
 from historykit.binding import model_binds_thinking
-from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
+from historykit.context_window import ContextWindow, check_context_window
+from historykit.errors import InvalidArgumentError
 from historykit.messages import PROVIDER_COMPACTION_KEY, ProviderCompaction
-from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
-from historykit.plugins.overflow import OverflowRetry
+from historykit.pipeline import HistoryProcessor, ManualCompaction, PipelineResult, Report
+from historykit.plugins._glue import Glue, WrongFramework, pipeline_of
+from historykit.plugins._overflow import OverflowRetry
 from historykit.recall import Recall, recall_option
 from historykit.view import Mode
 
@@ -128,7 +130,7 @@ def model_context_window(model: Any) -> ContextWindow | None:
     Example:
         ```python
         from pydantic_ai.models.function import FunctionModel
-        from historykit.plugins.pydantic_ai_agent import model_context_window
+        from historykit.plugins.pydantic_ai import model_context_window
 
         model_context_window(FunctionModel(my_function, profile={"context_window": 8_000}))  # 2.x
         # ContextWindow(tokens=8000, source='model profile')
@@ -201,29 +203,10 @@ def _lookup_genai_prices(name: str, provider: str, base_url: str | None) -> int 
     return None
 
 
-def _pipeline_of(processor: object) -> Pipeline:
-    # One pipeline for the glue's lifetime: its token counter (and cache) then serves every call.
-    if isinstance(processor, Pipeline):
-        return processor
-    if isinstance(processor, HistoryProcessor):
-        return Pipeline([processor])
-    raise TypeError(
-        f"processor must be a historykit processor or Pipeline, got a "
-        f"{type(processor).__module__}.{type(processor).__qualname__}"
-    )
-
-
-class _Glue:
+class _Glue(Glue):
     """What both entry points share: the pipeline, the window rule and the report delivery."""
 
-    pipeline: Pipeline
-    context_window: int | None
-    on_report: Callable[[Report], None] | None
-    last_report: Report | None
-    binds_thinking: bool | None
     mode: Mode = "persistent"
-    overflow: OverflowRetry
-    _manual: dict[str | None, ManualCompaction]
 
     def compact(
         self, focus: str | None = None, *, keep_last: int | None = None, conversation: str | None = None
@@ -246,22 +229,16 @@ class _Glue:
 
     def window_for(self, model: Any, conversation: str | None = None) -> ContextWindow:
         stated = model_context_window(model) if self.context_window is None else None
-        configured = resolve_context_window(
-            self.context_window,
-            stated.tokens if stated else None,
-            stated.source if stated else "model profile",
-        )
-        return self.overflow.window(conversation, configured)
+        return self._window_with(stated, conversation)
 
     def binds_for(self, model: Any) -> bool | None:
-        return self.binds_thinking if self.binds_thinking is not None else model_binds_thinking_blocks(model)
+        return self._binds_with(model_binds_thinking_blocks(model) if self.binds_thinking is None else None)
 
     async def process(
         self, messages: Sequence[ModelMessage], model: Any, conversation: str | None = None
     ) -> list[ModelMessage]:
         window = self.window_for(model, conversation)
-        request = self._manual.pop(conversation, None) if conversation is not None else None
-        request = request or self._manual.pop(None, None)
+        request = self._take_manual(conversation)
         result: PipelineResult
         if request is not None:
             result = await self.pipeline.acompact(
@@ -284,10 +261,7 @@ class _Glue:
         return self.deliver(result)
 
     def deliver(self, result: PipelineResult) -> list[ModelMessage]:
-        self.last_report = result.report
-        if self.on_report is not None:
-            self.on_report(result.report)
-        return result.messages
+        return self._deliver(result)
 
 
 @dataclass
@@ -300,7 +274,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         ```python
         from pydantic_ai import Agent
         from historykit import Pipeline
-        from historykit.plugins.pydantic_ai_agent import HistoryKit
+        from historykit.plugins.pydantic_ai import HistoryKit
         from historykit.processors import ClearToolResults, Repair, Summarize
 
         reports = []
@@ -309,6 +283,13 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         HistoryKit(pipeline, context_window=32_000, persist=False)  # explicit window, view only
         ```
     """
+
+    wrap_tool_call = WrongFramework(
+        "HistoryKit is a Pydantic AI capability (Agent(capabilities=[...])); for LangChain use "
+        "historykit.plugins.langchain.HistoryKitMiddleware (create_agent(..., middleware=[...])) or "
+        "HistoryKitHook (create_react_agent(..., pre_model_hook=...))"
+    )
+    """Read by LangChain's `create_agent` off each middleware's class: a clear error for the mix-up."""
 
     processor: HistoryProcessor
     """A processor or a `Pipeline` (a single processor runs as a one-step pipeline)."""
@@ -341,7 +322,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             raise ImportError(
                 "this Pydantic AI has no capabilities: use HistoryKitProcessor in history_processors=[...]"
             )
-        self.pipeline = _pipeline_of(self.processor)
+        self.pipeline = pipeline_of(self.processor)
         self.mode = "persistent" if self.persist else "view"
         check_context_window(self.context_window)
         self._recall = recall_option(self.recall)
@@ -387,7 +368,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             ```
         """
         if not self.persist:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "compact_conversation rewrites the stored history, which view-only mode (persist=False) "
                 "keeps as it arrived: call kit.compact(focus, conversation=...) to compact at the next one"
             )
@@ -474,7 +455,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         self, ctx: RunContext[Any], *, request_context: Any, error: Exception
     ) -> Any:
         """Compact and retry (2.x; 1.x retries in `wrap_model_request`): a context-length error makes
-        the pipeline run again on the same input with a smaller window (`historykit.plugins.overflow`),
+        the pipeline run again on the same input with a smaller window (`historykit.plugins._overflow`),
         once per request step; the next attempt sends that view. Any other error, or a second
         overflow, is raised unchanged."""
         step = self._steps.get(_step(ctx)) if _RETRY_BY_ATTEMPT else None
@@ -617,16 +598,23 @@ class HistoryKitProcessor(_Glue):
 
     It cannot compact and retry when the provider answers that the request is too long: a history
     processor runs before the model call and never sees its error, so the error reaches the caller.
-    `HistoryKit` does retry (`historykit.plugins.overflow`).
+    `HistoryKit` does retry (`historykit.plugins._overflow`).
 
     Example:
         ```python
         from pydantic_ai import Agent
-        from historykit.plugins.pydantic_ai_agent import HistoryKitProcessor
+        from historykit.plugins.pydantic_ai import HistoryKitProcessor
 
         agent = Agent("openai:gpt-4o", history_processors=[HistoryKitProcessor(pipeline, on_report=print)])
         ```
     """
+
+    wrap_tool_call = WrongFramework(
+        "HistoryKitProcessor is a Pydantic AI history processor (history_processors=[...]); for "
+        "LangChain use historykit.plugins.langchain.HistoryKitMiddleware (create_agent(..., "
+        "middleware=[...])) or HistoryKitHook (create_react_agent(..., pre_model_hook=...))"
+    )
+    """Read by LangChain's `create_agent` off each middleware's class: a clear error for the mix-up."""
 
     def __init__(
         self,
@@ -636,7 +624,7 @@ class HistoryKitProcessor(_Glue):
         on_report: Callable[[Report], None] | None = None,
         binds_thinking: bool | None = None,
     ) -> None:
-        self.pipeline = _pipeline_of(processor)
+        self.pipeline = pipeline_of(processor)
         """The pipeline that runs (a single processor is wrapped in one)."""
         self.context_window = check_context_window(context_window)
         """The window to budget for; `None`: the run's model's, else historykit's default."""

@@ -1,0 +1,107 @@
+"""What every framework integration shares, written once and framework-free.
+
+An integration (the Pydantic AI capability and history processor, the LangChain middleware and
+hook) holds a pipeline, a context-window rule, report delivery, pending manual compactions and a
+compact-and-retry state (`historykit.plugins._overflow`). `Glue` is that state and its rules; each
+integration adds how its framework hands it the history, the model and the conversation key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from historykit.context_window import ContextWindow, resolve_context_window
+from historykit.errors import ArgumentTypeError
+from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
+from historykit.plugins._overflow import OverflowRetry
+
+__all__ = ["Glue", "WrongFramework", "pipeline_of", "refuse_call"]
+
+
+def pipeline_of(processor: object) -> Pipeline:
+    """`processor` as a pipeline (a single processor is wrapped in one); `ArgumentTypeError` if neither."""
+    # One pipeline for the glue's lifetime: its token counter (and cache) then serves every call.
+    if isinstance(processor, Pipeline):
+        return processor
+    if isinstance(processor, HistoryProcessor):
+        return Pipeline([processor])
+    raise ArgumentTypeError(
+        f"processor must be a historykit processor or Pipeline, got a "
+        f"{type(processor).__module__}.{type(processor).__qualname__}"
+    )
+
+
+class Glue:
+    """The state every integration keeps, and the rules that use it (a mixin: no `__init__`)."""
+
+    pipeline: Pipeline
+    """The pipeline that runs (a single processor is wrapped in one)."""
+    context_window: int | None
+    """The window to budget for; `None`: the model's, else historykit's default."""
+    on_report: Callable[[Report], None] | None
+    """Called with every call's report."""
+    last_report: Report | None
+    """The report of the latest call."""
+    binds_thinking: bool | None
+    """Whether the model binds thinking to the history (R13); `None`: from the model."""
+    overflow: OverflowRetry
+    """Compact-and-retry: the windows conversations shrank to after a context overflow."""
+    _manual: dict[str | None, ManualCompaction]
+
+    def _take_manual(self, conversation: str | None) -> ManualCompaction | None:
+        """The manual compaction asked for this conversation, else for any; it is used up."""
+        request = self._manual.pop(conversation, None) if conversation is not None else None
+        return request or self._manual.pop(None, None)
+
+    def _window_with(self, stated: ContextWindow | None, conversation: str | None) -> ContextWindow:
+        """The window of a call: `context_window`, else what the model `stated`, else the default;
+        then the smaller one a context overflow left for the conversation."""
+        configured = resolve_context_window(
+            self.context_window,
+            stated.tokens if stated else None,
+            stated.source if stated else "model profile",
+        )
+        return self.overflow.window(conversation, configured)
+
+    def _binds_with(self, stated: bool | None) -> bool | None:
+        """`binds_thinking` when set, else what the model `stated`."""
+        return self.binds_thinking if self.binds_thinking is not None else stated
+
+    def _deliver(self, result: PipelineResult) -> list[Any]:
+        """Hand the call's report on, and give the processed messages."""
+        self.last_report = result.report
+        if self.on_report is not None:
+            self.on_report(result.report)
+        return list(result.messages)
+
+
+class WrongFramework:
+    """A class attribute that another framework reads when it is handed this glue by mistake.
+
+    Reading it raises `ArgumentTypeError` with `message`, which names the glue to use instead; so
+    passing the Pydantic AI capability to a LangChain agent (which reads `wrap_tool_call` off each
+    middleware's class) fails with that advice rather than an `AttributeError`.
+
+    Example:
+        ```python
+        class HistoryKit:
+            wrap_tool_call = WrongFramework("HistoryKit is a Pydantic AI capability; ...")
+        ```
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        """Why the object does not fit, and what to use instead."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        raise ArgumentTypeError(self.message)
+
+
+def refuse_call(message: str) -> Callable[..., Any]:
+    """A `__call__` that raises `ArgumentTypeError(message)`: for glue another framework would call."""
+
+    def __call__(self: object, *args: Any, **kwargs: Any) -> Any:
+        raise ArgumentTypeError(message)
+
+    return __call__

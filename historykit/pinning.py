@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
+from historykit.errors import ArgumentTypeError
 from historykit.messages import PIN_KEY, Message, Part
 
 __all__ = ["pin"]
@@ -45,7 +46,8 @@ _NEUTRAL_PARTS: tuple[type, ...] = Part.__args__  # type: ignore[attr-defined]
 
 
 def pin(obj: T) -> T:
-    """A pinned copy of a neutral, LangChain or Pydantic AI message or part; `TypeError` for anything else.
+    """A pinned copy of a neutral, LangChain or Pydantic AI message or part; `ArgumentTypeError` (a
+    `TypeError`) for anything else.
 
     Example:
         ```python
@@ -63,7 +65,7 @@ def pin(obj: T) -> T:
         return _pin_langchain(obj)
     if module.startswith("pydantic_ai."):
         return _pin_pydantic_ai(obj)
-    raise TypeError(
+    raise ArgumentTypeError(
         f"cannot pin a {_type_name(obj)}: pin a historykit Message or part, a LangChain message, "
         "or a Pydantic AI message or part"
     )
@@ -73,22 +75,22 @@ def _pin_langchain(obj: Any) -> Any:
     from langchain_core.messages import BaseMessage, RemoveMessage
 
     if not isinstance(obj, BaseMessage) or isinstance(obj, RemoveMessage):
-        raise TypeError(f"cannot pin a {_type_name(obj)}: only a LangChain message can be pinned")
+        raise ArgumentTypeError(f"cannot pin a {_type_name(obj)}: only a LangChain message can be pinned")
     kwargs = {**(obj.additional_kwargs or {}), PIN_KEY: True}
     return obj.model_copy(update={"additional_kwargs": kwargs})
 
 
 def _pin_pydantic_ai(obj: Any) -> Any:
     if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
-        raise TypeError(f"cannot pin a {_type_name(obj)}: it is not a Pydantic AI message or part")
+        raise ArgumentTypeError(f"cannot pin a {_type_name(obj)}: it is not a Pydantic AI message or part")
     if not any(f.name == "metadata" for f in dataclasses.fields(obj)):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"cannot pin a {_type_name(obj)}: it has no metadata to carry the pin; pin the message "
             "that holds it (or, for a user prompt, give its text as pinned TextContent items)"
         )
     metadata = getattr(obj, "metadata", None)
     if metadata is not None and not isinstance(metadata, dict):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"cannot pin a {_type_name(obj)} whose metadata is a {type(metadata).__qualname__}, not a dict"
         )
     return dataclasses.replace(obj, metadata={**(metadata or {}), PIN_KEY: True})

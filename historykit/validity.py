@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from historykit.binding import history_binds_thinking
 from historykit.digests import message_digest
@@ -53,6 +53,9 @@ RULES: dict[str, str] = {
 
 MAX_CACHE_BREAKPOINTS = 4
 
+MessageT = TypeVar("MessageT")
+"""A history's message type: `check` compares `sent_before` with `messages`, so both are of one type."""
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -73,10 +76,10 @@ class Violation:
 
 
 def check(
-    messages: Sequence[Any],
+    messages: Sequence[MessageT],
     *,
     strict_alternation: bool = False,
-    sent_before: Sequence[Any] | None = None,
+    sent_before: Sequence[MessageT] | None = None,
     binds_thinking: bool | None = None,
 ) -> list[Violation]:
     """The provider-rule violations of a native (Pydantic AI, LangChain) or neutral history.
@@ -89,7 +92,7 @@ def check(
     - `binds_thinking`: whether the model binds thinking (`historykit.binding`); `None`: from the
       model name on the latest assistant message.
 
-    Raises `TypeError` naming the index and type of an item that is not a message.
+    Raises `ArgumentTypeError` (a `TypeError`) naming the index and type of an item that is not a message.
     """
     from historykit.plugins import adapter_for
 

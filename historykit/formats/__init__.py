@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from historykit.errors import ArgumentTypeError
 from historykit.formats.detect import FORMATS, TranscriptFormatError, detect_text, resolve_format
 from historykit.formats.openai_chat import read_chat_jsonl, write_chat_jsonl
 from historykit.messages import Message
@@ -85,12 +86,7 @@ def read_transcript(path: str | Path, format: str | None = None) -> TranscriptFi
     fmt = resolve_format(format) if format is not None else detect_text(text, str(path))
     native: list[Any] | None = None
     if fmt == "chat":
-        try:
-            messages = read_chat_jsonl(path)
-        except TranscriptFormatError:
-            raise
-        except ValueError as exc:
-            raise TranscriptFormatError(str(exc)) from None
+        messages = read_chat_jsonl(path)
     elif fmt == "pydantic-ai":
         from historykit.formats.pydantic_ai_json import read_pydantic_ai_json
 
@@ -199,7 +195,7 @@ def compaction_boundaries(messages: Sequence[Message]) -> list[int]:
 def _for_format(message: Any, fmt: str, index: int) -> Message:
     """`message`, cut loose from a native object of another format so the writer builds it anew."""
     if not isinstance(message, Message):
-        raise TypeError(f"message {index} is a {type(message).__name__}, not a historykit Message")
+        raise ArgumentTypeError(f"message {index} is a {type(message).__name__}, not a historykit Message")
     if message.native is None or _framework_of(message.native) == fmt:
         return message
     return detached(message)

@@ -18,10 +18,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from historykit.formats.detect import TranscriptFormatError
 from historykit.messages import Message
+
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
 
 __all__ = ["read_langchain_json", "write_langchain_json"]
 
@@ -39,7 +42,7 @@ def _framework() -> tuple[Any, Any, Any]:
     return messages_from_dict, messages_to_dict, LangChainAdapter()
 
 
-def read_langchain_json(path: str | Path) -> tuple[list[Any], list[Message]]:
+def read_langchain_json(path: str | Path) -> tuple[list[BaseMessage], list[Message]]:
     """The native messages of a LangChain JSON file and their neutral view."""
     from pydantic import ValidationError
 
@@ -57,7 +60,7 @@ def read_langchain_json(path: str | Path) -> tuple[list[Any], list[Message]]:
         )
     if not data:
         raise TranscriptFormatError(f"{path}: an empty list: no messages to read")
-    native: list[Any] = []
+    native: list[BaseMessage] = []
     for index, item in enumerate(data):
         if (
             not isinstance(item, dict)
@@ -75,7 +78,7 @@ def read_langchain_json(path: str | Path) -> tuple[list[Any], list[Message]]:
     return native, adapter.to_neutral(native)
 
 
-def write_langchain_json(messages: Sequence[Any], path: str | Path) -> None:
+def write_langchain_json(messages: Sequence[BaseMessage] | Sequence[Message], path: str | Path) -> None:
     """Write a LangChain history (native messages, or neutral ones, converted) as JSON."""
     path = Path(path).expanduser()
     _, to_dict, adapter = _framework()

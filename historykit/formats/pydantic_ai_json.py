@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from historykit.formats.detect import TranscriptFormatError
 from historykit.messages import Message
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
 
 __all__ = ["read_pydantic_ai_json", "write_pydantic_ai_json"]
 
@@ -40,7 +43,7 @@ def _framework() -> tuple[Any, Any]:
     return ModelMessagesTypeAdapter, PydanticAIAdapter()
 
 
-def read_pydantic_ai_json(path: str | Path) -> tuple[list[Any], list[Message]]:
+def read_pydantic_ai_json(path: str | Path) -> tuple[list[ModelMessage], list[Message]]:
     """The native messages of a Pydantic AI JSON file and their neutral view."""
     from pydantic import ValidationError
 
@@ -61,7 +64,7 @@ def read_pydantic_ai_json(path: str | Path) -> tuple[list[Any], list[Message]]:
     return native, adapter.to_neutral(native)
 
 
-def write_pydantic_ai_json(messages: Sequence[Any], path: str | Path) -> None:
+def write_pydantic_ai_json(messages: Sequence[ModelMessage] | Sequence[Message], path: str | Path) -> None:
     """Write a Pydantic AI history (native messages, or neutral ones, converted) as JSON."""
     path = Path(path).expanduser()
     type_adapter, adapter = _framework()

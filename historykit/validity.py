@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from historykit.binding import history_binds_thinking
 from historykit.digests import message_digest
@@ -53,9 +53,6 @@ RULES: dict[str, str] = {
 
 MAX_CACHE_BREAKPOINTS = 4
 
-MessageT = TypeVar("MessageT")
-"""A history's message type: `check` compares `sent_before` with `messages`, so both are of one type."""
-
 
 @dataclass(frozen=True)
 class Violation:
@@ -76,10 +73,10 @@ class Violation:
 
 
 def check(
-    messages: Sequence[MessageT],
+    messages: Sequence[Any],
     *,
     strict_alternation: bool = False,
-    sent_before: Sequence[MessageT] | None = None,
+    sent_before: Sequence[Any] | None = None,
     binds_thinking: bool | None = None,
 ) -> list[Violation]:
     """The provider-rule violations of a native (Pydantic AI, LangChain) or neutral history.

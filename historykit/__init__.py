@@ -3,6 +3,7 @@
 The public names live here; everything else is private to its module.
 """
 
+from historykit.errors import HistoryKitError, UserError
 from historykit.gauge import Gauge
 from historykit.messages import CompactionMarker, Message
 from historykit.pinning import pin
@@ -15,6 +16,7 @@ from historykit.validity import Violation, check
 __all__ = [
     "CompactionMarker",
     "Gauge",
+    "HistoryKitError",
     "HistoryProcessor",
     "Message",
     "Pipeline",
@@ -25,6 +27,7 @@ __all__ = [
     "TokenCount",
     "TokenCounter",
     "UsageWarning",
+    "UserError",
     "Violation",
     "check",
     "default_pipeline",

@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import Message, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, Pipeline
 from historykit.tokens import TokenCounter
@@ -431,11 +432,13 @@ class Analysis:
         Returns the matplotlib `Axes`; makes a new figure when `ax` is `None`.
         """
         if self.replay is None:
-            raise ValueError("this analysis has no replay to plot (it was made without a pipeline)")
+            raise InvalidArgumentError("this analysis has no replay to plot (it was made without a pipeline)")
         if ax is None:
             try:
                 import matplotlib.pyplot as plt
             except ImportError as exc:
+                # Stays an ImportError: a missing optional dependency is the environment's fault, not
+                # a wrong call, and callers (the CLI) report every ImportError the same way.
                 raise ImportError(
                     f"plotting needs matplotlib ({exc}): pip install 'historykit[notebooks]'"
                 ) from exc
@@ -496,7 +499,7 @@ def analyze(
     """
     for index, msg in enumerate(messages):
         if not isinstance(msg, Message):
-            raise TypeError(f"message {index} is a {type(msg).__name__}, not a historykit Message")
+            raise ArgumentTypeError(f"message {index} is a {type(msg).__name__}, not a historykit Message")
     counter = counter or (pipeline.counter if isinstance(pipeline, Pipeline) else TokenCounter())
     by_kind = counter.breakdown(messages)
     accesses, root = _file_accesses(messages)
@@ -682,6 +685,9 @@ def replay(
         try:
             result = pipeline.run(history, window)
         except Exception as exc:
+            # Stays a plain RuntimeError: it wraps whatever the pipeline raised (a bug in a user's
+            # processor as much as a historykit error, chained as its cause), and the CLI prints a
+            # plain RuntimeError as its message alone.
             raise RuntimeError(f"the pipeline failed at model call {n} (message {point}): {exc}") from exc
         carried = list(result.messages)
         for step in result.report.steps:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from historykit.errors import InvalidArgumentError
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW
 
 __all__ = ["ContextWindow", "check_context_window", "resolve_context_window"]
@@ -34,11 +35,12 @@ class ContextWindow:
 
 
 def check_context_window(value: object, name: str = "context_window") -> int | None:
-    """`value` when it is `None` or a positive int; else a `ValueError` naming it."""
+    """`value` when it is `None` or a positive int; else an `InvalidArgumentError` (a `ValueError`)
+    naming it."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be a positive int or None, got {value!r}")
     return value
 
 

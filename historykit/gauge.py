@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.pipeline import Report
 
 __all__ = ["Gauge"]
@@ -76,16 +77,16 @@ class Gauge:
             or not isinstance(self.warn_at, (int, float))
             or not 0 < self.warn_at <= 1
         ):
-            raise ValueError(f"warn_at must be a fraction in (0, 1] or None, got {self.warn_at!r}")
+            raise InvalidArgumentError(f"warn_at must be a fraction in (0, 1] or None, got {self.warn_at!r}")
         for name in ("width", "label_width"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+                raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
 
     def __call__(self, report: Report) -> None:
         """Keep `report` (the `on_report` seam); print the gauge when a console was given."""
         if not isinstance(report, Report):
-            raise TypeError(f"a Gauge takes historykit Reports, got a {type(report).__qualname__}")
+            raise ArgumentTypeError(f"a Gauge takes historykit Reports, got a {type(report).__qualname__}")
         self.reports.append(report)
         if self.console is not None:
             self.console.print(self)

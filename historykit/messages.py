@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, ClassVar, Literal, Union
 
+from historykit.errors import InvalidArgumentError
+
 __all__ = [
     "COMPACTION_KEY",
     "EDIT_KEY",
@@ -194,7 +196,8 @@ class CompactionMarker:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CompactionMarker:
-        """Rebuild a marker from `to_dict()`'s output; raises `ValueError` naming a missing field."""
+        """Rebuild a marker from `to_dict()`'s output; raises `InvalidArgumentError` (a `ValueError`)
+        naming a missing field."""
         try:
             created = data.get("created_at")
             return cls(
@@ -210,7 +213,7 @@ class CompactionMarker:
                 focus=data.get("focus"),
             )
         except KeyError as exc:
-            raise ValueError(f"compaction marker is missing the field {exc.args[0]!r}") from None
+            raise InvalidArgumentError(f"compaction marker is missing the field {exc.args[0]!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +238,9 @@ class ProviderCompaction:
         """The block as a dict, ready to send."""
         value = json.loads(self.block)
         if not isinstance(value, dict):
-            raise ValueError(f"a provider compaction block must be a JSON object, got {self.block[:80]!r}")
+            raise InvalidArgumentError(
+                f"a provider compaction block must be a JSON object, got {self.block[:80]!r}"
+            )
         return value
 
     def to_dict(self) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TypeVar
 
+from historykit.errors import ArgumentTypeError
 from historykit.frameworks import framework_of
 from historykit.messages import Message, Part
 
@@ -46,7 +47,8 @@ _NEUTRAL_PARTS: tuple[type, ...] = Part.__args__  # type: ignore[attr-defined]
 
 
 def pin(obj: T) -> T:
-    """A pinned copy of a neutral, LangChain or Pydantic AI message or part; `TypeError` for anything else.
+    """A pinned copy of a neutral, LangChain or Pydantic AI message or part; `ArgumentTypeError` (a
+    `TypeError`) for anything else.
 
     Example:
         ```python
@@ -62,7 +64,7 @@ def pin(obj: T) -> T:
     framework = framework_of(type(obj))
     if framework is not None and framework.name != "neutral":
         return framework.pin(obj)  # type: ignore[no-any-return]
-    raise TypeError(
+    raise ArgumentTypeError(
         f"cannot pin a {_type_name(obj)}: pin a historykit Message or part, a LangChain message, "
         "or a Pydantic AI message or part"
     )

@@ -25,10 +25,11 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from historykit import provenance
 from historykit.binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.telemetry import pipeline_span
@@ -48,6 +49,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger("historykit")
+
+MessageT = TypeVar("MessageT")
+"""A history's message type: one framework's native message (Pydantic AI's `ModelMessage`,
+LangChain's `BaseMessage`) or historykit's neutral `Message`. A run hands back the type it was given."""
 
 BINDING_STEP = "ThinkingBinding"
 """The report's name for the step that drops thinking an edit made invalid (`historykit.binding`)."""
@@ -79,7 +84,7 @@ class ManualCompaction:
 
     def __post_init__(self) -> None:
         if self.focus is not None and not isinstance(self.focus, str):
-            raise TypeError(f"focus must be a str or None, got a {type(self.focus).__qualname__}")
+            raise ArgumentTypeError(f"focus must be a str or None, got a {type(self.focus).__qualname__}")
         if self.focus is not None and not self.focus.strip():
             # Pydantic AI's compact_messages reads a blank focus as none, too.
             object.__setattr__(self, "focus", None)
@@ -88,7 +93,7 @@ class ManualCompaction:
         if self.keep_last is not None and (
             isinstance(self.keep_last, bool) or not isinstance(self.keep_last, int) or self.keep_last < 0
         ):
-            raise ValueError(f"keep_last must be an int >= 0 or None, got {self.keep_last!r}")
+            raise InvalidArgumentError(f"keep_last must be an int >= 0 or None, got {self.keep_last!r}")
 
 
 @dataclass
@@ -268,10 +273,21 @@ class Report:
 
 
 @dataclass(frozen=True)
-class PipelineResult:
-    """The processed history and the report of the call."""
+class PipelineResult(Generic[MessageT]):
+    """The processed history and the report of the call.
 
-    messages: list[Any]
+    Generic over the message type: a run over `list[ModelMessage]` gives a
+    `PipelineResult[ModelMessage]`, whose `messages` a type checker knows are `list[ModelMessage]`.
+
+    Example:
+        ```python
+        result = pipeline.run(messages, context_window=128_000)
+        history = result.messages   # the same framework's messages as `messages`
+        print(result.report)
+        ```
+    """
+
+    messages: list[MessageT]
     """Native messages of the input's framework (neutral ones for a neutral input)."""
     report: Report
 
@@ -308,7 +324,7 @@ class HistoryProcessor(ABC):
 
     def run(
         self,
-        messages: Sequence[Any],
+        messages: Sequence[MessageT],
         context_window: int | None = None,
         *,
         counter: TokenCounter | None = None,
@@ -316,7 +332,7 @@ class HistoryProcessor(ABC):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
-    ) -> PipelineResult:
+    ) -> PipelineResult[MessageT]:
         """Process a native or neutral history; see `Pipeline.run`."""
         return Pipeline(list(self._steps()), counter=counter, on_report=on_report).run(
             messages, context_window, window_source=window_source, mode=mode, binds_thinking=binds_thinking
@@ -324,7 +340,7 @@ class HistoryProcessor(ABC):
 
     async def arun(
         self,
-        messages: Sequence[Any],
+        messages: Sequence[MessageT],
         context_window: int | None = None,
         *,
         counter: TokenCounter | None = None,
@@ -332,7 +348,7 @@ class HistoryProcessor(ABC):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
-    ) -> PipelineResult:
+    ) -> PipelineResult[MessageT]:
         """Process a native or neutral history from async code; see `Pipeline.arun`."""
         pipeline = Pipeline(list(self._steps()), counter=counter, on_report=on_report)
         return await pipeline.arun(
@@ -341,7 +357,7 @@ class HistoryProcessor(ABC):
 
     def compact(
         self,
-        messages: Sequence[Any],
+        messages: Sequence[MessageT],
         context_window: int | None = None,
         *,
         focus: str | None = None,
@@ -349,7 +365,7 @@ class HistoryProcessor(ABC):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
-    ) -> PipelineResult:
+    ) -> PipelineResult[MessageT]:
         """Compact a native or neutral history now, with an optional focus; see `Pipeline.compact`."""
         return Pipeline(list(self._steps())).compact(
             messages,
@@ -363,7 +379,7 @@ class HistoryProcessor(ABC):
 
     async def acompact(
         self,
-        messages: Sequence[Any],
+        messages: Sequence[MessageT],
         context_window: int | None = None,
         *,
         focus: str | None = None,
@@ -371,7 +387,7 @@ class HistoryProcessor(ABC):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
-    ) -> PipelineResult:
+    ) -> PipelineResult[MessageT]:
         """`compact` from async code; see `Pipeline.acompact`."""
         return await Pipeline(list(self._steps())).acompact(
             messages,
@@ -383,7 +399,7 @@ class HistoryProcessor(ABC):
             binds_thinking=binds_thinking,
         )
 
-    def __call__(self, messages: Sequence[Any]) -> list[Any]:
+    def __call__(self, messages: Sequence[MessageT]) -> list[MessageT]:
         """The processed messages only: the shape a plain history-processor callable has."""
         return self.run(messages).messages
 
@@ -416,7 +432,7 @@ class Pipeline(HistoryProcessor):
     ) -> None:
         for index, proc in enumerate(processors):
             if not isinstance(proc, HistoryProcessor):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"processor {index} is a {type(proc).__module__}.{type(proc).__qualname__}, "
                     "not a historykit processor"
                 )
@@ -449,11 +465,11 @@ class Pipeline(HistoryProcessor):
         history: Sequence[Message] = (),
     ) -> ProcessContext:
         if binds_thinking is not None and not isinstance(binds_thinking, bool):
-            raise TypeError(f"binds_thinking must be True, False or None, got {binds_thinking!r}")
+            raise ArgumentTypeError(f"binds_thinking must be True, False or None, got {binds_thinking!r}")
         binds = history_binds_thinking(history) if binds_thinking is None else binds_thinking
         if context_window is not None:
             if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0:
-                raise ValueError(f"context_window must be a positive int, got {context_window!r}")
+                raise InvalidArgumentError(f"context_window must be a positive int, got {context_window!r}")
             return ProcessContext(
                 context_window,
                 window_source or "explicit",
@@ -583,8 +599,8 @@ class Pipeline(HistoryProcessor):
 
     def remember_view(
         self,
-        raw: Sequence[Any],
-        view: Sequence[Any],
+        raw: Sequence[MessageT],
+        view: Sequence[MessageT],
         context_window: int,
         *,
         binds_thinking: bool | None = None,
@@ -601,7 +617,7 @@ class Pipeline(HistoryProcessor):
 
     def run(
         self,
-        messages: Sequence[Any],
+        messages: Sequence[MessageT],
         context_window: int | None = None,
         *,
         counter: TokenCounter | None = None,
@@ -609,7 +625,7 @@ class Pipeline(HistoryProcessor):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
-    ) -> PipelineResult:
+    ) -> PipelineResult[MessageT]:
         """Process a native (Pydantic AI or LangChain) or neutral history into the view the model is sent.
 
         - `mode="persistent"` (default): `messages` is the previous view plus what arrived since (the
@@ -622,11 +638,13 @@ class Pipeline(HistoryProcessor):
         - `window_source` says where a given `context_window` came from (the framework glue passes
           `model profile`); the report shows it.
 
-        Raises `TypeError` naming the index and type of an item that is not a message of the
-        history's framework, `ValueError` for an unknown `mode`. Returns a `PipelineResult` whose
-        `.messages` are of the input's framework; untouched messages are the very same objects.
-        Its report carries the usage warnings the call gave (`historykit.usage`); with
-        `opentelemetry-api` installed, the call is one span (`historykit.telemetry`).
+        Raises `ArgumentTypeError` (a `TypeError`) naming the index and type of an item that is not
+        a message of the history's framework, `InvalidArgumentError` (a `ValueError`) for an
+        unknown `mode` or a `context_window` that is not a positive int. Returns a
+        `PipelineResult[M]` for a `Sequence[M]`: its `.messages` are of the input's framework;
+        untouched messages are the very same objects. Its report carries the usage warnings the
+        call gave (`historykit.usage`); with `opentelemetry-api` installed, the call is one span
+        (`historykit.telemetry`).
         """
         if counter is not None or on_report is not None:
             return self._with(counter, on_report).run(
@@ -651,7 +669,7 @@ class Pipeline(HistoryProcessor):
 
     async def arun(
         self,
-        messages: Sequence[Any],
+        messages: Sequence[MessageT],
         context_window: int | None = None,
         *,
         counter: TokenCounter | None = None,
@@ -659,7 +677,7 @@ class Pipeline(HistoryProcessor):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
-    ) -> PipelineResult:
+    ) -> PipelineResult[MessageT]:
         """`run` for async code: processors that await (a summarizer) run on the caller's loop."""
         if counter is not None or on_report is not None:
             return await self._with(counter, on_report).arun(
@@ -684,7 +702,7 @@ class Pipeline(HistoryProcessor):
 
     def compact(
         self,
-        messages: Sequence[Any],
+        messages: Sequence[MessageT],
         context_window: int | None = None,
         *,
         focus: str | None = None,
@@ -692,7 +710,7 @@ class Pipeline(HistoryProcessor):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
-    ) -> PipelineResult:
+    ) -> PipelineResult[MessageT]:
         """Compact now, whatever the triggers say, with an optional `focus` for the summary.
 
         What Claude Code's `/compact <focus>` does, and Pydantic AI's `compact_messages(instructions=)`:
@@ -711,9 +729,10 @@ class Pipeline(HistoryProcessor):
         remembers it as that call's view (`remember_view`), so later `run(..., mode="view")` calls
         continue from it. On a model that binds thinking, the thinking after the summary is dropped.
 
-        Raises `ValueError` when no step compacts on request (add a `Summarize`), and in view-only
-        mode when `messages` ends with an assistant message (no model call is about to be made:
-        compact when the next one is, e.g. through the integrations' `compact()`).
+        Raises `InvalidArgumentError` (a `ValueError`) when no step compacts on request (add a
+        `Summarize`), and in view-only mode when `messages` ends with an assistant message (no model
+        call is about to be made: compact when the next one is, e.g. through the integrations'
+        `compact()`).
 
         Example:
             ```python
@@ -741,7 +760,7 @@ class Pipeline(HistoryProcessor):
 
     async def acompact(
         self,
-        messages: Sequence[Any],
+        messages: Sequence[MessageT],
         context_window: int | None = None,
         *,
         focus: str | None = None,
@@ -749,7 +768,7 @@ class Pipeline(HistoryProcessor):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
-    ) -> PipelineResult:
+    ) -> PipelineResult[MessageT]:
         """`compact` for async code: an async summarizer is awaited on the caller's loop."""
         request, adapter, neutral, ctx = self._manual(
             messages, context_window, focus, keep_last, window_source, mode, binds_thinking
@@ -770,7 +789,7 @@ class Pipeline(HistoryProcessor):
 
     def _manual(
         self,
-        messages: Sequence[Any],
+        messages: Sequence[object],
         context_window: int | None,
         focus: str | None,
         keep_last: int | None,
@@ -784,13 +803,13 @@ class Pipeline(HistoryProcessor):
         request = ManualCompaction(focus, keep_last)
         _check_mode(mode)
         if not any(p.compacts_on_request for p in self.processors):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{self!r} has no step that compacts on request: add a Summarize step to compact now"
             )
         adapter = adapter_for(messages)
         neutral = adapter.to_neutral(messages)
         if mode == "view" and neutral and neutral[-1].role == "assistant":
-            raise ValueError(
+            raise InvalidArgumentError(
                 "in view-only mode a compaction is made for the model call about to be made: the raw "
                 "history must end with what that call sends (a user message or tool results), not an "
                 "assistant message"
@@ -805,14 +824,14 @@ class Pipeline(HistoryProcessor):
     def _finish(
         self,
         adapter: Any,
-        original: Sequence[Any],
+        original: Sequence[MessageT],
         neutral: list[Message],
         processed: list[Message],
         steps: list[StepReport],
         ctx: ProcessContext,
         replayed: int = 1,
         record: Callable[[Report], None] | None = None,
-    ) -> PipelineResult:
+    ) -> PipelineResult[MessageT]:
         # A history nobody changed is handed back as the caller's own objects.
         untouched = len(processed) == len(neutral) and all(a is b for a, b in zip(processed, neutral))
         native = list(original) if untouched else adapter.to_native(processed)
@@ -891,7 +910,7 @@ def _summary_marker(msg: Message) -> CompactionMarker | None:
 
 def _check_mode(mode: object) -> None:
     if mode not in ("persistent", "view"):
-        raise ValueError(f"mode must be 'persistent' or 'view', got {mode!r}")
+        raise InvalidArgumentError(f"mode must be 'persistent' or 'view', got {mode!r}")
 
 
 def _previous_call(raw: Sequence[Message]) -> int:

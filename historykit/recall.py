@@ -53,6 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import Message, ToolResultPart
 
 __all__ = [
@@ -103,7 +104,9 @@ def recall_option(option: object) -> Recall | None:
     if option is False or option is None:
         return None
     if not isinstance(option, Recall):
-        raise TypeError(f"recall must be True, False or a historykit Recall, got {type(option).__qualname__}")
+        raise ArgumentTypeError(
+            f"recall must be True, False or a historykit Recall, got {type(option).__qualname__}"
+        )
     return option
 
 
@@ -120,7 +123,9 @@ def placeholder_handle(content: str, tool: str) -> str:
 def check_recall_tool(value: object) -> str | None:
     """A processor's `recall_tool` option, checked: `None` or a tool name."""
     if value is not None and (not isinstance(value, str) or not value.isidentifier()):
-        raise ValueError(f"recall_tool must be None or a tool name (a Python identifier), got {value!r}")
+        raise InvalidArgumentError(
+            f"recall_tool must be None or a tool name (a Python identifier), got {value!r}"
+        )
     return value
 
 
@@ -175,13 +180,13 @@ class Recall:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise ValueError(f"name must be a tool name (a Python identifier), got {self.name!r}")
+            raise InvalidArgumentError(f"name must be a tool name (a Python identifier), got {self.name!r}")
         for option in ("max_chars", "max_originals"):
             value = getattr(self, option)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{option} must be a positive int, got {value!r}")
+                raise InvalidArgumentError(f"{option} must be a positive int, got {value!r}")
         if self.store is not None and not callable(getattr(self.store, "transcript", None)):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"store must have a transcript(conversation_id) method (SQLModelSaver, "
                 f"SQLModelConversationStore), got {type(self.store).__qualname__}"
             )
@@ -204,7 +209,7 @@ class Recall:
             if current is False:
                 continue  # no such option
             if current is not None and current != self.name:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"{type(processor).__name__} names the recall tool {current!r}, but the tool "
                     f"installed is {self.name!r}"
                 )
@@ -264,7 +269,7 @@ class Recall:
                 close = getattr(transcript, "close", None)
                 if close is not None:
                     close()
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"the recall store {type(self.store).__qualname__} reads its transcript asynchronously: "
                     "run the agent with its async API (ainvoke, run)"
                 )

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from historykit.digests import message_digest
+from historykit.errors import ArgumentTypeError
 from historykit.frameworks import Framework, adapter_for, history_framework
 from historykit.messages import (
     MediaPart,
@@ -243,6 +244,12 @@ class TokenCounter:
     _text_chars: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.tokenizer is not None and not callable(self.tokenizer):
+            # A likely slip is an encoding's name (`tokenizer="o200k_base"`): fail here, not at the
+            # first count deep inside a pipeline run.
+            raise ArgumentTypeError(
+                f"tokenizer must be a callable str -> int or None, got {self.tokenizer!r}"
+            )
         if self.tokenizer is None:
             self.tokenizer, name = default_tokenizer()
             self.tokenizer_name = self.tokenizer_name or name
@@ -283,7 +290,7 @@ class TokenCounter:
             return max(IMAGE_TOKENS, part.size // 4) if part.size else IMAGE_TOKENS
         if isinstance(part, OtherPart):
             return self.count_text(part.text)
-        raise TypeError(f"not a historykit part: {type(part).__module__}.{type(part).__qualname__}")
+        raise ArgumentTypeError(f"not a historykit part: {type(part).__module__}.{type(part).__qualname__}")
 
     @property
     def count_method(self) -> str:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from historykit.digests import message_digest
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.messages import Message
 
 if TYPE_CHECKING:
@@ -95,9 +96,11 @@ class UsageMonitor:
         if warn_at is not None and (
             isinstance(warn_at, bool) or not isinstance(warn_at, (int, float)) or not 0 < warn_at <= 1
         ):
-            raise ValueError(f"warn_at must be a fraction in (0, 1] or None, got {warn_at!r}")
+            raise InvalidArgumentError(f"warn_at must be a fraction in (0, 1] or None, got {warn_at!r}")
         if on_warning is not None and not callable(on_warning):
-            raise TypeError(f"on_warning must be a callable taking a UsageWarning, got {on_warning!r}")
+            raise ArgumentTypeError(
+                f"on_warning must be a callable taking a UsageWarning, got {on_warning!r}"
+            )
         self.warn_at = warn_at
         """Warn when what a call sends crosses this fraction of the window; `None`: only over it."""
         self.on_warning = on_warning

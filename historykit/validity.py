@@ -89,7 +89,7 @@ def check(
     - `binds_thinking`: whether the model binds thinking (`historykit.binding`); `None`: from the
       model name on the latest assistant message.
 
-    Raises `TypeError` naming the index and type of an item that is not a message.
+    Raises `ArgumentTypeError` (a `TypeError`) naming the index and type of an item that is not a message.
     """
     from historykit.frameworks import adapter_for
 

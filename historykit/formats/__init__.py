@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from historykit.errors import ArgumentTypeError
 from historykit.formats.detect import FORMATS, TranscriptFormatError, detect_text, resolve_format
 from historykit.formats.openai_chat import read_chat_jsonl, write_chat_jsonl
 from historykit.frameworks import adapter_for, framework_for_format, framework_of, frameworks
@@ -86,12 +87,7 @@ def read_transcript(path: str | Path, format: str | None = None) -> TranscriptFi
     fmt = resolve_format(format) if format is not None else detect_text(text, str(path))
     native: list[Any] | None = None
     if fmt == "chat":
-        try:
-            messages = read_chat_jsonl(path)
-        except TranscriptFormatError:
-            raise
-        except ValueError as exc:
-            raise TranscriptFormatError(str(exc)) from None
+        messages = read_chat_jsonl(path)
     elif fmt in _framework_formats():
         native, messages = framework_for_format(fmt).read_transcript(path)
     elif fmt == "claude-code":
@@ -187,7 +183,7 @@ def compaction_boundaries(messages: Sequence[Message]) -> list[int]:
 def _for_format(message: Any, fmt: str, index: int) -> Message:
     """`message`, cut loose from a native object of another format so the writer builds it anew."""
     if not isinstance(message, Message):
-        raise TypeError(f"message {index} is a {type(message).__name__}, not a historykit Message")
+        raise ArgumentTypeError(f"message {index} is a {type(message).__name__}, not a historykit Message")
     if message.native is None or _framework_of(message.native) == fmt:
         return message
     return detached(message)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.formats._jsonl import read_jsonl_objects, write_jsonl
 from historykit.formats._raw import RawRows
 from historykit.formats.detect import TranscriptFormatError
@@ -328,7 +329,9 @@ class _Writer:
         out: list[dict[str, Any]] = []
         for index, msg in enumerate(self.messages):
             if not isinstance(msg, Message):
-                raise TypeError(f"message {index} is a {type(msg).__name__}, not a historykit Message")
+                raise ArgumentTypeError(
+                    f"message {index} is a {type(msg).__name__}, not a historykit Message"
+                )
             for row in self._message_rows(index, msg):
                 out.append(self._link(row))
         return out
@@ -353,7 +356,7 @@ class _Writer:
         if msg.role == "assistant":
             return [self._assistant_row(index, msg, base)]
         if msg.role == "system":
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"message {index} is a system message: a Claude Code session log has no system "
                 "messages (its system prompt is not logged)"
             )

@@ -44,6 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from historykit.errors import ArgumentTypeError
 from historykit.formats._jsonl import read_jsonl_objects, write_jsonl
 from historykit.formats._raw import RawRows
 from historykit.formats.detect import TranscriptFormatError
@@ -341,7 +342,9 @@ class _Writer:
         out: list[dict[str, Any]] = [self.header] if self.header is not None else []
         for index, msg in enumerate(self.messages):
             if not isinstance(msg, Message):
-                raise TypeError(f"message {index} is a {type(msg).__name__}, not a historykit Message")
+                raise ArgumentTypeError(
+                    f"message {index} is a {type(msg).__name__}, not a historykit Message"
+                )
             raw = msg.native if isinstance(msg.native, RawRows) and msg.native.format == "codex" else None
             if raw is not None and msg.is_untouched:
                 out.extend(raw.rows)

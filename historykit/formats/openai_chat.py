@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from historykit.errors import ArgumentTypeError, TranscriptFormatError
 from historykit.messages import (
     MediaPart,
     Message,
@@ -31,17 +32,17 @@ _ROLES = ("system", "user", "assistant", "tool")
 
 
 def chat_record_to_message(record: dict[str, Any], where: str = "record") -> Message:
-    """One chat record as a neutral message; `ValueError` naming `where` and the bad field."""
+    """One chat record as a neutral message; `TranscriptFormatError` naming `where` and the bad field."""
     role = record.get("role")
     if role not in _ROLES:
-        raise ValueError(f"{where}: unknown role {role!r} (expected one of {', '.join(_ROLES)})")
+        raise TranscriptFormatError(f"{where}: unknown role {role!r} (expected one of {', '.join(_ROLES)})")
     content = record.get("content") or ""
     if not isinstance(content, str):
-        raise ValueError(f"{where}: 'content' must be a string, got {type(content).__name__}")
+        raise TranscriptFormatError(f"{where}: 'content' must be a string, got {type(content).__name__}")
     if role == "tool":
         call_id = record.get("tool_call_id")
         if not call_id:
-            raise ValueError(f"{where}: a tool message needs a 'tool_call_id'")
+            raise TranscriptFormatError(f"{where}: a tool message needs a 'tool_call_id'")
         return Message("tool", (ToolResultPart(call_id, record.get("name"), content),))
     parts: list[Part] = []
     if role == "assistant" and record.get("reasoning"):
@@ -50,7 +51,7 @@ def chat_record_to_message(record: dict[str, Any], where: str = "record") -> Mes
         parts.append(TextPart(content))
     for n, call in enumerate(record.get("tool_calls") or ()):
         if not call.get("id") or not call.get("name"):
-            raise ValueError(f"{where}: tool call {n} needs an 'id' and a 'name'")
+            raise TranscriptFormatError(f"{where}: tool call {n} needs an 'id' and a 'name'")
         arguments = call.get("arguments", "")
         try:
             parsed = json.loads(arguments) if isinstance(arguments, str) and arguments else arguments
@@ -66,7 +67,7 @@ def chat_record_to_message(record: dict[str, Any], where: str = "record") -> Mes
 
 
 def read_chat_jsonl(path: str | Path) -> list[Message]:
-    """Read a corpus-format JSONL file; `ValueError` names the line that is not valid."""
+    """Read a corpus-format JSONL file; `TranscriptFormatError` names the line that is not valid."""
     path = Path(path)
     return list(_read_lines(path.read_text(encoding="utf-8").splitlines(), str(path)))
 
@@ -78,9 +79,11 @@ def _read_lines(lines: Iterable[str], name: str) -> Iterable[Message]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{name}:{lineno}: not valid JSON ({exc.msg})") from None
+            raise TranscriptFormatError(f"{name}:{lineno}: not valid JSON ({exc.msg})") from None
         if not isinstance(record, dict):
-            raise ValueError(f"{name}:{lineno}: expected a JSON object, got {type(record).__name__}")
+            raise TranscriptFormatError(
+                f"{name}:{lineno}: expected a JSON object, got {type(record).__name__}"
+            )
         yield chat_record_to_message(record, f"{name}:{lineno}")
 
 
@@ -131,7 +134,9 @@ def write_chat_jsonl(messages: Iterable[Message], path: str | Path) -> None:
     lines: list[str] = []
     for index, message in enumerate(messages):
         if not isinstance(message, Message):
-            raise TypeError(f"message {index} is a {type(message).__name__}, not a historykit Message")
+            raise ArgumentTypeError(
+                f"message {index} is a {type(message).__name__}, not a historykit Message"
+            )
         lines.extend(
             json.dumps(record, ensure_ascii=False) + "\n" for record in message_to_chat_records(message)
         )

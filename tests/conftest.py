@@ -15,6 +15,10 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("HISTORYKIT_CORPUS", REPO / "corpus"))
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
+# pytest-xdist workers set COLUMNS=80, which the CLI's consoles obey (it wins over a pipe's width):
+# its tables would fold there and not in a plain run. Every run sees what a pipe sees.
+os.environ.pop("COLUMNS", None)
+
 
 def corpus_paths() -> list[Path]:
     paths = sorted(CORPUS.glob("*.jsonl"))

@@ -807,7 +807,11 @@ def _hostile_db(path: Path) -> Path:
     return path
 
 
-def test_thread_ids_are_shown_as_text_never_as_markup(tmp_path: Path) -> None:
+def test_thread_ids_are_shown_as_text_never_as_markup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Wide enough for the longest id whatever the terminal (an xdist worker has none: 80 columns).
+    monkeypatch.setenv("COLUMNS", "200")
     db = _hostile_db(tmp_path / "hostile.db")
     listed = run("threads", db)
     assert listed.exit_code == 0, listed.stderr

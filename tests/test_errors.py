@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterator
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +24,6 @@ from historykit.errors import HistoryKitError
 PACKAGE = Path(historykit.__file__).parent
 ROOT = PACKAGE.parent
 
-PENDING: frozenset[str] = frozenset(
-    {
-        # Being converted on other branches of the same reshape (issue 16); the lead empties this
-        # set after merging them.
-        "historykit/plugins/*",
-        "historykit/processors/*",
-        "historykit/checkpointers/*",
-        "historykit/cli*",
-        "historykit/demo*",
-    }
-)
-"""Files (glob patterns relative to the repository) still allowed to raise a bare ValueError/TypeError."""
 
 _BARE = frozenset({"ValueError", "TypeError"})
 
@@ -145,15 +132,10 @@ def _modules() -> list[str]:
     return sorted(path.relative_to(ROOT).as_posix() for path in PACKAGE.rglob("*.py"))
 
 
-def _pending(module: str) -> bool:
-    return any(fnmatch(module, pattern) for pattern in PENDING)
-
-
 def test_no_module_raises_a_bare_value_or_type_error() -> None:
     found = [
         f"{module}:{line}: raise {name}"
         for module in _modules()
-        if not _pending(module)
         for line, name in _bare_raises((ROOT / module).read_text(encoding="utf-8"))
     ]
     assert not found, (
@@ -172,13 +154,12 @@ def test_the_walk_finds_bare_raises() -> None:
 
 
 def _raised(call: Callable[[], Any], builtin: type[Exception]) -> None:
-    """`call` raises a `builtin`; a HistoryKitError too, unless it was raised in a PENDING file."""
+    """`call` raises a `builtin` that is a HistoryKitError too."""
     with pytest.raises(builtin) as info:
         call()
     origin = Path(info.traceback[-1].path).resolve()
     module = origin.relative_to(ROOT).as_posix() if origin.is_relative_to(ROOT) else str(origin)
-    if not _pending(module):
-        assert isinstance(info.value, HistoryKitError), f"{type(info.value).__name__} raised in {module}"
+    assert isinstance(info.value, HistoryKitError), f"{type(info.value).__name__} raised in {module}"
 
 
 def _history() -> list[historykit.Message]:

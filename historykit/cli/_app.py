@@ -11,7 +11,14 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from historykit.cli._render import _one_line, _safe
-from historykit.errors import CorruptRowError, HistoryKitError, SchemaError, TranscriptFormatError
+from historykit.errors import (
+    CorruptRowError,
+    HistoryKitError,
+    ReadOnlyDatabaseError,
+    SchemaError,
+    TranscriptFormatError,
+    UserError,
+)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -73,6 +80,10 @@ def _classify(exc: BaseException) -> tuple[str, int]:
     """The one-line message and exit code of an exception."""
     if isinstance(exc, CliError):
         return str(exc), exc.code
+    if isinstance(exc, UserError):  # historykit refused an option or value the command passed on
+        return str(exc), EXIT_USAGE
+    if isinstance(exc, ReadOnlyDatabaseError):  # a PermissionError whose message says why
+        return str(exc), EXIT_FAILURE
     if isinstance(exc, FileNotFoundError):
         return f"{exc.filename or exc}: no such file", EXIT_NOT_FOUND
     if isinstance(exc, IsADirectoryError):

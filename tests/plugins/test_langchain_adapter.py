@@ -1139,3 +1139,27 @@ def test_langgraph_agent_sees_edited_history_while_state_keeps_the_original() ->
     assert [m.id for m in tool_messages] == [m.id for m in state_tools], "edited copies keep their graph ids"
     assert all(m.content.startswith("contents of") for m in state_tools)
     assert sent[1] == result["messages"][1]
+
+
+def test_a_part_pinned_in_a_reply_whose_reasoning_equals_its_text() -> None:
+    """Found by hypothesis (`test_many_edits_at_once`): a DeepSeek reply whose reasoning_content and
+    text are the same string object. Pinning either part keeps the reasoning where it was (not merged
+    into the text) and pins that part alone."""
+
+    history = [
+        HumanMessage("0"),
+        AIMessage(
+            content="0",
+            additional_kwargs={"reasoning_content": "0"},
+            response_metadata={"model_provider": "deepseek", "model_name": "deepseek-reasoner"},
+        ),
+    ]
+    adapter = LangChainAdapter()
+    user, reply = adapter.to_neutral(history)
+    for pinned in range(2):
+        edited = replace(
+            reply, parts=tuple(replace(p, pinned=i == pinned) for i, p in enumerate(reply.parts))
+        )
+        native = adapter.to_native([user, edited])[1]
+        assert native.content == "0" and native.additional_kwargs["reasoning_content"] == "0"
+        assert adapter.to_neutral([history[0], native])[1] == edited

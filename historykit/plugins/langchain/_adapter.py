@@ -682,9 +682,13 @@ def _rebuild(msg: Message, native: BaseMessage, index: int) -> list[BaseMessage]
     if len(source) != len(reading.parts):
         source = tuple(reading.parts)
     by_identity = {id(p): (slot, p) for p, slot in zip(source, reading.slots, strict=True)}
-    # An edit made with dataclasses.replace keeps the part's native: that finds its slot again.
+    # An edit made with dataclasses.replace keeps the part's native: that finds its slot again. A
+    # native that is a string can be the very object behind two parts of different kinds (a DeepSeek
+    # reply whose reasoning_content equals its text, both "0"): the kind is part of the key.
     by_native = {
-        id(p.native): (slot, p) for p, slot in zip(source, reading.slots, strict=True) if p.native is not None
+        (id(p.native), type(p)): (slot, p)
+        for p, slot in zip(source, reading.slots, strict=True)
+        if p.native is not None
     }
     if reading.role == "tool":
         return _rebuild_tool(msg, native, index, by_identity, by_native)
@@ -692,17 +696,20 @@ def _rebuild(msg: Message, native: BaseMessage, index: int) -> list[BaseMessage]
 
 
 _Lookup = dict[int, tuple[_Slot, Part]]
+"""Where each part of the native message came from, by the part's identity."""
+_NativeLookup = dict[tuple[int, type], tuple[_Slot, Part]]
+"""The same, by the identity of the part's native value and the part's kind."""
 
 
-def _origin(part: Part, by_identity: _Lookup, by_native: _Lookup) -> tuple[_Slot | None, Part | None]:
+def _origin(part: Part, by_identity: _Lookup, by_native: _NativeLookup) -> tuple[_Slot | None, Part | None]:
     found = by_identity.get(id(part))
     if found is None and part.native is not None:
-        found = by_native.get(id(part.native))
+        found = by_native.get((id(part.native), type(part)))
     return found if found is not None else (None, None)
 
 
 def _rebuild_tool(
-    msg: Message, native: BaseMessage, index: int, by_identity: _Lookup, by_native: _Lookup
+    msg: Message, native: BaseMessage, index: int, by_identity: _Lookup, by_native: _NativeLookup
 ) -> list[BaseMessage]:
     out: list[BaseMessage] = []
     results = sum(isinstance(p, ToolResultPart) for p in msg.parts)
@@ -774,7 +781,7 @@ def _rebuild_content(
     index: int,
     reading: _Reading,
     by_identity: _Lookup,
-    by_native: _Lookup,
+    by_native: _NativeLookup,
 ) -> BaseMessage:
     content = native.content
     native_calls: list[Any] = list(native.tool_calls) if isinstance(native, AIMessage) else []

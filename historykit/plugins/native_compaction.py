@@ -46,12 +46,13 @@ What each reader sees (the choice, in one place):
 Example:
     ```python
     import anthropic
-    from historykit.processors import ExtractiveSummarizer, Summarize
+    from historykit.processors import ExtractiveSummarizer, Summarize, Trigger
     from historykit.plugins.native_compaction import AnthropicCompactionSummarizer
 
     native = AnthropicCompactionSummarizer(anthropic.AsyncAnthropic(), model="claude-opus-5-5")
-    Summarize(max_fraction=0.8, summarizer=[native])                  # native, else truncation
-    Summarize(max_fraction=0.8, summarizer=[native, ExtractiveSummarizer()])  # native, else extractive
+    at_80 = Trigger(max_fraction=0.8)
+    Summarize(trigger=at_80, summarizer=[native])                           # native, else truncation
+    Summarize(trigger=at_80, summarizer=[native, ExtractiveSummarizer()])   # native, else extractive
     ```
 """
 
@@ -263,11 +264,11 @@ class AnthropicCompactionSummarizer:
     Example:
         ```python
         import anthropic
-        from historykit.processors import Summarize
+        from historykit.processors import Summarize, Trigger
         from historykit.plugins.native_compaction import AnthropicCompactionSummarizer
 
         native = AnthropicCompactionSummarizer(anthropic.AsyncAnthropic(), "claude-opus-5-5")
-        Summarize(max_fraction=0.8, summarizer=native)
+        Summarize(trigger=Trigger(max_fraction=0.8), summarizer=native)
         ```
     """
 
@@ -353,10 +354,11 @@ class OpenAICompactionSummarizer:
     Example:
         ```python
         import openai
-        from historykit.processors import Summarize
+        from historykit.processors import Summarize, Trigger
         from historykit.plugins.native_compaction import OpenAICompactionSummarizer
 
-        Summarize(max_fraction=0.8, summarizer=OpenAICompactionSummarizer(openai.AsyncOpenAI(), "gpt-5"))
+        native = OpenAICompactionSummarizer(openai.AsyncOpenAI(), "gpt-5")
+        Summarize(trigger=Trigger(max_fraction=0.8), summarizer=native)
         ```
     """
 

@@ -49,11 +49,12 @@ Example:
     from historykit.processors.summarize import Summarize
     from historykit.plugins.pydantic_ai import PydanticAISummarizer
     from historykit.processors.summarizers import ExtractiveSummarizer
+    from historykit.processors.trigger import Trigger
 
-    Summarize(max_fraction=0.8)                                     # extractive, no LLM
-    Summarize(max_fraction=0.8, model="openai:gpt-4o-mini")         # Pydantic AI
-    Summarize(max_fraction=0.8, summarizer=PydanticAISummarizer(my_agent))
-    Summarize(max_fraction=0.8, summarizer=lambda messages: "## Task\\n...")  # anything
+    Summarize(trigger=Trigger(max_fraction=0.8))                      # extractive, no LLM
+    Summarize(trigger=Trigger(max_fraction=0.8), model="openai:gpt-4o-mini")  # Pydantic AI
+    Summarize(trigger=Trigger(max_fraction=0.8), summarizer=PydanticAISummarizer(my_agent))
+    Summarize(trigger=Trigger(max_fraction=0.8), summarizer=lambda messages: "## Task\\n...")  # anything
     ```
 """
 

@@ -24,6 +24,7 @@ import pytest
 import historykit
 from historykit import Report
 from historykit.processors import PairwiseTruncate, Repair, Summarize
+from historykit.processors.trigger import Trigger
 from historykit.telemetry import SPAN_NAME
 from tests.plugins.test_presets_warnings_gauge import langchain_run, pydantic_ai_run, spec
 
@@ -95,7 +96,13 @@ WINDOW = 8_000
 
 def summarizing() -> historykit.Pipeline:
     """A pipeline that summarizes (and writes markers) within a few calls of a small window."""
-    return historykit.Pipeline([Summarize(max_fraction=0.5), PairwiseTruncate(max_fraction=0.9), Repair()])
+    return historykit.Pipeline(
+        [
+            Summarize(trigger=Trigger(max_fraction=0.5)),
+            PairwiseTruncate(trigger=Trigger(max_fraction=0.9)),
+            Repair(),
+        ]
+    )
 
 
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])

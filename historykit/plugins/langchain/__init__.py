@@ -3,6 +3,8 @@
 - `HistoryKitMiddleware`: agent middleware (`create_agent(..., middleware=[...])`) that runs a
   pipeline before every model call, compacts and retries after a context overflow, compacts on
   request (`compact`, `compact_thread`) and can add the recall tool.
+- `HistoryKitState`: the agent state the middleware adds to (the view last sent, in view-only mode,
+  and a window shrunk after an overflow), so a resumed thread continues where it stopped.
 - `HistoryKitHook`: the same as a graph node (`create_react_agent(..., pre_model_hook=...)`).
 - `LangChainAdapter`: `BaseMessage` lists to and from neutral messages.
 - `LangChainSummarizer`: summarizes with a LangChain chat model.
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from historykit.plugins.langchain._middleware import (
         HistoryKitHook,
         HistoryKitMiddleware,
+        HistoryKitState,
         chat_model_binds_thinking,
         chat_model_context_window,
         state_update,
@@ -49,6 +52,7 @@ __all__ = [
     "ContextOverflow",
     "HistoryKitHook",
     "HistoryKitMiddleware",
+    "HistoryKitState",
     "LangChainAdapter",
     "LangChainFramework",
     "LangChainSummarizer",
@@ -70,6 +74,7 @@ __getattr__ = lazy_attributes(
         "LangChainAdapter": f"{__name__}._adapter",
         "HistoryKitHook": f"{__name__}._middleware",
         "HistoryKitMiddleware": f"{__name__}._middleware",
+        "HistoryKitState": f"{__name__}._middleware",
         "chat_model_binds_thinking": f"{__name__}._middleware",
         "chat_model_context_window": f"{__name__}._middleware",
         "state_update": f"{__name__}._middleware",

@@ -65,8 +65,8 @@ def postgres_admin_url() -> str:
 
 
 MYSQL_URL = os.environ.get("HISTORYKIT_TEST_MYSQL_URL", "")
-"""A MySQL/MariaDB server to run the MySQL tests on (`mysql://root@127.0.0.1:3306/test`): opt-in,
-since CI has no such server. Unset, those tests skip, saying so."""
+"""A MySQL/MariaDB server to run the MySQL tests on (`mysql://root@127.0.0.1:3306/test`, which
+`.ci/run` sets): opt-in, since a developer's machine may have none. Unset, those tests skip, saying so."""
 
 
 def mysql_admin_url() -> str:

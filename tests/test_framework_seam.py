@@ -35,6 +35,10 @@ FRAMEWORK_BOUND = {
 using them (a key ending in `/` is every module under that folder)."""
 
 
+APPLICATIONS = ("demo/", "testing/")
+"""Framework-bound modules that use the integrations themselves (and so import the plugin packages)."""
+
+
 def _framework_bound(rel: str) -> bool:
     return rel in FRAMEWORK_BOUND or any(k.endswith("/") and rel.startswith(k) for k in FRAMEWORK_BOUND)
 
@@ -89,12 +93,15 @@ def _violations(path: Path) -> list[str]:
 def test_no_core_module_imports_or_names_a_framework() -> None:
     modules = _core_modules()
     assert len(modules) > 20 and all((PACKAGE / rel).exists() for rel in FRAMEWORK_BOUND)
-    found = [
-        v
-        for path in modules
-        if not _framework_bound(path.relative_to(PACKAGE).as_posix())
-        for v in _violations(path)
-    ]
+    found = []
+    for path in modules:
+        rel = path.relative_to(PACKAGE).as_posix()
+        for v in _violations(path):
+            if not _framework_bound(rel):
+                found.append(v)
+            elif "historykit.plugins" in v and not rel.startswith(APPLICATIONS):
+                # A framework's store may use the framework, but reaches the adapters through the seam.
+                found.append(v)
     assert found == []
 
 

@@ -83,8 +83,8 @@ from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, Thr
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
 from historykit.digests import message_digest
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.frameworks import adapter_for
 from historykit.messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
-from historykit.plugins.pydantic_ai import PydanticAIAdapter
 from historykit.tokens import TokenCounter, known_count, remember_counts
 
 __all__ = ["MessageSerializer", "SQLModelConversationStore", "ViewSaving"]
@@ -276,7 +276,8 @@ class SQLModelConversationStore(ViewSaving):
         counter = self._counter
         method = counter.count_method
         counts: dict[bytes, int] = {}
-        for message in PydanticAIAdapter().to_neutral(list(messages)):
+        history = list(messages)
+        for message in adapter_for(history).to_neutral(history) if history else ():
             digest = message_digest(message)
             if digest not in counts:
                 known = known_count(method, digest)

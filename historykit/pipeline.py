@@ -23,9 +23,9 @@ import html
 import logging
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from historykit import provenance
 from historykit.binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
@@ -53,6 +53,8 @@ logger = logging.getLogger("historykit")
 MessageT = TypeVar("MessageT")
 """A history's message type: one framework's native message (Pydantic AI's `ModelMessage`,
 LangChain's `BaseMessage`) or historykit's neutral `Message`. A run hands back the type it was given."""
+_R = TypeVar("_R")
+"""What a plan returns (`_Plan`)."""
 
 BINDING_STEP = "ThinkingBinding"
 """The report's name for the step that drops thinking an edit made invalid (`historykit.binding`)."""
@@ -482,33 +484,24 @@ class Pipeline(HistoryProcessor):
         )
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        out, steps = self._run_steps(messages, ctx)
+        out, steps = _drive(self._steps_plan(messages, ctx))
         return out, _merge_notes(steps)
 
     async def aprocess(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        out, steps = await self._arun_steps(messages, ctx)
+        out, steps = await _adrive(self._steps_plan(messages, ctx))
         return out, _merge_notes(steps)
 
-    def _run_steps(
+    def _steps_plan(
         self, messages: list[Message], ctx: ProcessContext
-    ) -> tuple[list[Message], list[StepReport]]:
+    ) -> _Plan[tuple[list[Message], list[StepReport]]]:
+        """Every processor in turn, then thinking settled (`_settle_thinking`): yields each step for
+        a runner to process (`_drive` calls `process`, `_adrive` awaits `aprocess`), so the sync and
+        the async pipeline are this one piece of code."""
         given = messages
         steps: list[StepReport] = []
         for proc in self.processors:
             before = messages
-            messages, notes = proc.process(list(before), ctx)
-            messages = mark_written(before, messages, proc.name, notes, ctx)
-            steps.append(self._step_report(proc.name, before, messages, notes, ctx))
-        return self._settle_thinking(given, messages, steps, ctx), steps
-
-    async def _arun_steps(
-        self, messages: list[Message], ctx: ProcessContext
-    ) -> tuple[list[Message], list[StepReport]]:
-        given = messages
-        steps: list[StepReport] = []
-        for proc in self.processors:
-            before = messages
-            messages, notes = await proc.aprocess(list(before), ctx)
+            messages, notes = yield proc, list(before), ctx
             messages = mark_written(before, messages, proc.name, notes, ctx)
             steps.append(self._step_report(proc.name, before, messages, notes, ctx))
         return self._settle_thinking(given, messages, steps, ctx), steps
@@ -563,35 +556,26 @@ class Pipeline(HistoryProcessor):
 
     def _with(self, counter: TokenCounter | None, on_report: Callable[[Report], None] | None) -> Pipeline:
         """This pipeline with another counter or report callback for one call; it shares the views."""
-        once = Pipeline(self.processors, counter=counter or self.counter, on_report=on_report)
+        once = Pipeline(
+            self.processors,
+            counter=counter or self.counter,
+            on_report=on_report,
+            cache_policy=self.cache_policy,
+        )
         once.views = self.views
         once.usage = self.usage
         return once
 
-    def _derive_view(
+    def _view_plan(
         self, neutral: list[Message], ctx: ProcessContext
-    ) -> tuple[list[Message], list[StepReport], int]:
+    ) -> _Plan[tuple[list[Message], list[StepReport], int]]:
         """View-only mode: the view of a raw history, each model call replayed once (`historykit.view`)."""
         derive = self.views.derive(neutral, _view_setting(ctx))
         steps: list[StepReport] = []
         try:
             call = next(derive)
             while True:
-                view, steps = self._run_steps(call, ctx)
-                call = derive.send(view)
-        except StopIteration as done:
-            final, replayed = done.value
-        return final, steps, replayed
-
-    async def _aderive_view(
-        self, neutral: list[Message], ctx: ProcessContext
-    ) -> tuple[list[Message], list[StepReport], int]:
-        derive = self.views.derive(neutral, _view_setting(ctx))
-        steps: list[StepReport] = []
-        try:
-            call = next(derive)
-            while True:
-                view, steps = await self._arun_steps(call, ctx)
+                view, steps = yield from self._steps_plan(call, ctx)
                 call = derive.send(view)
         except StopIteration as done:
             final, replayed = done.value
@@ -654,18 +638,9 @@ class Pipeline(HistoryProcessor):
                 mode=mode,
                 binds_thinking=binds_thinking,
             )
-        from historykit.frameworks import adapter_for
-
-        _check_mode(mode)
-        adapter = adapter_for(messages)
-        neutral = adapter.to_neutral(messages)
-        ctx = self._context(context_window, window_source, binds_thinking, neutral)
+        adapter, neutral, ctx = self._prepare(messages, context_window, window_source, mode, binds_thinking)
         with pipeline_span() as record:
-            if mode == "view":
-                processed, steps, replayed = self._derive_view(neutral, ctx)
-            else:
-                (processed, steps), replayed = self._run_steps(neutral, ctx), 1
-            return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed, record)
+            return _drive(self._run_plan(messages, adapter, neutral, ctx, mode, record))
 
     async def arun(
         self,
@@ -687,18 +662,9 @@ class Pipeline(HistoryProcessor):
                 mode=mode,
                 binds_thinking=binds_thinking,
             )
-        from historykit.frameworks import adapter_for
-
-        _check_mode(mode)
-        adapter = adapter_for(messages)
-        neutral = adapter.to_neutral(messages)
-        ctx = self._context(context_window, window_source, binds_thinking, neutral)
+        adapter, neutral, ctx = self._prepare(messages, context_window, window_source, mode, binds_thinking)
         with pipeline_span() as record:
-            if mode == "view":
-                processed, steps, replayed = await self._aderive_view(neutral, ctx)
-            else:
-                (processed, steps), replayed = await self._arun_steps(neutral, ctx), 1
-            return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed, record)
+            return await _adrive(self._run_plan(messages, adapter, neutral, ctx, mode, record))
 
     def compact(
         self,
@@ -744,19 +710,7 @@ class Pipeline(HistoryProcessor):
         request, adapter, neutral, ctx = self._manual(
             messages, context_window, focus, keep_last, window_source, mode, binds_thinking
         )
-        manual = replace(ctx, manual=request)
-        if mode == "view":
-            previous = _previous_call(neutral)
-            view: list[Message] = []
-            replayed = 0
-            if previous:
-                view, _, replayed = self._derive_view(neutral[:previous], ctx)
-            processed, steps = self._run_steps([*view, *neutral[previous:]], manual)
-            self.views.remember(neutral, processed, _view_setting(ctx))
-            replayed += 1
-        else:
-            (processed, steps), replayed = self._run_steps(neutral, manual), 1
-        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed)
+        return _drive(self._compact_plan(messages, request, adapter, neutral, ctx, mode))
 
     async def acompact(
         self,
@@ -773,19 +727,65 @@ class Pipeline(HistoryProcessor):
         request, adapter, neutral, ctx = self._manual(
             messages, context_window, focus, keep_last, window_source, mode, binds_thinking
         )
-        manual = replace(ctx, manual=request)
+        return await _adrive(self._compact_plan(messages, request, adapter, neutral, ctx, mode))
+
+    def _prepare(
+        self,
+        messages: Sequence[object],
+        context_window: int | None,
+        window_source: str | None,
+        mode: Mode,
+        binds_thinking: bool | None,
+    ) -> tuple[Any, list[Message], ProcessContext]:
+        """What `run` and `arun` check and prepare alike: the history's adapter, its neutral view,
+        the call's context."""
+        from historykit.frameworks import adapter_for
+
+        _check_mode(mode)
+        adapter = adapter_for(messages)
+        neutral = adapter.to_neutral(messages)
+        return adapter, neutral, self._context(context_window, window_source, binds_thinking, neutral)
+
+    def _run_plan(
+        self,
+        messages: Sequence[MessageT],
+        adapter: Any,
+        neutral: list[Message],
+        ctx: ProcessContext,
+        mode: Mode,
+        record: Callable[[Report], None],
+    ) -> _Plan[PipelineResult[MessageT]]:
+        """One model call's processing (`run`, `arun`): the steps, or in view-only mode the replay."""
         if mode == "view":
-            previous = _previous_call(neutral)
-            view: list[Message] = []
-            replayed = 0
-            if previous:
-                view, _, replayed = await self._aderive_view(neutral[:previous], ctx)
-            processed, steps = await self._arun_steps([*view, *neutral[previous:]], manual)
-            self.views.remember(neutral, processed, _view_setting(ctx))
-            replayed += 1
+            processed, steps, replayed = yield from self._view_plan(neutral, ctx)
         else:
-            (processed, steps), replayed = await self._arun_steps(neutral, manual), 1
-        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed)
+            processed, steps = yield from self._steps_plan(neutral, ctx)
+            replayed = 1
+        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed, record)
+
+    def _compact_plan(
+        self,
+        messages: Sequence[MessageT],
+        request: ManualCompaction,
+        adapter: Any,
+        neutral: list[Message],
+        ctx: ProcessContext,
+        mode: Mode,
+    ) -> _Plan[PipelineResult[MessageT]]:
+        """A compaction now (`compact`, `acompact`); in view-only mode made for the call about to be
+        made, after the view of the previous one, and remembered as that call's view."""
+        manual = replace(ctx, manual=request)
+        if mode != "view":
+            processed, steps = yield from self._steps_plan(neutral, manual)
+            return self._finish(adapter, messages, neutral, processed, steps, ctx, 1)
+        previous = _previous_call(neutral)
+        view: list[Message] = []
+        replayed = 0
+        if previous:
+            view, _, replayed = yield from self._view_plan(neutral[:previous], ctx)
+        processed, steps = yield from self._steps_plan([*view, *neutral[previous:]], manual)
+        self.views.remember(neutral, processed, _view_setting(ctx))
+        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed + 1)
 
     def _manual(
         self,
@@ -858,6 +858,35 @@ class Pipeline(HistoryProcessor):
         if self.on_report is not None:
             self.on_report(report)
         return PipelineResult(native, report)
+
+
+_StepCall = tuple[HistoryProcessor, list[Message], ProcessContext]
+"""One step of a pipeline's plan: a processor, the messages it processes, the call's context."""
+
+_Plan = Generator[_StepCall, tuple[list[Message], StepNotes], _R]
+"""A pipeline's work written once: it yields each step and is sent the step's output. `_drive`
+runs it with `process`, `_adrive` with `aprocess` (an async summarizer awaited on the caller's loop),
+as the stores' plans of queries are run by a sync or an async runner."""
+
+
+def _drive(plan: _Plan[_R]) -> _R:
+    """Run a plan synchronously."""
+    try:
+        proc, messages, ctx = next(plan)
+        while True:
+            proc, messages, ctx = plan.send(proc.process(messages, ctx))
+    except StopIteration as done:
+        return cast("_R", done.value)
+
+
+async def _adrive(plan: _Plan[_R]) -> _R:
+    """Run a plan from async code."""
+    try:
+        proc, messages, ctx = next(plan)
+        while True:
+            proc, messages, ctx = plan.send(await proc.aprocess(messages, ctx))
+    except StopIteration as done:
+        return cast("_R", done.value)
 
 
 def strategy_of(processor: str) -> str:

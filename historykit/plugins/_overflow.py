@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Generator, Hashable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from historykit.binding import history_binds_thinking
 from historykit.context_window import ContextWindow
@@ -166,6 +166,14 @@ def retry_window(overflow: ContextOverflow, window: int, sent_tokens: int) -> in
     return max(1, min(target, window - 1))
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One pipeline run a retry needs: the arguments of `Pipeline.run` / `arun`."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
 @dataclass
 class _Plan:
     """One retry, worked out before the pipeline runs again."""
@@ -248,29 +256,13 @@ class OverflowRetry:
         view-only mode the raw history), `rejected` the messages it sent, `window` the window it
         used. Remembers the smaller window for `conversation`.
         """
-        rejected_tokens = _tokens(pipeline, rejected)
-        plan = self._plan(messages, error, window, binds_thinking, rejected_tokens)
-        if plan is None:
-            return None
-        with pipeline_span(RETRY_SPAN_NAME) as record:
-            if mode == "view" and plan.previous_call:
-                earlier = plan.neutral[: plan.previous_call]
-                previous = pipeline.run(
-                    earlier, window.tokens, mode="view", binds_thinking=plan.binds
-                ).messages
-                pipeline.remember_view(earlier, previous, plan.window, binds_thinking=plan.binds)
-            result = pipeline.run(
-                plan.neutral if mode == "view" else messages,
-                plan.window,
-                window_source=RETRY_WINDOW_SOURCE,
-                mode=mode,
-                binds_thinking=plan.binds,
-            )
-            retried = self._finish(
-                plan, messages, rejected, rejected_tokens, result, conversation, window, mode
-            )
-            record(retried.report)
-            return retried
+        retry = self._retry(pipeline, messages, error, conversation, window, mode, binds_thinking, rejected)
+        try:
+            run = next(retry)
+            while True:
+                run = retry.send(pipeline.run(*run.args, **run.kwargs))
+        except StopIteration as done:
+            return cast("PipelineResult | None", done.value)
 
     async def arecompact(
         self,
@@ -285,6 +277,27 @@ class OverflowRetry:
         rejected: Sequence[Any],
     ) -> PipelineResult | None:
         """`recompact` from async code: the pipeline runs with `arun` (an async summarizer is awaited)."""
+        retry = self._retry(pipeline, messages, error, conversation, window, mode, binds_thinking, rejected)
+        try:
+            run = next(retry)
+            while True:
+                run = retry.send(await pipeline.arun(*run.args, **run.kwargs))
+        except StopIteration as done:
+            return cast("PipelineResult | None", done.value)
+
+    def _retry(
+        self,
+        pipeline: Pipeline,
+        messages: Sequence[Any],
+        error: BaseException,
+        conversation: Hashable,
+        window: ContextWindow,
+        mode: Mode,
+        binds_thinking: bool | None,
+        rejected: Sequence[Any],
+    ) -> Generator[_Run, PipelineResult, PipelineResult | None]:
+        """The retry written once: it yields each pipeline run it needs and is sent the result, which
+        `recompact` gets from `run` and `arecompact` from `arun`."""
         rejected_tokens = _tokens(pipeline, rejected)
         plan = self._plan(messages, error, window, binds_thinking, rejected_tokens)
         if plan is None:
@@ -292,14 +305,13 @@ class OverflowRetry:
         with pipeline_span(RETRY_SPAN_NAME) as record:
             if mode == "view" and plan.previous_call:
                 earlier = plan.neutral[: plan.previous_call]
-                done = await pipeline.arun(earlier, window.tokens, mode="view", binds_thinking=plan.binds)
-                pipeline.remember_view(earlier, done.messages, plan.window, binds_thinking=plan.binds)
-            result = await pipeline.arun(
-                plan.neutral if mode == "view" else messages,
-                plan.window,
-                window_source=RETRY_WINDOW_SOURCE,
-                mode=mode,
-                binds_thinking=plan.binds,
+                previous = yield _Run(
+                    (earlier, window.tokens), {"mode": "view", "binds_thinking": plan.binds}
+                )
+                pipeline.remember_view(earlier, previous.messages, plan.window, binds_thinking=plan.binds)
+            result = yield _Run(
+                (plan.neutral if mode == "view" else messages, plan.window),
+                {"window_source": RETRY_WINDOW_SOURCE, "mode": mode, "binds_thinking": plan.binds},
             )
             retried = self._finish(
                 plan, messages, rejected, rejected_tokens, result, conversation, window, mode

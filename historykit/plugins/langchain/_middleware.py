@@ -365,37 +365,29 @@ class _Glue(Glue):
         stated = chat_model_context_window(model) if self.context_window is None else None
         return self._window_with(stated, _thread())
 
-    def _run(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
+    def _call(self, messages: list[BaseMessage], model: Any) -> tuple[str, dict[str, Any]]:
+        """The pipeline method this model call runs (`run`, or `compact` when one was asked for) and
+        its arguments; `_run` calls it, `_arun` awaits its async twin."""
         window = self._window(model)
-        setting: dict[str, Any] = {
+        kwargs: dict[str, Any] = {
+            "messages": messages,
+            "context_window": window.tokens,
             "window_source": window.source,
             "mode": self._mode(),
             "binds_thinking": self._binds(model),
         }
         request = self._take_manual(_thread())
-        if request is not None:
-            result = self.pipeline.compact(
-                messages, window.tokens, focus=request.focus, keep_last=request.keep_last, **setting
-            )
-        else:
-            result = self.pipeline.run(messages, window.tokens, **setting)
-        return self._deliver(result)
+        if request is None:
+            return "run", kwargs
+        return "compact", {**kwargs, "focus": request.focus, "keep_last": request.keep_last}
+
+    def _run(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
+        method, kwargs = self._call(messages, model)
+        return self._deliver(getattr(self.pipeline, method)(**kwargs))
 
     async def _arun(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
-        window = self._window(model)
-        setting: dict[str, Any] = {
-            "window_source": window.source,
-            "mode": self._mode(),
-            "binds_thinking": self._binds(model),
-        }
-        request = self._take_manual(_thread())
-        if request is not None:
-            result = await self.pipeline.acompact(
-                messages, window.tokens, focus=request.focus, keep_last=request.keep_last, **setting
-            )
-        else:
-            result = await self.pipeline.arun(messages, window.tokens, **setting)
-        return self._deliver(result)
+        method, kwargs = self._call(messages, model)
+        return self._deliver(await getattr(self.pipeline, f"a{method}")(**kwargs))
 
 
 class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):

@@ -83,6 +83,7 @@ Example:
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, NotRequired, cast
 
@@ -466,6 +467,10 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
         return self._update(old, await self._arun(old, self.model))
 
 
+_VIEWS_SENT_KEPT = 1_024
+"""Threads whose last sent view a middleware keeps a reference to (the oldest go first)."""
+
+
 class HistoryKitState(AgentState):  # type: ignore[type-arg]
     """The agent state `HistoryKitMiddleware` adds to: in view-only mode the view last sent, and the
     window the thread shrank to after a context overflow.
@@ -522,6 +527,9 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             raise ImportError("persistent mode needs a langchain with ExtendedModelResponse (1.2 or later)")
         self.recall = recall_option(recall)
         """The recall tool's settings (`historykit.recall`), `None` when it is not installed."""
+        # The view list each thread's last call put in the state: the state hands the same list back
+        # to the next call of the run, which then need not remember it again (`_resume_view`).
+        self._views_sent: OrderedDict[str | None, list[BaseMessage]] = OrderedDict()
         self.tools = []
         if self.recall is not None:
             self.recall.install(self.pipeline.processors)
@@ -547,6 +555,8 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         view, of = request.state.get("historykit_view"), request.state.get("historykit_view_of")
         if not isinstance(view, list) or not isinstance(of, int) or not 0 < of <= len(request.messages):
             return
+        if view is self._views_sent.get(_thread()):
+            return  # this process derived it: the pipeline's replay already knows it
         system = [request.system_message] if request.system_message is not None else []
         derived_from = history[: len(system) + of]
         self.pipeline.remember_view(
@@ -575,8 +585,13 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         if isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
         if not self.persist:
-            update["historykit_view"] = list(edited.messages)
-            update["historykit_view_of"] = len(request.messages)
+            sent: list[BaseMessage] = list(edited.messages)
+            update["historykit_view"], update["historykit_view_of"] = sent, len(request.messages)
+            thread = _thread()
+            self._views_sent[thread] = sent
+            self._views_sent.move_to_end(thread)
+            while len(self._views_sent) > _VIEWS_SENT_KEPT:
+                self._views_sent.popitem(last=False)
         else:
             if not isinstance(state.get("messages"), list):
                 raise InvalidArgumentError(

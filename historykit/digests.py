@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 from historykit.identity_cache import DEFAULT_CACHE_POLICY, CachePolicy, IdentityCache
 from historykit.messages import (
@@ -63,21 +64,39 @@ class MessageDigests:
 
 
 def message_digest(msg: Message) -> bytes:
-    """20 bytes that change whenever anything the model reads of `msg` (or its pin state) changes."""
+    """20 bytes that change whenever anything the model reads of `msg` (or its pin state) changes:
+    every byte of it, media payloads included (`MediaPart.digest`, else the native part). Each field
+    is length-prefixed, so no text can pass for a boundary between two parts."""
     h = hashlib.blake2b(digest_size=20)
-    h.update(f"\x1e{msg.role}\x1f{int(msg.pinned)}".encode())
+    _fields(h, "message", msg.role, int(msg.pinned))
     for part in msg.parts:
-        h.update(f"\x1d{part.kind}\x1f{int(part.pinned)}\x1f".encode())
+        _fields(h, part.kind, int(part.pinned))
         if isinstance(part, (TextPart, SummaryPart)):
-            h.update(part.text.encode())
+            _fields(h, part.text)
         elif isinstance(part, ThinkingPart):
-            h.update(f"{part.text}\x1f{part.signature}\x1f{part.id}\x1f{part.redacted}".encode())
+            _fields(h, part.text, part.signature, part.id, part.redacted)
         elif isinstance(part, ToolCallPart):
-            h.update(f"{part.id}\x1f{part.name}\x1f{part.arguments_text()}".encode())
+            _fields(h, part.id, part.name, part.arguments_text())
         elif isinstance(part, ToolResultPart):
-            h.update(f"{part.tool_call_id}\x1f{part.name}\x1f{part.is_error}\x1f{part.content}".encode())
+            _fields(h, part.tool_call_id, part.name, part.is_error, part.content)
         elif isinstance(part, MediaPart):
-            h.update(f"{part.media_type}\x1f{part.source}\x1f{part.size}".encode())
+            _fields(h, part.media_type, part.source, part.size, part.digest)
+            if not part.digest and part.native is not None:
+                _fields(h, repr(part.native))
         elif isinstance(part, OtherPart):
-            h.update(f"{part.type_name}\x1f{part.text}".encode())
+            # `text` is only a rendering for counting: the native object is what the model gets.
+            _fields(h, part.type_name, part.text, "" if part.native is None else repr(part.native))
     return h.digest()
+
+
+def _fields(h: Any, *values: object) -> None:
+    """Each value's text, length-prefixed. A native part goes in by its `repr` (every field and
+    payload of a dataclass, a content block's dict); an object whose `repr` names only its address
+    hashes as unique to itself, which at worst misses a cache, never merges two contents."""
+    for value in values:
+        if value is None:
+            h.update(b"\xff" * 8)  # no length is this: `None` is not the text "None"
+            continue
+        data = str(value).encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)

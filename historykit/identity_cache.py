@@ -50,9 +50,13 @@ class CachePolicy:
     eviction: Literal["oldest_half", "clear"] = "oldest_half"
     """What a full cache drops: `oldest_half`, the older half of its entries (the recent history,
     which the next call asks about again, stays); `clear`, everything (the next call refills it)."""
+    max_conversations: int = 1_024
+    """Conversations whose state a pipeline keeps (`historykit.conversations`: their views, summaries,
+    recall originals); the least recently used is forgotten first, and starts over as in a new process."""
 
     def __post_init__(self) -> None:
         check_int("max_entries", self.max_entries, minimum=1)
+        check_int("max_conversations", self.max_conversations, minimum=1)
         if self.eviction not in ("oldest_half", "clear"):
             raise InvalidArgumentError(f"eviction must be 'oldest_half' or 'clear', got {self.eviction!r}")
 
@@ -94,8 +98,9 @@ class IdentityCache(Generic[_V]):
                 entries.clear()
             else:
                 # Insertion order is age: drop the older half in one go rather than one per call.
+                # `pop`, not `del`: another thread serving another conversation may evict too.
                 for key in list(entries)[: len(entries) // 2]:
-                    del entries[key]
+                    entries.pop(key, None)
         entries[(id(obj), variant)] = (obj, value)
         return value
 

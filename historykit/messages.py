@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ __all__ = [
     "ThinkingPart",
     "ToolCallPart",
     "ToolResultPart",
+    "payload_digest",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -157,7 +159,17 @@ class MediaPart:
     """Payload size in bytes when inline, 0 when unknown or referenced by URL."""
     pinned: bool = False
     native: Any = field(default=None, compare=False, repr=False)
+    digest: str = ""
+    """`payload_digest` of the inline payload, which adapters fill in: two images of one type and
+    size that differ only in their bytes are told apart by it. Empty for a referenced one (`source`)."""
     kind: ClassVar[Literal["media"]] = "media"
+
+
+def payload_digest(payload: str | bytes) -> str:
+    """A digest of a media payload's bytes (a base64 or text payload: its characters), for
+    `MediaPart.digest`."""
+    data = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else bytes(payload)
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,21 +23,25 @@ import html
 import logging
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from historykit import provenance
 from historykit.binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
+from historykit.context_window import ContextWindow, check_context_window, resolve_context_window
+from historykit.conversations import Conversations, ConversationState
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
-from historykit.messages import CompactionMarker, Message, SummaryPart
+from historykit.messages import CompactionMarker, Message, SummaryPart, ToolResultPart
+from historykit.recall import content_handle, handle_in
 from historykit.telemetry import pipeline_span
-from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
+from historykit.tokens import TokenCounter
 from historykit.usage import UsageMonitor, UsageWarning
-from historykit.view import Mode, ViewReplay, request_points
+from historykit.view import Mode, request_points
 
 __all__ = [
+    "Call",
     "HistoryProcessor",
     "ManualCompaction",
     "Pipeline",
@@ -46,6 +50,7 @@ __all__ = [
     "Report",
     "StepNotes",
     "StepReport",
+    "native_result",
 ]
 
 logger = logging.getLogger("historykit")
@@ -116,6 +121,43 @@ class ProcessContext:
     cache_policy: CachePolicy = DEFAULT_CACHE_POLICY
     """Bounds every identity cache a processor keeps (`historykit.identity_cache`): the pipeline's
     `cache_policy`, or the default for a processor run outside a pipeline."""
+    conversation: ConversationState = field(default_factory=lambda: ConversationState(None))
+    """The state of the conversation this call belongs to (`historykit.conversations`): what a
+    processor keeps between calls goes in `conversation.memory(self, ...)`, never in the processor,
+    which serves every conversation. A call that names no conversation gets a state of its own."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One model call as an integration hands it to the pipeline: everything the pipeline would
+    otherwise have to look up again, decided once at the edge.
+
+    Example:
+        ```python
+        from historykit.context_window import ContextWindow
+        from historykit.pipeline import Call
+
+        window = ContextWindow(200_000, "model profile")
+        call = Call(window, mode="view", conversation=("langgraph", "t1", ""))
+        result = pipeline.run_call(neutral_messages, call)
+        ```
+    """
+
+    window: ContextWindow
+    """The window to budget for, and where it came from (the report shows it)."""
+    mode: Mode = "persistent"
+    """`persistent`: the messages are the previous view plus what is new; `view`: the raw history."""
+    binds_thinking: bool | None = None
+    """Whether the model binds replayed thinking to the history (R13); `None`: from the model names
+    on the messages."""
+    conversation: Hashable | None = None
+    """The conversation's key (`historykit.conversations`); `None`: nothing is kept for later calls."""
+    manual: ManualCompaction | None = None
+    """A compaction asked for now (`Pipeline.compact`); `None` for a normal call."""
+    state: ConversationState | None = field(default=None, compare=False)
+    """The conversation's state when the integration holds it already (`Pipeline.state_of`): a
+    call without a key shares one state between its own steps (a view resumed from the framework's
+    state, then the call, then a retry). `None`: the pipeline's state of `conversation`."""
 
 
 @dataclass
@@ -292,6 +334,10 @@ class PipelineResult(Generic[MessageT]):
     messages: list[MessageT]
     """Native messages of the input's framework (neutral ones for a neutral input)."""
     report: Report
+    originals: Mapping[str, str] = field(default_factory=dict)
+    """The tool outputs this call's placeholders replaced, by the recall handle each placeholder
+    names (`historykit.recall`): what a recall tool must be able to give back once the processed
+    history replaces the original. Empty when no step names a recall tool."""
 
 
 class HistoryProcessor(ABC):
@@ -409,6 +455,10 @@ class HistoryProcessor(ABC):
 class Pipeline(HistoryProcessor):
     """Processors run in order; itself a processor.
 
+    One pipeline serves any number of conversations, at once too: what it keeps between calls
+    (view-only replays, summaries, usage warnings) belongs to the conversation named by
+    `conversation=` (`historykit.conversations`); a call that names none shares nothing.
+
     Example:
         ```python
         from historykit import Pipeline
@@ -417,7 +467,7 @@ class Pipeline(HistoryProcessor):
         pipeline = Pipeline([Repair()], on_report=print)
         pipeline = Pipeline([Repair()], warn_at=0.9, on_warning=print)  # warn past 90% of the window
         processed = pipeline(messages)              # native in, native out
-        result = pipeline.run(messages, context_window=32_000)
+        result = pipeline.run(messages, context_window=32_000, conversation="user-42")
         result.report
         ```
     """
@@ -438,6 +488,10 @@ class Pipeline(HistoryProcessor):
                     f"processor {index} is a {type(proc).__module__}.{type(proc).__qualname__}, "
                     "not a historykit processor"
                 )
+        if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
+            raise ArgumentTypeError(
+                f"cache_policy must be a CachePolicy, got {type(cache_policy).__qualname__}"
+            )
         self.processors: list[HistoryProcessor] = [s for p in processors for s in p._steps()]
         """The processors, in the order they run (nested pipelines are flattened)."""
         self.counter = counter or TokenCounter()
@@ -445,13 +499,14 @@ class Pipeline(HistoryProcessor):
         self.on_report = on_report
         """Called with every run's report (for logging, metrics or a UI)."""
         self.cache_policy = cache_policy or DEFAULT_CACHE_POLICY
-        """How large each processor's identity caches may grow (`historykit.identity_cache`): the one
-        knob that bounds the memory they hold, given to every step in its `ProcessContext`."""
-        self.views = ViewReplay(cache_policy=self.cache_policy)
-        """The views this pipeline derived in view-only mode, so each call replays only what is new."""
+        """How large each processor's identity caches may grow and how many conversations are kept
+        (`historykit.identity_cache`): the one knob that bounds the memory they hold, given to every
+        step in its `ProcessContext`."""
+        self.conversations = Conversations(self.cache_policy)
+        """What each conversation keeps between calls, by its key (`historykit.conversations`)."""
         self.usage = UsageMonitor(warn_at, on_warning)
         """Warns when what a call sends crosses `warn_at` of the window or is over it, once per
-        crossing (`historykit.usage`): logged, on the report, and to `on_warning`."""
+        crossing of a conversation (`historykit.usage`): logged, on the report, and to `on_warning`."""
 
     def __repr__(self) -> str:
         return f"Pipeline([{', '.join(repr(p) for p in self.processors)}])"
@@ -459,28 +514,25 @@ class Pipeline(HistoryProcessor):
     def _steps(self) -> Iterable[HistoryProcessor]:
         return tuple(self.processors)
 
-    def _context(
-        self,
-        context_window: int | None,
-        window_source: str | None = None,
-        binds_thinking: bool | None = None,
-        history: Sequence[Message] = (),
-    ) -> ProcessContext:
-        if binds_thinking is not None and not isinstance(binds_thinking, bool):
-            raise ArgumentTypeError(f"binds_thinking must be True, False or None, got {binds_thinking!r}")
-        binds = history_binds_thinking(history) if binds_thinking is None else binds_thinking
-        if context_window is not None:
-            if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0:
-                raise InvalidArgumentError(f"context_window must be a positive int, got {context_window!r}")
-            return ProcessContext(
-                context_window,
-                window_source or "explicit",
-                self.counter,
-                binds,
-                cache_policy=self.cache_policy,
-            )
+    @property
+    def recall_tools(self) -> frozenset[str]:
+        """The recall tools the placeholders of this pipeline's steps name (`historykit.recall`)."""
+        return frozenset(
+            name for p in self.processors if isinstance(name := getattr(p, "recall_tool", None), str)
+        )
+
+    def _context(self, call: Call, history: Sequence[Message], state: ConversationState) -> ProcessContext:
+        binds = call.binds_thinking
+        if binds is None:
+            binds = history_binds_thinking(history)
         return ProcessContext(
-            DEFAULT_CONTEXT_WINDOW, "default", self.counter, binds, cache_policy=self.cache_policy
+            call.window.tokens,
+            call.window.source,
+            self.counter,
+            binds,
+            manual=call.manual,
+            cache_policy=self.cache_policy,
+            conversation=state,
         )
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
@@ -555,22 +607,24 @@ class Pipeline(HistoryProcessor):
         )
 
     def _with(self, counter: TokenCounter | None, on_report: Callable[[Report], None] | None) -> Pipeline:
-        """This pipeline with another counter or report callback for one call; it shares the views."""
+        """This pipeline with another counter or report callback for one call; it shares the
+        conversations' state and the usage warnings."""
         once = Pipeline(
             self.processors,
             counter=counter or self.counter,
             on_report=on_report,
             cache_policy=self.cache_policy,
         )
-        once.views = self.views
+        once.conversations = self.conversations
         once.usage = self.usage
         return once
 
     def _view_plan(
         self, neutral: list[Message], ctx: ProcessContext
     ) -> _Plan[tuple[list[Message], list[StepReport], int]]:
-        """View-only mode: the view of a raw history, each model call replayed once (`historykit.view`)."""
-        derive = self.views.derive(neutral, _view_setting(ctx))
+        """View-only mode: the view of a raw history, each model call replayed once (`historykit.view`),
+        from the views this conversation derived before."""
+        derive = ctx.conversation.views.derive(neutral, _view_setting(ctx))
         steps: list[StepReport] = []
         try:
             call = next(derive)
@@ -588,16 +642,33 @@ class Pipeline(HistoryProcessor):
         context_window: int,
         *,
         binds_thinking: bool | None = None,
+        conversation: Hashable | None = None,
     ) -> None:
         """View-only mode: make `view` the view of the model call that ends the raw history `raw`,
-        under `context_window` (and `binds_thinking`), so later `run(..., mode="view")` calls with
-        that setting continue from it. For a compaction made outside the replay: the integrations'
-        compact-and-retry after a context overflow (`historykit.plugins._overflow`)."""
+        under `context_window` (and `binds_thinking`), so later `run(..., mode="view")` calls of
+        `conversation` with that setting continue from it. For a compaction made outside the replay:
+        a view stored with the conversation and resumed in another process, or the integrations'
+        compact-and-retry after a context overflow (`historykit.plugins._overflow`). Without a
+        `conversation` there is no later call to remember it for, and nothing happens."""
         from historykit.frameworks import adapter_for
 
+        if conversation is None:
+            return
         neutral = adapter_for(raw).to_neutral(raw)
-        ctx = self._context(context_window, None, binds_thinking, neutral)
-        self.views.remember(neutral, adapter_for(view).to_neutral(view), _view_setting(ctx))
+        self.remember_neutral_view(
+            neutral,
+            adapter_for(view).to_neutral(view),
+            Call(ContextWindow(context_window, "explicit"), "view", binds_thinking, conversation),
+        )
+
+    def remember_neutral_view(self, raw: Sequence[Message], view: Sequence[Message], call: Call) -> None:
+        """`remember_view` for an integration, which has converted the messages already."""
+        state = self.state_of(call)
+        state.views.remember(raw, view, _view_setting(self._context(call, raw, state)))
+
+    def state_of(self, call: Call) -> ConversationState:
+        """The state of the conversation `call` belongs to (`historykit.conversations`)."""
+        return call.state if call.state is not None else self.conversations.get(call.conversation)
 
     def run(
         self,
@@ -609,6 +680,7 @@ class Pipeline(HistoryProcessor):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
+        conversation: Hashable | None = None,
     ) -> PipelineResult[MessageT]:
         """Process a native (Pydantic AI or LangChain) or neutral history into the view the model is sent.
 
@@ -616,7 +688,12 @@ class Pipeline(HistoryProcessor):
           processed history was kept as the conversation's history); it is processed once.
         - `mode="view"`: `messages` is the raw history, every message as it arrived; the view is
           derived by replaying its model calls (`historykit.view`), the same view persistent
-          processing would have sent, with the same summarizer calls.
+          processing would have sent, with the same summarizer calls. Name the `conversation` so
+          the next call replays only what is new.
+        - `conversation`: the key of the conversation this call belongs to (any hashable: a user or
+          thread id). What the pipeline keeps between calls (views, summaries, background
+          summaries, usage warnings) is kept for it alone; `None`: nothing is shared with any
+          other call.
         - `binds_thinking`: whether the model binds replayed thinking to the history (R13,
           `historykit.binding`); `None`: read from the model name on the latest assistant message.
         - `window_source` says where a given `context_window` came from (the framework glue passes
@@ -637,10 +714,12 @@ class Pipeline(HistoryProcessor):
                 window_source=window_source,
                 mode=mode,
                 binds_thinking=binds_thinking,
+                conversation=conversation,
             )
-        adapter, neutral, ctx = self._prepare(messages, context_window, window_source, mode, binds_thinking)
-        with pipeline_span() as record:
-            return _drive(self._run_plan(messages, adapter, neutral, ctx, mode, record))
+        adapter, neutral, call = self._prepare(
+            messages, context_window, window_source, mode, binds_thinking, conversation
+        )
+        return native_result(adapter, messages, neutral, self.run_call(neutral, call))
 
     async def arun(
         self,
@@ -652,6 +731,7 @@ class Pipeline(HistoryProcessor):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
+        conversation: Hashable | None = None,
     ) -> PipelineResult[MessageT]:
         """`run` for async code: processors that await (a summarizer) run on the caller's loop."""
         if counter is not None or on_report is not None:
@@ -661,10 +741,12 @@ class Pipeline(HistoryProcessor):
                 window_source=window_source,
                 mode=mode,
                 binds_thinking=binds_thinking,
+                conversation=conversation,
             )
-        adapter, neutral, ctx = self._prepare(messages, context_window, window_source, mode, binds_thinking)
-        with pipeline_span() as record:
-            return await _adrive(self._run_plan(messages, adapter, neutral, ctx, mode, record))
+        adapter, neutral, call = self._prepare(
+            messages, context_window, window_source, mode, binds_thinking, conversation
+        )
+        return native_result(adapter, messages, neutral, await self.arun_call(neutral, call))
 
     def compact(
         self,
@@ -676,6 +758,7 @@ class Pipeline(HistoryProcessor):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
+        conversation: Hashable | None = None,
     ) -> PipelineResult[MessageT]:
         """Compact now, whatever the triggers say, with an optional `focus` for the summary.
 
@@ -692,8 +775,9 @@ class Pipeline(HistoryProcessor):
         The result is the view, as `run` gives it, and the next calls continue from it: in
         persistent mode, keep `result.messages` as the history; in view-only mode (`mode="view"`,
         `messages` the raw history ending with what the next model call sends) the pipeline
-        remembers it as that call's view (`remember_view`), so later `run(..., mode="view")` calls
-        continue from it. On a model that binds thinking, the thinking after the summary is dropped.
+        remembers it as that call's view for `conversation`, so its later `run(..., mode="view")`
+        calls continue from it. On a model that binds thinking, the thinking after the summary is
+        dropped.
 
         Raises `InvalidArgumentError` (a `ValueError`) when no step compacts on request (add a
         `Summarize`), and in view-only mode when `messages` ends with an assistant message (no model
@@ -707,10 +791,11 @@ class Pipeline(HistoryProcessor):
             result.report.markers[0].automatic  # False
             ```
         """
-        request, adapter, neutral, ctx = self._manual(
-            messages, context_window, focus, keep_last, window_source, mode, binds_thinking
+        request = ManualCompaction(focus, keep_last)
+        adapter, neutral, call = self._prepare(
+            messages, context_window, window_source, mode, binds_thinking, conversation, request
         )
-        return _drive(self._compact_plan(messages, request, adapter, neutral, ctx, mode))
+        return native_result(adapter, messages, neutral, self.run_call(neutral, call))
 
     async def acompact(
         self,
@@ -722,12 +807,28 @@ class Pipeline(HistoryProcessor):
         window_source: str | None = None,
         mode: Mode = "persistent",
         binds_thinking: bool | None = None,
+        conversation: Hashable | None = None,
     ) -> PipelineResult[MessageT]:
         """`compact` for async code: an async summarizer is awaited on the caller's loop."""
-        request, adapter, neutral, ctx = self._manual(
-            messages, context_window, focus, keep_last, window_source, mode, binds_thinking
+        request = ManualCompaction(focus, keep_last)
+        adapter, neutral, call = self._prepare(
+            messages, context_window, window_source, mode, binds_thinking, conversation, request
         )
-        return await _adrive(self._compact_plan(messages, request, adapter, neutral, ctx, mode))
+        return native_result(adapter, messages, neutral, await self.arun_call(neutral, call))
+
+    def run_call(self, messages: list[Message], call: Call) -> PipelineResult[Message]:
+        """One model call of an integration, on the neutral messages it converted once: `run` (or
+        `compact`, when `call.manual` asks) without looking anything up again. The result's messages
+        are neutral; `native_result` turns them into the framework's."""
+        self._check_call(messages, call)
+        with pipeline_span() as record:
+            return _drive(self._call_plan(messages, call, record))
+
+    async def arun_call(self, messages: list[Message], call: Call) -> PipelineResult[Message]:
+        """`run_call` for async code."""
+        self._check_call(messages, call)
+        with pipeline_span() as record:
+            return await _adrive(self._call_plan(messages, call, record))
 
     def _prepare(
         self,
@@ -736,108 +837,81 @@ class Pipeline(HistoryProcessor):
         window_source: str | None,
         mode: Mode,
         binds_thinking: bool | None,
-    ) -> tuple[Any, list[Message], ProcessContext]:
-        """What `run` and `arun` check and prepare alike: the history's adapter, its neutral view,
-        the call's context."""
+        conversation: Hashable | None,
+        manual: ManualCompaction | None = None,
+    ) -> tuple[Any, list[Message], Call]:
+        """What the public entry points check and prepare alike: the history's adapter, its neutral
+        messages, the call (`manual` from `compact`)."""
         from historykit.frameworks import adapter_for
 
         _check_mode(mode)
+        if binds_thinking is not None and not isinstance(binds_thinking, bool):
+            raise ArgumentTypeError(f"binds_thinking must be True, False or None, got {binds_thinking!r}")
+        check_context_window(context_window)
+        if conversation is not None and not isinstance(conversation, Hashable):
+            raise ArgumentTypeError(
+                "conversation must be a hashable key (a str, an int, a tuple), got a "
+                f"{type(conversation).__qualname__}"
+            )
+        window = resolve_context_window(context_window, None, "")
+        if context_window is not None and window_source is not None:
+            window = ContextWindow(context_window, window_source)
         adapter = adapter_for(messages)
-        neutral = adapter.to_neutral(messages)
-        return adapter, neutral, self._context(context_window, window_source, binds_thinking, neutral)
+        return adapter, adapter.to_neutral(messages), Call(window, mode, binds_thinking, conversation, manual)
 
-    def _run_plan(
-        self,
-        messages: Sequence[MessageT],
-        adapter: Any,
-        neutral: list[Message],
-        ctx: ProcessContext,
-        mode: Mode,
-        record: Callable[[Report], None],
-    ) -> _Plan[PipelineResult[MessageT]]:
-        """One model call's processing (`run`, `arun`): the steps, or in view-only mode the replay."""
-        if mode == "view":
-            processed, steps, replayed = yield from self._view_plan(neutral, ctx)
-        else:
-            processed, steps = yield from self._steps_plan(neutral, ctx)
-            replayed = 1
-        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed, record)
-
-    def _compact_plan(
-        self,
-        messages: Sequence[MessageT],
-        request: ManualCompaction,
-        adapter: Any,
-        neutral: list[Message],
-        ctx: ProcessContext,
-        mode: Mode,
-    ) -> _Plan[PipelineResult[MessageT]]:
-        """A compaction now (`compact`, `acompact`); in view-only mode made for the call about to be
-        made, after the view of the previous one, and remembered as that call's view."""
-        manual = replace(ctx, manual=request)
-        if mode != "view":
-            processed, steps = yield from self._steps_plan(neutral, manual)
-            return self._finish(adapter, messages, neutral, processed, steps, ctx, 1)
-        previous = _previous_call(neutral)
-        view: list[Message] = []
-        replayed = 0
-        if previous:
-            view, _, replayed = yield from self._view_plan(neutral[:previous], ctx)
-        processed, steps = yield from self._steps_plan([*view, *neutral[previous:]], manual)
-        self.views.remember(neutral, processed, _view_setting(ctx))
-        return self._finish(adapter, messages, neutral, processed, steps, ctx, replayed + 1)
-
-    def _manual(
-        self,
-        messages: Sequence[object],
-        context_window: int | None,
-        focus: str | None,
-        keep_last: int | None,
-        window_source: str | None,
-        mode: Mode,
-        binds_thinking: bool | None,
-    ) -> tuple[ManualCompaction, Any, list[Message], ProcessContext]:
-        """What `compact` and `acompact` check and prepare alike."""
-        from historykit.frameworks import adapter_for
-
-        request = ManualCompaction(focus, keep_last)
-        _check_mode(mode)
+    def _check_call(self, messages: list[Message], call: Call) -> None:
+        if call.manual is None:
+            return
         if not any(p.compacts_on_request for p in self.processors):
             raise InvalidArgumentError(
                 f"{self!r} has no step that compacts on request: add a Summarize step to compact now"
             )
-        adapter = adapter_for(messages)
-        neutral = adapter.to_neutral(messages)
-        if mode == "view" and neutral and neutral[-1].role == "assistant":
+        if call.mode == "view" and messages and messages[-1].role == "assistant":
             raise InvalidArgumentError(
                 "in view-only mode a compaction is made for the model call about to be made: the raw "
                 "history must end with what that call sends (a user message or tool results), not an "
                 "assistant message"
             )
-        return (
-            request,
-            adapter,
-            neutral,
-            self._context(context_window, window_source, binds_thinking, neutral),
-        )
+
+    def _call_plan(
+        self, neutral: list[Message], call: Call, record: Callable[[Report], None] | None = None
+    ) -> _Plan[PipelineResult[Message]]:
+        """One call's processing, written once for `run_call` and `arun_call`: the steps; in
+        view-only mode the replay; for a manual compaction, the compaction."""
+        state = self.state_of(call)
+        ctx = self._context(call, neutral, state)
+        if call.manual is None:
+            if call.mode == "view":
+                processed, steps, replayed = yield from self._view_plan(neutral, replace(ctx, manual=None))
+            else:
+                processed, steps = yield from self._steps_plan(neutral, ctx)
+                replayed = 1
+        elif call.mode != "view":
+            processed, steps = yield from self._steps_plan(neutral, ctx)
+            replayed = 1
+        else:
+            # Made for the call about to be made, after the view of the previous one, and remembered
+            # as that call's view.
+            previous = _previous_call(neutral)
+            view: list[Message] = []
+            replayed = 0
+            if previous:
+                view, _, replayed = yield from self._view_plan(neutral[:previous], replace(ctx, manual=None))
+            processed, steps = yield from self._steps_plan([*view, *neutral[previous:]], ctx)
+            state.views.remember(neutral, processed, _view_setting(ctx))
+            replayed += 1
+        return self._finish(neutral, processed, steps, ctx, call, replayed, record)
 
     def _finish(
         self,
-        adapter: Any,
-        original: Sequence[MessageT],
         neutral: list[Message],
         processed: list[Message],
         steps: list[StepReport],
         ctx: ProcessContext,
+        call: Call,
         replayed: int = 1,
         record: Callable[[Report], None] | None = None,
-    ) -> PipelineResult[MessageT]:
-        # A history nobody changed is handed back as the caller's own objects.
-        untouched = len(processed) == len(neutral) and all(a is b for a, b in zip(processed, neutral))
-        native = list(original) if untouched else adapter.to_native(processed)
-        if not untouched:
-            # So a store can keep what this call replaced even if no store saw it before.
-            provenance.record(original, native)
+    ) -> PipelineResult[Message]:
         before = steps[0].tokens_before if steps else sum(ctx.counter.count_message(m) for m in neutral)
         after = steps[-1].tokens_after if steps else before
         report = Report(
@@ -850,14 +924,60 @@ class Pipeline(HistoryProcessor):
             replayed,
         )
         # The one place usage warnings and the span's figures come from (not each integration).
-        report = replace(report, warnings=self.usage.check(report, neutral))
+        report = replace(report, warnings=self.usage.check(report, ctx.conversation))
         if record is not None:
             record(report)
         if report.changed:
             logger.debug("historykit pipeline:\n%s", report)
         if self.on_report is not None:
             self.on_report(report)
-        return PipelineResult(native, report)
+        # View-only mode keeps every original in the history: nothing to hand on.
+        originals = (
+            {} if call.mode == "view" else _placeholder_originals(neutral, processed, self.recall_tools)
+        )
+        return PipelineResult(processed, report, originals)
+
+
+def native_result(
+    adapter: Any, original: Sequence[MessageT], neutral: Sequence[Message], result: PipelineResult[Message]
+) -> PipelineResult[MessageT]:
+    """`result` (of `Pipeline.run_call` on `neutral`, the conversion of `original` by `adapter`)
+    with the framework's messages: the caller's own objects when nothing changed, else the adapter's
+    conversion, recorded for the stores (`historykit.provenance`)."""
+    processed = result.messages
+    if len(processed) == len(neutral) and all(a is b for a, b in zip(processed, neutral)):
+        return PipelineResult(list(original), result.report, result.originals)
+    native = adapter.to_native(processed)
+    # So a store can keep what this call replaced even if no store saw it before.
+    provenance.record(original, native)
+    return PipelineResult(native, result.report, result.originals)
+
+
+def _placeholder_originals(
+    given: Sequence[Message], processed: Sequence[Message], tools: frozenset[str]
+) -> dict[str, str]:
+    """The tool outputs of `given` that the placeholders this call wrote name by recall handle."""
+    if not tools:
+        return {}
+    kept = {id(m) for m in given}
+    wanted = {
+        handle
+        for msg in processed
+        if id(msg) not in kept
+        for part in msg.tool_results
+        for tool in tools
+        if (handle := handle_in(part.content, tool)) is not None
+    }
+    found: dict[str, str] = {}
+    if not wanted:
+        return found
+    for msg in given:
+        for part in msg.parts:
+            if isinstance(part, ToolResultPart):
+                own = content_handle(part.content)
+                if own in wanted:
+                    found[own] = part.content
+    return found
 
 
 _StepCall = tuple[HistoryProcessor, list[Message], ProcessContext]

@@ -86,4 +86,4 @@ def _remember(message: Any, originals: tuple[Any, ...]) -> None:
 def _forget(key: int, ref: weakref.ref[Any]) -> None:
     entry = _REPLACED.get(key)
     if entry is not None and entry[0] is ref:
-        del _REPLACED[key]
+        _REPLACED.pop(key, None)

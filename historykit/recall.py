@@ -16,17 +16,26 @@ collision is a 1-in-10^12 event; a lookup that finds two contents says so instea
 
 Where the tool finds the original, in order:
 
-1. the in-memory originals the integration kept (persistent mode replaces the history, so the
-   integration remembers what each placeholder replaced: up to `Recall.max_originals` per
+1. the originals the conversation kept (persistent mode replaces the history, so each call's
+   pipeline result names what its placeholders replaced, `PipelineResult.originals`, and the
+   integration keeps them with the conversation: Pydantic AI in the conversation's state
+   (`historykit.conversations`), LangChain in the graph state; up to `Recall.max_originals` per
    conversation, the oldest dropped first);
 2. the conversation's history as the framework holds it (view-only mode keeps every message);
 3. the store's log, when a store is given (`SQLModelSaver.transcript(thread_id)`,
    `SQLModelConversationStore.transcript(conversation_id)`: every message the thread ever had),
    which also serves a new process and conversations the memory dropped.
 
-An unknown handle is answered with a short `[recall: ...]` text, never an exception, so the run
-goes on. A long original comes in pages of `Recall.max_chars` characters, each ending with a note
-naming the `offset=` of the next page.
+Only the conversation the tool runs in is searched: a handle of another conversation is unknown
+there, whatever it names. An unknown or malformed handle is answered with a short `[recall: ...]`
+text (never an exception, and never more than a few dozen characters of what was passed), so the
+run goes on. A long original comes in pages of `Recall.max_chars` characters, each ending with a
+note naming the `offset=` of the next page; the original found for the first page is kept with the
+conversation, so paging through it costs time linear in its length.
+
+A placeholder names its own content's handle. Only a notice or placeholder historykit wrote (its
+message carries a compaction marker) passes on the handle it names: a tool output whose text merely
+looks like one is an output like any other.
 
 What a recall result is afterwards: an ordinary tool output. It can be cleared again like any
 other (its placeholder carries the same handle when it returned the whole original, since the
@@ -48,18 +57,22 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
-from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.identity_cache import DEFAULT_CACHE_POLICY, IdentityCache
 from historykit.messages import Message, ToolResultPart
+
+if TYPE_CHECKING:
+    from historykit.conversations import ConversationState
 
 __all__ = [
     "HANDLE_LENGTH",
     "Recall",
     "check_recall_tool",
+    "content_handle",
     "handle_in",
     "placeholder_handle",
     "recall_call",
@@ -70,8 +83,10 @@ __all__ = [
 HANDLE_LENGTH = 10
 """Hex digits in a handle: 40 bits, so that two outputs of one conversation practically never share one."""
 _HANDLE = re.compile(rf"[0-9a-f]{{{HANDLE_LENGTH}}}")
-_MAX_CONVERSATIONS = 64
-"""Conversations whose originals are kept in memory (the least recently used go first)."""
+_SHOWN = 40
+"""Characters of a bad argument a `[recall: ...]` answer repeats (the model may pass megabytes)."""
+_HANDLES: IdentityCache[str] = IdentityCache()
+"""`content_handle`'s digests, per content string object: a history's outputs are hashed once."""
 
 
 def recall_handle(content: str) -> str:
@@ -79,6 +94,15 @@ def recall_handle(content: str) -> str:
     return hashlib.blake2b(
         content.encode("utf-8", "surrogatepass"), digest_size=HANDLE_LENGTH // 2
     ).hexdigest()
+
+
+def content_handle(content: str) -> str:
+    """`recall_handle(content)`, remembered for this very string object (the adapters hand the same
+    object back on every call): looking a handle up in a long history hashes each output once."""
+    handle = _HANDLES.get(content)
+    if handle is None:
+        handle = _HANDLES.put(content, recall_handle(content), DEFAULT_CACHE_POLICY)
+    return handle
 
 
 def recall_call(tool: str, handle: str) -> str:
@@ -110,10 +134,12 @@ def recall_option(option: object) -> Recall | None:
     return option
 
 
-def placeholder_handle(content: str, tool: str) -> str:
-    """The handle a placeholder for `content` names: the content's own, unless `content` is itself a
-    one-line placeholder or notice that names a handle (then that one: the original it stands for)."""
-    if content.startswith("[") and "\n" not in content:
+def placeholder_handle(content: str, tool: str, written: bool) -> str:
+    """The handle a placeholder for `content` names: the content's own, unless `content` is a
+    one-line placeholder or notice historykit `written` (its message carries a compaction marker)
+    that names a handle: then that one, the original it stands for. A tool output that only looks
+    like a notice names its own handle, so no output can point recall at another."""
+    if written and content.startswith("[") and "\n" not in content:
         named = handle_in(content, tool)
         if named is not None:
             return named
@@ -136,7 +162,7 @@ def originals(handle: str, messages: Sequence[Message]) -> list[str]:
     for msg in messages:
         for part in msg.parts:
             content = part.content if isinstance(part, ToolResultPart) else None
-            if content is not None and content not in found and recall_handle(content) == handle:
+            if content is not None and content not in found and content_handle(content) == handle:
                 found.append(content)
     return found
 
@@ -148,7 +174,8 @@ class Recall:
 
     The integration sets `recall_tool` on its pipeline's `ClearToolResults` and `DedupeFileReads`
     (so their placeholders name the tool and a handle), adds the tool to the agent, and keeps the
-    originals persistent mode replaced. See the module documentation for where originals are found.
+    originals persistent mode replaced with the conversation. See the module documentation for where
+    originals are found.
 
     Example:
         ```python
@@ -171,12 +198,10 @@ class Recall:
     store: Any = None
     """A store whose log has every message the conversation ever had: a `SQLModelSaver` (LangGraph)
     or a `SQLModelConversationStore` (Pydantic AI); anything with `transcript(conversation_id)`
-    (and optionally `atranscript`) returning a `Transcript`. `None`: memory and history only."""
+    (and optionally `atranscript`) returning a `Transcript`. `None`: the conversation's own
+    originals and history only."""
     max_originals: int = 1_000
-    """Persistent mode: originals kept in memory per conversation (the oldest go first)."""
-    _memory: OrderedDict[str | None, OrderedDict[str, str]] = field(
-        default_factory=OrderedDict, init=False, repr=False, compare=False
-    )
+    """Originals a conversation keeps for recall (the oldest go first)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -215,56 +240,33 @@ class Recall:
                 )
             processor.recall_tool = self.name  # type: ignore[attr-defined]
 
-    # --- the originals persistent mode replaced ---------------------------------------------------
-
-    def keep(self, conversation: str | None, given: Sequence[Any], processed: Sequence[Any]) -> None:
-        """Persistent mode: remember the originals of the placeholders a call wrote.
-
-        `given` is the history the pipeline got, `processed` what it returned (native messages of
-        either framework, or neutral ones); messages it left alone are the very same objects, so
-        only the edited ones are read, and the history only when they name a handle not kept yet."""
-        from historykit.frameworks import adapter_for
-
-        untouched = {id(msg) for msg in given}
-        edited = [msg for msg in processed if id(msg) not in untouched]
-        if not edited:
-            return
-        kept = self._memory.get(conversation, OrderedDict())
-        wanted = {
-            handle
-            for msg in adapter_for(edited).to_neutral(edited)
-            for part in msg.tool_results
-            if (handle := handle_in(part.content, self.name)) is not None and handle not in kept
-        }
-        if not wanted:
-            return
-        for msg in adapter_for(given).to_neutral(given):
-            for part in msg.tool_results:
-                handle = recall_handle(part.content)
-                if handle in wanted:
-                    kept[handle] = part.content
-                    wanted.discard(handle)
-        while len(kept) > self.max_originals:
-            kept.popitem(last=False)
-        self._memory[conversation] = kept
-        self._memory.move_to_end(conversation)
-        while len(self._memory) > _MAX_CONVERSATIONS:
-            self._memory.popitem(last=False)
+    def keep(self, state: ConversationState, originals: Mapping[str, str]) -> None:
+        """Keep the originals a call's placeholders replaced (`PipelineResult.originals`) with the
+        conversation they belong to."""
+        for handle, content in originals.items():
+            state.keep_original(handle, content, self.max_originals)
 
     # --- the tool ---------------------------------------------------------------------------------
 
     def lookup(
-        self, handle: str, offset: int = 0, *, conversation: str | None = None, history: Sequence[Any] = ()
+        self,
+        handle: object,
+        offset: object = 0,
+        *,
+        state: ConversationState | None = None,
+        kept: Mapping[str, str] | None = None,
+        history: Sequence[Message] = (),
+        store_key: str | None = None,
     ) -> str:
         """The tool's answer: the original output `handle` names (from `offset` on, at most
         `max_chars` characters, with a note when there is more), or a `[recall: ...]` text saying why
-        there is none. `history` is the conversation's messages as the framework holds them."""
-        problem = self._check(handle, offset)
-        if problem is not None:
-            return problem
-        found = self._known(handle, conversation, history)
-        if not found and self.store is not None and conversation is not None:
-            transcript = self.store.transcript(conversation)
+        there is none. Searched, in order: the originals the conversation's `state` kept, those the
+        framework's own state `kept` for it, its neutral `history`, and the store's transcript of
+        `store_key` (the conversation's id there)."""
+        plan = self._lookup(handle, offset, state, kept, history, store_key)
+        try:
+            key = next(plan)
+            transcript = self.store.transcript(key)
             if inspect.isawaitable(transcript):
                 close = getattr(transcript, "close", None)
                 if close is not None:
@@ -273,46 +275,77 @@ class Recall:
                     f"the recall store {type(self.store).__qualname__} reads its transcript asynchronously: "
                     "run the agent with its async API (ainvoke, run)"
                 )
-            found = _in_transcript(handle, transcript)
-        return self._answer(handle, offset, found)
+            plan.send(transcript)
+        except StopIteration as done:
+            return cast("str", done.value)
+        raise AssertionError("a lookup reads one transcript at most")  # pragma: no cover
 
     async def alookup(
-        self, handle: str, offset: int = 0, *, conversation: str | None = None, history: Sequence[Any] = ()
+        self,
+        handle: object,
+        offset: object = 0,
+        *,
+        state: ConversationState | None = None,
+        kept: Mapping[str, str] | None = None,
+        history: Sequence[Message] = (),
+        store_key: str | None = None,
     ) -> str:
         """`lookup` for async code: the store's transcript is read on the event loop."""
+        plan = self._lookup(handle, offset, state, kept, history, store_key)
+        try:
+            key = next(plan)
+            read = getattr(self.store, "atranscript", None) or self.store.transcript
+            transcript = read(key)
+            if inspect.isawaitable(transcript):
+                transcript = await transcript
+            plan.send(transcript)
+        except StopIteration as done:
+            return cast("str", done.value)
+        raise AssertionError("a lookup reads one transcript at most")  # pragma: no cover
+
+    def _lookup(
+        self,
+        handle: object,
+        offset: object,
+        state: ConversationState | None,
+        kept: Mapping[str, str] | None,
+        history: Sequence[Message],
+        store_key: str | None,
+    ) -> Generator[str, Any, str]:
+        """The lookup written once: it yields the store key whose transcript it needs (at most
+        once) and is sent the transcript, which `lookup` reads and `alookup` awaits."""
         problem = self._check(handle, offset)
         if problem is not None:
             return problem
-        found = self._known(handle, conversation, history)
-        if not found and self.store is not None and conversation is not None:
-            read = getattr(self.store, "atranscript", None) or self.store.transcript
-            transcript = read(conversation)
-            if inspect.isawaitable(transcript):
-                transcript = await transcript
-            found = _in_transcript(handle, transcript)
-        return self._answer(handle, offset, found)
+        assert isinstance(handle, str) and isinstance(offset, int)  # checked above
+        found = self._known(handle, state, kept, history)
+        if not found and self.store is not None and store_key is not None:
+            found = _in_transcript(handle, (yield store_key))
+        return self._answer(handle, offset, found, state)
 
     def _check(self, handle: object, offset: object) -> str | None:
         if not isinstance(handle, str) or not _HANDLE.fullmatch(handle):
             return (
-                f"[recall: {handle!r} is not a handle: a handle is the {HANDLE_LENGTH} hex digits a "
+                f"[recall: {_shown(handle)} is not a handle: a handle is the {HANDLE_LENGTH} hex digits a "
                 f"placeholder names in {recall_call(self.name, '…')}]"
             )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            return f"[recall: offset must be a non-negative whole number, got {offset!r}]"
+            return f"[recall: offset must be a non-negative whole number, got {_shown(offset)}]"
         return None
 
-    def _known(self, handle: str, conversation: str | None, history: Sequence[Any]) -> list[str]:
-        kept = self._memory.get(conversation)
-        if kept is not None and handle in kept:
-            return [kept[handle]]
-        if not history:
-            return []
-        from historykit.frameworks import adapter_for
+    @staticmethod
+    def _known(
+        handle: str,
+        state: ConversationState | None,
+        kept: Mapping[str, str] | None,
+        history: Sequence[Message],
+    ) -> list[str]:
+        for source in (state.originals if state is not None else None, kept):
+            if source is not None and isinstance(content := source.get(handle), str):
+                return [content]
+        return originals(handle, history) if history else []
 
-        return originals(handle, adapter_for(history).to_neutral(history))
-
-    def _answer(self, handle: str, offset: int, found: list[str]) -> str:
+    def _answer(self, handle: str, offset: int, found: list[str], state: ConversationState | None) -> str:
         if not found:
             return (
                 f"[recall: no cleared output has the handle '{handle}' in this conversation; check the "
@@ -332,12 +365,21 @@ class Recall:
         end = min(offset + self.max_chars, len(content))
         if offset == 0 and end == len(content):
             return content
+        if state is not None and handle not in state.originals:
+            # The next pages come from here, not from another search of the history or the store.
+            state.keep_original(handle, content, self.max_originals)
         note = f"[recall: characters {offset:,}-{end:,} of {len(content):,}"
         if end < len(content):
             note += f"; {self.name}(handle='{handle}', offset={end}) returns the next part]"
         else:
             note += "; the end]"
         return f"{content[offset:end]}\n{note}"
+
+
+def _shown(value: object) -> str:
+    """`value` as a `[recall: ...]` answer repeats it: its repr, cut to a few dozen characters."""
+    shown = repr(value) if isinstance(value, (str, int)) else f"a {type(value).__qualname__}"
+    return shown if len(shown) <= _SHOWN else f"{shown[: _SHOWN - 1]}…"
 
 
 def _in_transcript(handle: str, transcript: Any) -> list[str]:

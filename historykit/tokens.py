@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ def remember_counts(method: str, counts: dict[bytes, int]) -> None:
     known = _KNOWN_COUNTS.setdefault(method, {})
     if len(known) + len(counts) > _MAX_KNOWN:
         for old in list(known)[: len(known) // 2]:
-            del known[old]
+            known.pop(old, None)
     known.update(counts)
 
 
@@ -105,12 +106,19 @@ def counts_noted_since(position: int) -> tuple[int, list[tuple[object, str, byte
     return _NOTED_DROPPED + len(_NOTED), [entry for entry in alive if entry[0] is not None]
 
 
+_NOTED_LOCK = threading.Lock()
+"""Several threads count at once in a server: dropping the oldest half and moving the positions on
+must be one step."""
+
+
 def _note_native_count(native: object, method: str, digest: bytes, tokens: int) -> None:
     global _NOTED_DROPPED
     if len(_NOTED) >= _MAX_NOTED:
-        half = len(_NOTED) // 2
-        del _NOTED[:half]
-        _NOTED_DROPPED += half
+        with _NOTED_LOCK:
+            if len(_NOTED) >= _MAX_NOTED:
+                half = len(_NOTED) // 2
+                del _NOTED[:half]
+                _NOTED_DROPPED += half
     try:
         ref = weakref.ref(native)
     except TypeError:  # a native type without weak references: its count is made again after a load
@@ -331,7 +339,7 @@ class TokenCounter:
         cache = self._cache
         if len(cache) >= self.max_cached:
             for old in list(cache)[: len(cache) // 2]:
-                del cache[old]
+                cache.pop(old, None)  # another thread serving another conversation may evict too
         cache[key] = (obj, tokens)
 
     def per_message(self, messages: Sequence[Any]) -> list[int]:

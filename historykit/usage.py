@@ -11,13 +11,13 @@ over the window; `used_fraction_before`: the history the pipeline was given). Ea
   provider will likely refuse it (historykit's integrations then compact and retry once).
 
 A warning is given once per crossing: a conversation whose calls stay over a mark is warned once,
-and again only after it went back under it and crossed again. Conversations are told apart by
-their system messages and their task (the first message after them), which every processor keeps,
-so one pipeline can serve many; two conversations with the same system prompt and the same first
-request count as one. Each warning is logged on the `historykit` logger at WARNING level, added
-to the call's report (`report.warnings`), passed to `on_warning` when given, and recorded as an
-OpenTelemetry span event (`historykit.telemetry`). The pipeline is the one that emits them: the
-integrations only pass reports on.
+and again only after it went back under it and crossed again. The level is kept with the
+conversation (`historykit.conversations`, the call's `conversation=` or the integration's key), so
+one pipeline serves many; a call that names no conversation is judged on its own. Each warning is
+logged on the `historykit` logger at WARNING level, added to the call's report (`report.warnings`),
+passed to `on_warning` when given, and recorded as an OpenTelemetry span event
+(`historykit.telemetry`). The pipeline is the one that emits them: the integrations only pass
+reports on.
 
 Example:
     ```python
@@ -34,16 +34,14 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from historykit.digests import message_digest
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
-from historykit.messages import Message
 
 if TYPE_CHECKING:
+    from historykit.conversations import ConversationState
     from historykit.pipeline import Report
 
 __all__ = ["UsageMonitor", "UsageWarning", "WarningKind"]
@@ -83,12 +81,9 @@ class UsageMonitor:
     Example:
         ```python
         monitor = UsageMonitor(warn_at=0.9, on_warning=print)
-        warnings = monitor.check(report, messages)   # () unless this call crossed a mark
+        warnings = monitor.check(report, pipeline.conversations.get("user-42"))  # () unless it crossed
         ```
     """
-
-    max_conversations = 4_096
-    """Conversations remembered (the oldest are forgotten first)."""
 
     def __init__(
         self, warn_at: float | None = None, on_warning: Callable[[UsageWarning], None] | None = None
@@ -105,11 +100,10 @@ class UsageMonitor:
         """Warn when what a call sends crosses this fraction of the window; `None`: only over it."""
         self.on_warning = on_warning
         """Called with each warning, after it is logged."""
-        self._levels: OrderedDict[bytes, int] = OrderedDict()
 
-    def check(self, report: Report, messages: Sequence[Message]) -> tuple[UsageWarning, ...]:
-        """The warnings of the call `report` describes (`messages`: its input, which names the
-        conversation); each is logged and passed to `on_warning`."""
+    def check(self, report: Report, conversation: ConversationState) -> tuple[UsageWarning, ...]:
+        """The warnings of the call `report` describes, given the state of its `conversation` (which
+        keeps the level reached); each is logged and passed to `on_warning`."""
         window = report.context_window
         tokens = report.tokens_after
         if tokens > window:
@@ -118,11 +112,7 @@ class UsageMonitor:
             level = _NEAR
         else:
             level = _BELOW
-        key = _conversation(messages)
-        previous = self._levels.pop(key, _BELOW)
-        self._levels[key] = level
-        while len(self._levels) > self.max_conversations:
-            self._levels.popitem(last=False)
+        previous, conversation.usage_level = conversation.usage_level, level
         if level <= previous:
             return ()
         warning = self._warning(report, level)
@@ -160,14 +150,3 @@ class UsageMonitor:
             mark,
             f"historykit: the call sends {used}: over the warn mark ({mark:.0%})",
         )
-
-
-def _conversation(messages: Sequence[Message]) -> bytes:
-    """What tells conversations apart: the system messages and the task (the first user message),
-    which every processor keeps verbatim."""
-    head = []
-    for message in messages:
-        head.append(message_digest(message))
-        if message.role != "system":
-            break
-    return b"".join(head)

@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Generator, Sequence
 from typing import Literal
@@ -75,11 +76,14 @@ class ViewReplay:
         ```
     """
 
-    def __init__(self, max_views: int = 512, cache_policy: CachePolicy = DEFAULT_CACHE_POLICY) -> None:
+    def __init__(self, max_views: int = 32, cache_policy: CachePolicy = DEFAULT_CACHE_POLICY) -> None:
         self.max_views = max_views
-        """Views remembered (least recently used go first); one per model call of recent conversations."""
+        """Views remembered (least recently used go first), one per model call: a warm call needs
+        the latest; older ones serve a history rewound to an earlier call (a retried turn)."""
         self._views: OrderedDict[bytes, tuple[Message, ...]] = OrderedDict()
         self._digests = MessageDigests(cache_policy)
+        # Two calls of one conversation may run at once (a double submit from two threads).
+        self._lock = threading.Lock()
 
     def _chain(self, raw: Sequence[Message], points: Sequence[int], setting: str) -> list[bytes]:
         """The digest of `raw[:p]` for every point `p`: a hash chain over the message digests,
@@ -106,9 +110,8 @@ class ViewReplay:
         view: list[Message] = []
         start, done = 0, 0
         for index in range(len(points) - 1, -1, -1):
-            known = self._views.get(chain[index])
+            known = self._recall(chain[index])
             if known is not None:
-                self._views.move_to_end(chain[index])
                 view, start, done = list(known), points[index], index + 1
                 break
         if done == len(points):
@@ -130,8 +133,19 @@ class ViewReplay:
         points = request_points(raw)
         self._remember(self._chain(raw, points, setting)[-1], list(view))
 
+    def _recall(self, key: bytes) -> tuple[Message, ...] | None:
+        with self._lock:
+            known = self._views.get(key)
+            if known is not None:
+                self._views.move_to_end(key)
+            return known
+
     def _remember(self, key: bytes, view: list[Message]) -> None:
-        self._views[key] = tuple(view)
-        self._views.move_to_end(key)
-        while len(self._views) > self.max_views:
-            self._views.popitem(last=False)
+        with self._lock:
+            self._views[key] = tuple(view)
+            self._views.move_to_end(key)
+            while len(self._views) > self.max_views:
+                self._views.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._views)

@@ -63,8 +63,10 @@ PUBLIC: dict[str, list[str]] = {
         "ThinkingPart",
         "ToolCallPart",
         "ToolResultPart",
+        "payload_digest",
     ],
     "historykit.pipeline": [
+        "Call",
         "HistoryProcessor",
         "ManualCompaction",
         "Pipeline",
@@ -73,6 +75,12 @@ PUBLIC: dict[str, list[str]] = {
         "Report",
         "StepNotes",
         "StepReport",
+        "native_result",
+    ],
+    "historykit.conversations": [
+        "ConversationState",
+        "Conversations",
+        "conversation_key",
     ],
     "historykit.processors": [
         "ClearToolResults",
@@ -141,6 +149,7 @@ PUBLIC: dict[str, list[str]] = {
         "HANDLE_LENGTH",
         "Recall",
         "check_recall_tool",
+        "content_handle",
         "handle_in",
         "placeholder_handle",
         "recall_call",

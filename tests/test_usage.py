@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from historykit import Message, Report, UsageWarning
+from historykit import Pipeline, Report, UsageWarning
+from historykit.conversations import Conversations, ConversationState
 from historykit.usage import UsageMonitor
 
 WINDOW = 10_000
@@ -43,11 +44,11 @@ def test_a_warning_comes_exactly_when_a_conversation_crosses_a_mark_upwards(
     """Two conversations interleaved through one monitor: each is judged against its own last call."""
     given_: list[UsageWarning] = []
     monitor = UsageMonitor(warn_at, on_warning=given_.append)
+    states = Conversations()
     last = {"a": 0, "b": 0}
     expected: list[UsageWarning] = []
     for tokens, changed, conversation in calls:
-        history = [Message.system("Be careful."), Message.user(f"Task of conversation {conversation}.")]
-        warnings = monitor.check(report(tokens, changed), [*history, Message.assistant("Working.")])
+        warnings = monitor.check(report(tokens, changed), states.get(conversation))
         now = level(tokens, warn_at)
         assert len(warnings) == (1 if now > last[conversation] else 0)
         for warning in warnings:
@@ -61,11 +62,11 @@ def test_a_warning_comes_exactly_when_a_conversation_crosses_a_mark_upwards(
 
 def test_warnings_are_logged_at_warning_level(caplog: pytest.LogCaptureFixture) -> None:
     monitor = UsageMonitor(0.9)
-    history = [Message.user("Fix the bug.")]
+    state = ConversationState("c")
     with caplog.at_level(logging.WARNING, logger="historykit"):
-        (near,) = monitor.check(report(9_500), history)
-        assert monitor.check(report(9_600), history) == ()
-        (over,) = monitor.check(report(10_400, changed=True), history)
+        (near,) = monitor.check(report(9_500), state)
+        assert monitor.check(report(9_600), state) == ()
+        (over,) = monitor.check(report(10_400, changed=True), state)
     assert [r.getMessage() for r in caplog.records if r.name == "historykit"] == [near.message, over.message]
     assert near.message == (
         "historykit: the call sends 9,500 tokens, 95% of the 10,000-token window: over the warn mark (90%)"
@@ -85,7 +86,7 @@ def test_a_reports_warnings_show_in_its_table_and_html() -> None:
 
     from rich.console import Console
 
-    (warning,) = UsageMonitor(0.9).check(report(9_500), [Message.user("Fix the bug.")])
+    (warning,) = UsageMonitor(0.9).check(report(9_500), ConversationState(None))
     shown = replace(report(9_500), warnings=(warning,))
     assert f"warning (near-limit): {warning.message}" in str(shown)
     assert "95% → 95% of the window" in str(shown)
@@ -94,3 +95,20 @@ def test_a_reports_warnings_show_in_its_table_and_html() -> None:
     console.print(shown)
     # The caption wraps at the table's width.
     assert f"warning (near-limit): {warning.message}" in " ".join(console.export_text().split())
+
+
+def test_two_conversations_with_the_same_prompt_and_task_are_warned_apart() -> None:
+    """The level belongs to the conversation the call names, not to what its messages look like:
+    two users who sent the same first request each get their warning; a call naming none is judged
+    on its own every time."""
+    from historykit.messages import Message, TextPart
+
+    given_: list[UsageWarning] = []
+    pipeline = Pipeline(warn_at=0.5, on_warning=given_.append)
+    history = [Message.system("Be careful."), Message.user("Fix the bug. " + "word " * 3_000)]
+    for conversation in ("alice", "bob", "alice", "bob"):
+        pipeline.run(history, 5_000, conversation=conversation)
+    assert len(given_) == 2
+    for _ in range(2):
+        pipeline.run([*history, Message("assistant", (TextPart("ok"),))], 5_000)
+    assert len(given_) == 4

@@ -259,7 +259,7 @@ def _replay(
     previous = 0
     for point in request_points(raw):
         history = carried + raw[previous:point] if mode == "persistent" else raw[:point]
-        view = pipeline.run(history, window, mode=mode, binds_thinking=binds).messages  # type: ignore[arg-type]
+        view = pipeline.run(history, window, mode=mode, binds_thinking=binds, conversation="c").messages  # type: ignore[arg-type]
         sent.append(view)
         carried, previous = view, point
     return sent
@@ -316,13 +316,15 @@ def _tool_loop(calls: int) -> list[Message]:
 def test_view_replay_replays_only_what_is_new() -> None:
     raw = _tool_loop(5)
     pipeline = Pipeline([Repair()])
-    cold = pipeline.run(raw, 10_000, mode="view")
+    cold = pipeline.run(raw, 10_000, mode="view", conversation="c")
     assert cold.report.replayed_calls == len(request_points(raw))
     grown = [*raw, Message("assistant", (TextPart("done"),)), Message.user("thanks")]
-    assert pipeline.run(grown, 10_000, mode="view").report.replayed_calls == 1
-    assert pipeline.run(grown, 10_000, mode="view").report.replayed_calls == 0
+    assert pipeline.run(grown, 10_000, mode="view", conversation="c").report.replayed_calls == 1
+    assert pipeline.run(grown, 10_000, mode="view", conversation="c").report.replayed_calls == 0
     # Another window is another setting: nothing derived under the first one is reused.
-    assert pipeline.run(grown, 20_000, mode="view").report.replayed_calls == len(request_points(grown))
+    assert pipeline.run(grown, 20_000, mode="view", conversation="c").report.replayed_calls == len(
+        request_points(grown)
+    )
     replay = ViewReplay(max_views=2)
     steps = replay.derive(raw)
     call = next(steps)
@@ -382,8 +384,10 @@ def test_random_pipelines_send_one_valid_view(raw: list[Message], steps: list[An
 def test_a_call_with_its_own_counter_or_callback_continues_the_pipelines_views() -> None:
     raw = _tool_loop(4)
     pipeline = Pipeline([Repair()])
-    pipeline.run(raw, 10_000, mode="view")
+    pipeline.run(raw, 10_000, mode="view", conversation="c")
     grown = [*raw, Message("assistant", (TextPart("done"),)), Message.user("thanks")]
     reports: list[Any] = []
-    again = pipeline.run(grown, 10_000, mode="view", on_report=reports.append, counter=pipeline.counter)
+    again = pipeline.run(
+        grown, 10_000, mode="view", on_report=reports.append, counter=pipeline.counter, conversation="c"
+    )
     assert again.report.replayed_calls == 1 and reports == [again.report]

@@ -60,6 +60,7 @@ from historykit.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
+    payload_digest,
 )
 
 __all__ = ["read_claude_code", "write_claude_code"]
@@ -277,6 +278,7 @@ def _user_part(block: dict[str, Any]) -> Part:
             url if isinstance(url, str) else "",
             size,
             native=block,
+            digest=payload_digest(data) if isinstance(data, str) else "",
         )
     return OtherPart(kind, json.dumps(block, ensure_ascii=False), native=block)
 

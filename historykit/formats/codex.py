@@ -60,6 +60,7 @@ from historykit.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
+    payload_digest,
 )
 
 __all__ = ["read_codex", "write_codex"]
@@ -237,7 +238,10 @@ def _content_parts(item: dict[str, Any], lineno: int, error: Any) -> list[Part]:
             url = block.get("image_url")
             inline = isinstance(url, str) and url.startswith("data:")
             size = len(url.partition(",")[2]) * 3 // 4 if inline and isinstance(url, str) else 0
-            parts.append(MediaPart("image", "" if inline else str(url or ""), size, native=block))
+            digest = payload_digest(url) if inline and isinstance(url, str) else ""
+            parts.append(
+                MediaPart("image", "" if inline else str(url or ""), size, native=block, digest=digest)
+            )
         else:
             parts.append(OtherPart(str(kind), json.dumps(block, ensure_ascii=False), native=block))
     return parts

@@ -1,9 +1,10 @@
 """What every framework integration shares, written once and framework-free.
 
 An integration (the Pydantic AI capability and history processor, the LangChain middleware and
-hook) holds a pipeline, a context-window rule, report delivery, pending manual compactions and a
-compact-and-retry state (`historykit.plugins._overflow`). `Glue` is that state and its rules; each
-integration adds how its framework hands it the history, the model and the conversation key.
+hook) holds a pipeline, a context-window rule, report delivery and pending manual compactions.
+`Glue` is that and its rules; each integration adds how its framework hands it the history, the
+model and the conversation key, converts the history once (its own adapter, in and out) and hands
+the pipeline one `historykit.pipeline.Call`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from historykit.context_window import ContextWindow, resolve_context_window
+from historykit.conversations import ConversationState
 from historykit.errors import ArgumentTypeError
 from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
-from historykit.plugins._overflow import OverflowRetry
+from historykit.plugins._overflow import shrunk_window
 
 __all__ = ["Glue", "WrongFramework", "pipeline_of", "refuse_call"]
 
@@ -33,7 +35,12 @@ def pipeline_of(processor: object) -> Pipeline:
 
 
 class Glue:
-    """The state every integration keeps, and the rules that use it (a mixin: no `__init__`)."""
+    """The state every integration keeps, and the rules that use it (a mixin: no `__init__`).
+
+    What outlives a call lives in the pipeline's conversation states (`historykit.conversations`),
+    under the key the integration reads off its framework; the glue itself holds configuration and
+    the manual compactions asked for.
+    """
 
     pipeline: Pipeline
     """The pipeline that runs (a single processor is wrapped in one)."""
@@ -45,8 +52,6 @@ class Glue:
     """The report of the latest call."""
     binds_thinking: bool | None
     """Whether the model binds thinking to the history (R13); `None`: from the model."""
-    overflow: OverflowRetry
-    """Compact-and-retry: the windows conversations shrank to after a context overflow."""
     _manual: dict[str | None, ManualCompaction]
 
     def _take_manual(self, conversation: str | None) -> ManualCompaction | None:
@@ -54,7 +59,7 @@ class Glue:
         request = self._manual.pop(conversation, None) if conversation is not None else None
         return request or self._manual.pop(None, None)
 
-    def _window_with(self, stated: ContextWindow | None, conversation: str | None) -> ContextWindow:
+    def _window_with(self, stated: ContextWindow | None, state: ConversationState) -> ContextWindow:
         """The window of a call: `context_window`, else what the model `stated`, else the default;
         then the smaller one a context overflow left for the conversation."""
         configured = resolve_context_window(
@@ -62,18 +67,18 @@ class Glue:
             stated.tokens if stated else None,
             stated.source if stated else "model profile",
         )
-        return self.overflow.window(conversation, configured)
+        return shrunk_window(state, configured)
 
     def _binds_with(self, stated: bool | None) -> bool | None:
         """`binds_thinking` when set, else what the model `stated`."""
         return self.binds_thinking if self.binds_thinking is not None else stated
 
-    def _deliver(self, result: PipelineResult) -> list[Any]:
-        """Hand the call's report on, and give the processed messages."""
+    def _deliver(self, result: PipelineResult[Any]) -> PipelineResult[Any]:
+        """Hand the call's report on; the result itself is returned."""
         self.last_report = result.report
         if self.on_report is not None:
             self.on_report(result.report)
-        return list(result.messages)
+        return result
 
 
 class WrongFramework:

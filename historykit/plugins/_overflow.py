@@ -11,21 +11,23 @@ retry once (`HistoryKit` for Pydantic AI, `HistoryKitMiddleware` for LangChain):
   `BadRequestError`, by the providers' wordings (Anthropic `prompt is too long: N tokens > M
   maximum`; OpenAI `context_length_exceeded`, "maximum context length", "exceeds the context
   window"). This module is the one place that knows them.
-- `OverflowRetry` runs the pipeline again on the same input with a smaller window: the provider's
-  maximum when the error states it (scaled to historykit's count when the provider counted more),
-  else `RETRY_FRACTION` of the window or the refused request's size, the smaller (`retry_window`).
-  The retry is a compaction: its report has an
-  `OverflowRetry` step with a `CompactionMarker(strategy="overflow-retry")`, and it is an
-  OpenTelemetry span, `historykit.overflow_retry` (`historykit.telemetry`).
+- `recompact` / `arecompact` run the pipeline again on the same input with a smaller window: the
+  provider's maximum when the error states it (scaled to historykit's count when the provider
+  counted more), else `RETRY_FRACTION` of the window or the refused request's size, the smaller
+  (`retry_window`). The retry is a compaction: its report has an `OverflowRetry` step with a
+  `CompactionMarker(strategy="overflow-retry")`, and it is an OpenTelemetry span,
+  `historykit.overflow_retry` (`historykit.telemetry`).
 
-The smaller window then stays with the conversation (`OverflowRetry.windows`), so later calls
-continue from the retried view and stay append-only between compactions. In view-only mode the
-retried view is the replay of the failed call alone at the smaller window, from the view the
-previous call had (what persistent mode does with the same input), and the pipeline remembers it
-(`Pipeline.remember_view`) so the replay of later calls continues from it; earlier calls are not
-replayed at the smaller window, which would change views the model already answered, thinking
-bound to them included. The windows are kept in memory: a new process budgets with the configured
-window again, and retries again if the provider still refuses.
+The smaller window then stays with the conversation (`ConversationState.window`,
+`historykit.conversations`; `shrunk_window` applies it), so later calls continue from the retried
+view and stay append-only between compactions. In view-only mode the retried view is the replay of
+the failed call alone at the smaller window, from the view the previous call had (what persistent
+mode does with the same input), and the pipeline remembers it for the conversation so the replay
+of later calls continues from it; earlier calls are not replayed at the smaller window, which would
+change views the model already answered, thinking bound to them included. The conversation state
+is kept in memory: the LangChain middleware also keeps the window in the graph state, so a new
+process budgets for it at once; elsewhere a new process budgets with the configured window again,
+and retries again if the provider still refuses.
 
 A second context-length error is not retried: it reaches the caller as raised.
 
@@ -47,24 +49,28 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Generator, Hashable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from collections.abc import Generator
+from dataclasses import dataclass, replace
+from typing import cast
 
 from historykit.binding import history_binds_thinking
 from historykit.context_window import ContextWindow
+from historykit.conversations import ConversationState
 from historykit.messages import CompactionMarker, Message
-from historykit.pipeline import Pipeline, PipelineResult, Report, StepNotes, StepReport
+from historykit.pipeline import Call, Pipeline, PipelineResult, Report, StepNotes, StepReport
 from historykit.telemetry import RETRY_SPAN_NAME, pipeline_span
-from historykit.view import Mode, request_points
+from historykit.view import request_points
 
 __all__ = [
     "RETRY_FRACTION",
     "RETRY_STEP",
     "RETRY_WINDOW_SOURCE",
     "ContextOverflow",
-    "OverflowRetry",
+    "arecompact",
     "context_overflow",
+    "recompact",
+    "retry_window",
+    "shrunk_window",
 ]
 
 RETRY_STEP = "OverflowRetry"
@@ -166,184 +172,85 @@ def retry_window(overflow: ContextOverflow, window: int, sent_tokens: int) -> in
     return max(1, min(target, window - 1))
 
 
-@dataclass(frozen=True)
-class _Run:
-    """One pipeline run a retry needs: the arguments of `Pipeline.run` / `arun`."""
-
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-
-
-@dataclass
-class _Plan:
-    """One retry, worked out before the pipeline runs again."""
-
-    overflow: ContextOverflow
-    window: int
-    neutral: list[Message]
-    binds: bool
-    previous_call: int
-    """In view-only mode, where the raw history's previous model call is (0: none)."""
+def shrunk_window(state: ConversationState, configured: ContextWindow) -> ContextWindow:
+    """The window a conversation's next call budgets for: the configured one, unless an overflow
+    shrank it."""
+    shrunk = state.window
+    if shrunk is None or shrunk >= configured.tokens:
+        return configured
+    return ContextWindow(shrunk, RETRY_WINDOW_SOURCE)
 
 
-@dataclass
-class OverflowRetry:
-    """Compact-and-retry for one integration: the retry itself and the windows conversations shrank to.
+def recompact(
+    pipeline: Pipeline, messages: list[Message], error: BaseException, call: Call, rejected: list[Message]
+) -> PipelineResult[Message] | None:
+    """The call's view again, for a smaller window; `None` when `error` is not a context overflow.
+
+    `messages` is the input of the rejected call (the previous view plus what is new, or in
+    view-only mode the raw history), `rejected` the messages it sent, `call` what it was; all
+    neutral, as the integration converted them. Keeps the smaller window with the conversation.
 
     Example:
         ```python
-        retry = OverflowRetry()
-        window = retry.window(thread_id, configured)          # the shrunk window once a call overflowed
         try:
             response = call_model(view)
         except Exception as error:
-            result = retry.recompact(pipeline, messages, error, conversation=thread_id, window=window,
-                                     mode="view", binds_thinking=None, rejected=view)
+            result = recompact(pipeline, neutral, error, call, rejected=sent)
             if result is None:
                 raise                                          # not a context-length error
-            response = call_model(result.messages)             # a second failure propagates
+            response = call_model(adapter.to_native(result.messages))  # a second failure propagates
         ```
     """
+    retry = _retry(pipeline, messages, error, call, rejected)
+    try:
+        run = next(retry)
+        while True:
+            run = retry.send(pipeline.run_call(*run))
+    except StopIteration as done:
+        return cast("PipelineResult[Message] | None", done.value)
 
-    windows: dict[Hashable, int] = field(default_factory=dict)
-    """The window each conversation shrank to after a context overflow (by thread or conversation id)."""
 
-    def window(self, conversation: Hashable, configured: ContextWindow) -> ContextWindow:
-        """The window a conversation's next call budgets for: the configured one, unless an overflow
-        shrank it."""
-        shrunk = self.windows.get(conversation)
-        if shrunk is None or shrunk >= configured.tokens:
-            return configured
-        return ContextWindow(shrunk, RETRY_WINDOW_SOURCE)
+async def arecompact(
+    pipeline: Pipeline, messages: list[Message], error: BaseException, call: Call, rejected: list[Message]
+) -> PipelineResult[Message] | None:
+    """`recompact` from async code: the pipeline runs with `arun_call` (an async summarizer is awaited)."""
+    retry = _retry(pipeline, messages, error, call, rejected)
+    try:
+        run = next(retry)
+        while True:
+            run = retry.send(await pipeline.arun_call(*run))
+    except StopIteration as done:
+        return cast("PipelineResult[Message] | None", done.value)
 
-    def _plan(
-        self,
-        messages: Sequence[Any],
-        error: BaseException,
-        window: ContextWindow,
-        binds_thinking: bool | None,
-        rejected_tokens: int,
-    ) -> _Plan | None:
-        overflow = context_overflow(error)
-        if overflow is None:
-            return None
-        from historykit.frameworks import adapter_for
 
-        neutral = adapter_for(messages).to_neutral(messages)
-        # Decided once for the whole retry: the view it seeds and the views it replays must agree.
-        binds = history_binds_thinking(neutral) if binds_thinking is None else binds_thinking
-        points = request_points(neutral)
-        previous = points[-2] if len(points) > 1 else 0
-        return _Plan(
-            overflow, retry_window(overflow, window.tokens, rejected_tokens), neutral, binds, previous
-        )
-
-    def recompact(
-        self,
-        pipeline: Pipeline,
-        messages: Sequence[Any],
-        error: BaseException,
-        *,
-        conversation: Hashable,
-        window: ContextWindow,
-        mode: Mode,
-        binds_thinking: bool | None,
-        rejected: Sequence[Any],
-    ) -> PipelineResult | None:
-        """The call's view again, for a smaller window; `None` when `error` is not a context overflow.
-
-        `messages` is the input of the rejected call (the previous view plus what is new, or in
-        view-only mode the raw history), `rejected` the messages it sent, `window` the window it
-        used. Remembers the smaller window for `conversation`.
-        """
-        retry = self._retry(pipeline, messages, error, conversation, window, mode, binds_thinking, rejected)
-        try:
-            run = next(retry)
-            while True:
-                run = retry.send(pipeline.run(*run.args, **run.kwargs))
-        except StopIteration as done:
-            return cast("PipelineResult | None", done.value)
-
-    async def arecompact(
-        self,
-        pipeline: Pipeline,
-        messages: Sequence[Any],
-        error: BaseException,
-        *,
-        conversation: Hashable,
-        window: ContextWindow,
-        mode: Mode,
-        binds_thinking: bool | None,
-        rejected: Sequence[Any],
-    ) -> PipelineResult | None:
-        """`recompact` from async code: the pipeline runs with `arun` (an async summarizer is awaited)."""
-        retry = self._retry(pipeline, messages, error, conversation, window, mode, binds_thinking, rejected)
-        try:
-            run = next(retry)
-            while True:
-                run = retry.send(await pipeline.arun(*run.args, **run.kwargs))
-        except StopIteration as done:
-            return cast("PipelineResult | None", done.value)
-
-    def _retry(
-        self,
-        pipeline: Pipeline,
-        messages: Sequence[Any],
-        error: BaseException,
-        conversation: Hashable,
-        window: ContextWindow,
-        mode: Mode,
-        binds_thinking: bool | None,
-        rejected: Sequence[Any],
-    ) -> Generator[_Run, PipelineResult, PipelineResult | None]:
-        """The retry written once: it yields each pipeline run it needs and is sent the result, which
-        `recompact` gets from `run` and `arecompact` from `arun`."""
-        rejected_tokens = _tokens(pipeline, rejected)
-        plan = self._plan(messages, error, window, binds_thinking, rejected_tokens)
-        if plan is None:
-            return None
-        with pipeline_span(RETRY_SPAN_NAME) as record:
-            if mode == "view" and plan.previous_call:
-                earlier = plan.neutral[: plan.previous_call]
-                previous = yield _Run(
-                    (earlier, window.tokens), {"mode": "view", "binds_thinking": plan.binds}
-                )
-                pipeline.remember_view(earlier, previous.messages, plan.window, binds_thinking=plan.binds)
-            result = yield _Run(
-                (plan.neutral if mode == "view" else messages, plan.window),
-                {"window_source": RETRY_WINDOW_SOURCE, "mode": mode, "binds_thinking": plan.binds},
-            )
-            retried = self._finish(
-                plan, messages, rejected, rejected_tokens, result, conversation, window, mode
-            )
-            record(retried.report)
-            return retried
-
-    def _finish(
-        self,
-        plan: _Plan,
-        messages: Sequence[Any],
-        rejected: Sequence[Any],
-        rejected_tokens: int,
-        result: PipelineResult,
-        conversation: Hashable,
-        window: ContextWindow,
-        mode: Mode,
-    ) -> PipelineResult:
-        from historykit.frameworks import adapter_for
-
-        retried = result.messages
-        if mode == "view":
-            # The replay ran on neutral messages: the request needs the framework's own.
-            retried = adapter_for(messages).to_native(retried) if messages else list(retried)
-        before = adapter_for(rejected).to_neutral(rejected)
-        after = adapter_for(retried).to_neutral(retried)
+def _retry(
+    pipeline: Pipeline, messages: list[Message], error: BaseException, call: Call, rejected: list[Message]
+) -> Generator[tuple[list[Message], Call], PipelineResult[Message], PipelineResult[Message] | None]:
+    """The retry written once: it yields each pipeline call it needs and is sent the result, which
+    `recompact` gets from `run_call` and `arecompact` from `arun_call`."""
+    overflow = context_overflow(error)
+    if overflow is None:
+        return None
+    rejected_tokens = sum(pipeline.counter.count_message(m) for m in rejected)
+    window = retry_window(overflow, call.window.tokens, rejected_tokens)
+    # Decided once for the whole retry: the view it seeds and the views it replays must agree.
+    binds = history_binds_thinking(messages) if call.binds_thinking is None else call.binds_thinking
+    smaller = replace(call, window=ContextWindow(window, RETRY_WINDOW_SOURCE), binds_thinking=binds)
+    with pipeline_span(RETRY_SPAN_NAME) as record:
+        points = request_points(messages)
+        previous_call = points[-2] if len(points) > 1 else 0
+        if call.mode == "view" and previous_call:
+            earlier = messages[:previous_call]
+            previous = yield earlier, replace(call, binds_thinking=binds, manual=None)
+            pipeline.remember_neutral_view(earlier, previous.messages, smaller)
+        result = yield messages, replace(smaller, manual=None)
         changed_at = next(
-            (i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after))
+            (i for i, (a, b) in enumerate(zip(rejected, result.messages)) if a != b),
+            min(len(rejected), len(result.messages)),
         )
         marker = CompactionMarker(
             covered_from=changed_at,
-            covered_to=len(before),
+            covered_to=len(rejected),
             tokens_before=rejected_tokens,
             tokens_after=result.report.tokens_after,
             strategy="overflow-retry",
@@ -351,18 +258,18 @@ class OverflowRetry:
         )
         notes = StepNotes(markers=[marker])
         notes.details.append(
-            f"the provider refused the request as too long ({plan.overflow.message}): compacted again "
-            f"for a window of {plan.window:,} tokens instead of {window.tokens:,}, and retried once"
+            f"the provider refused the request as too long ({overflow.message}): compacted again "
+            f"for a window of {window:,} tokens instead of {call.window.tokens:,}, and retried once"
         )
         step = StepReport(
-            RETRY_STEP, rejected_tokens, result.report.tokens_after, len(before), len(after), notes
+            RETRY_STEP,
+            rejected_tokens,
+            result.report.tokens_after,
+            len(rejected),
+            len(result.messages),
+            notes,
         )
-        self.windows[conversation] = plan.window
+        pipeline.state_of(call).window = window
         report: Report = replace(result.report, steps=(*result.report.steps, step))
-        return PipelineResult(list(retried), report)
-
-
-def _tokens(pipeline: Pipeline, messages: Sequence[Any]) -> int:
-    from historykit.frameworks import adapter_for
-
-    return sum(pipeline.counter.count_message(m) for m in adapter_for(messages).to_neutral(messages))
+        record(report)
+        return PipelineResult(result.messages, report, result.originals)

@@ -308,7 +308,7 @@ class ClearToolResults(HistoryProcessor):
                     and not _is_cleared_result(part.content)
                 ):
                     tokens = counter.count_text(part.content)
-                    text = self._placeholder(call, part.content, tokens)
+                    text = self._placeholder(call, part.content, tokens, msg.marker is not None)
                     if tokens >= self.min_tokens and counter.count_text(text) < tokens:
                         new = replace(part, content=text)
             parts.append(new)
@@ -316,11 +316,11 @@ class ClearToolResults(HistoryProcessor):
             return msg
         return replace(msg, parts=tuple(parts))
 
-    def _placeholder(self, call: ToolCallPart, content: str, tokens: int) -> str:
+    def _placeholder(self, call: ToolCallPart, content: str, tokens: int, written: bool) -> str:
         if self.recall_tool is None:
             return RESULT_PLACEHOLDER.format(call=describe_call(call), tokens=tokens)
         # Another processor's notice (a superseded read) already names the original's handle.
-        recall = recall_call(self.recall_tool, placeholder_handle(content, self.recall_tool))
+        recall = recall_call(self.recall_tool, placeholder_handle(content, self.recall_tool, written))
         return RECALL_PLACEHOLDER.format(call=describe_call(call), tokens=tokens, recall=recall)
 
     def _clear_call(self, call: ToolCallPart, counter: TokenCounter) -> ToolCallPart:

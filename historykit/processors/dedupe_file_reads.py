@@ -227,9 +227,12 @@ class DedupeFileReads(HistoryProcessor):
         return recogniser
 
     def _state(self, msg: Message, part: ToolResultPart, ctx: ProcessContext) -> str:
-        state = self._results.get(part)
+        # Only a message historykit wrote (it carries a marker) can hold its notice: an output that
+        # merely starts like one is the file's lines, and its handle is its own.
+        written = msg.marker is not None
+        state = self._results.get(part, written)
         if state is None:
-            state = self._results.put(part, _content_state(part), ctx.cache_policy)
+            state = self._results.put(part, _content_state(part, written), ctx.cache_policy, written)
         if state in (_CONTENT, _PARTIAL):
             if msg.source is not None and not msg.part_is_original(part):
                 return _IGNORED  # another processor's edit: not the file's lines
@@ -350,11 +353,13 @@ def _due(read: _Read) -> int:
     return read.due
 
 
-def _content_state(part: ToolResultPart) -> str:
-    """What a read's result holds, judged from its content alone."""
+def _content_state(part: ToolResultPart, written: bool) -> str:
+    """What a read's result holds, judged from its content and whether historykit `written` it."""
     content = part.content
     if content.startswith(NOTICE_PREFIX):
-        return _NOTICE
+        # Unmarked, it is no file's lines and no notice of ours (a transcript re-read from a format
+        # that keeps no markers, or an output made to look like one): left alone.
+        return _NOTICE if written else _IGNORED
     if read_failed(part):
         return _IGNORED
     stripped = content.strip()

@@ -97,7 +97,9 @@ class Summarize(TriggerField, HistoryProcessor):
     so both make the same summarizer calls. Summaries are also remembered in this instance by the
     content they cover, so a span summarized once (a view-only conversation replayed in a new
     process, a retried call) is not summarized again; a span whose summary failed is truncated for
-    the lifetime of the instance.
+    as long as the conversation's state is kept. What it remembers belongs to the conversation the
+    call names (`ProcessContext.conversation`, `historykit.conversations`): one instance serves many
+    conversations, and a summary is only ever reused within its own.
 
     Compacting on request (`summarize.compact(messages, focus=...)`, `Pipeline.compact`, the
     integrations' `compact()`): everything between the task and the last `keep_last` units (or the
@@ -110,7 +112,8 @@ class Summarize(TriggerField, HistoryProcessor):
     high-water mark, the span the crossing call is expected to summarize is summarized on the
     caller's event loop (a thread from sync code) while the agent works. The crossing call uses
     it only if it covers exactly the span that call chose (the same inputs), else summarizes in the
-    foreground: the views, markers and thinking binding are the same as without it.
+    foreground: the views, markers and thinking binding are the same as without it. A background
+    summary is kept for the call's conversation, so a pipeline call that names none never starts one.
 
     Example:
         ```python
@@ -154,24 +157,15 @@ class Summarize(TriggerField, HistoryProcessor):
     """Recorded in the marker (`False`: every compaction of this instance counts as asked for); a
     compaction asked for with `compact()` records `False` whatever this says."""
     cache_size: int = 1_024
-    """Summaries remembered by covered content (a conversation replayed in a new process reuses
-    them): keep it above the number of compactions a conversation has."""
+    """Summaries a conversation remembers by covered content (its view-only replay in a new process
+    reuses them): keep it above the number of compactions a conversation has."""
     background_at: float | None = None
     """Fraction of the token high-water mark (0 < x < 1) from which the summary the trigger is
     expected to write is started in the background (an asyncio task in `aprocess`, a thread in
     `process`) while the agent works; the call that fires uses it when it covers exactly the span
     that call summarizes, else summarizes in the foreground. `None`: no background summaries."""
     compacts_on_request: ClassVar[bool] = True
-    _cache: OrderedDict[str, _Cached] = field(
-        default_factory=OrderedDict, init=False, repr=False, compare=False
-    )
     _digests: MessageDigests = field(default_factory=MessageDigests, init=False, repr=False, compare=False)
-    _pending: OrderedDict[str, _Job] = field(
-        default_factory=OrderedDict, init=False, repr=False, compare=False
-    )
-    _cycles: OrderedDict[str, list[str]] = field(
-        default_factory=OrderedDict, init=False, repr=False, compare=False
-    )
 
     def __post_init__(self, *flat: float | None) -> None:
         super().__post_init__(*flat)
@@ -270,14 +264,17 @@ class Summarize(TriggerField, HistoryProcessor):
         """Compacts this call's history if it must; yields summarizer requests, receives their
         replies (`None` for a background request, which the driver only starts)."""
         self._digests.cache_policy = ctx.cache_policy
+        memory = ctx.conversation.memory(self, _Memory)
         state = CompactionState(messages, ctx, self.trigger)
         notes = state.notes
         point = state.current_call()
         manual = ctx.manual
         if manual is not None:
-            return (yield from self._compact_on_request(state, point, manual, ctx))
+            return (yield from self._compact_on_request(state, point, manual, ctx, memory))
         if not state.fires(point):
-            for ahead in self._background_requests(state, point):
+            # A call whose state ends with it starts nothing for later calls: none would ask for it.
+            lasting = ctx.conversation.lasting
+            for ahead in self._background_requests(state, point, memory) if lasting else ():
                 yield ahead
                 notes.details.append(
                     f"started a background summary of {len(ahead.inputs)} messages at "
@@ -296,7 +293,7 @@ class Summarize(TriggerField, HistoryProcessor):
             state.truncate(point, why)
             return state.result()
         inputs = self._inputs(state, cut)
-        cached, reply, fresh = yield from self._summary(inputs)
+        cached, reply, fresh = yield from self._summary(inputs, memory)
         failures = reply.failures if reply is not None else []
         if cached.text is None:
             state.truncate(point, f"summarizer failed ({cached.error}), truncated instead; ")
@@ -313,19 +310,19 @@ class Summarize(TriggerField, HistoryProcessor):
         return state.result()
 
     def _summary(
-        self, inputs: list[Message], manual: ManualCompaction | None = None
+        self, inputs: list[Message], memory: _Memory, manual: ManualCompaction | None = None
     ) -> Generator[_Request, _Reply | None, tuple[_Cached, _Reply | None, bool]]:
-        """The summary of `inputs` (for a manual compaction, with its focus): remembered, or asked
-        of the driver. Returns it, the driver's reply (`None` when remembered) and whether it is new."""
+        """The summary of `inputs` (for a manual compaction, with its focus): remembered by the
+        conversation, or asked of the driver. Returns it, the driver's reply (`None` when
+        remembered) and whether it is new."""
         key = self._digests.key(inputs)
         if manual is not None:
             # A summary the user asked for is its own: another focus, or none, writes another text.
             key = f"{key}/manual/{manual.focus or ''}"
-        cached = self._cache.get(key)
+        cached = memory.recall(key)
         if cached is not None:
-            self._cache.move_to_end(key)
             return cached, None, False
-        reply = yield _Request(inputs, key, focus=manual.focus if manual is not None else None)
+        reply = yield _Request(inputs, key, memory, focus=manual.focus if manual is not None else None)
         assert reply is not None
         writer = self.writer_name(reply.writer) if reply.writer is not None else None
         # A native backend's summary carries the provider's own block (`NativeSummary`).
@@ -333,7 +330,7 @@ class Summarize(TriggerField, HistoryProcessor):
         cached = _Cached(reply.text, reply.error, writer=writer, compaction=compaction)
         if reply.text is not None and reply.writer is not None:
             cached.text = self._finish_text(reply.text, inputs, self._summarizers[reply.writer])
-        self._remember(key, cached)
+        memory.remember(key, cached, self.cache_size)
         return cached, reply, True
 
     def _apply(
@@ -369,7 +366,12 @@ class Summarize(TriggerField, HistoryProcessor):
         )
 
     def _compact_on_request(
-        self, state: CompactionState, point: Point, manual: ManualCompaction, ctx: ProcessContext
+        self,
+        state: CompactionState,
+        point: Point,
+        manual: ManualCompaction,
+        ctx: ProcessContext,
+        memory: _Memory,
     ) -> Generator[_Request, _Reply | None, tuple[list[Message], StepNotes]]:
         """A compaction the user asked for (`Pipeline.compact`): everything between the task and the
         units kept, summarized whatever it frees (never truncated instead), the summarizer given the
@@ -386,7 +388,7 @@ class Summarize(TriggerField, HistoryProcessor):
             return state.result()
         cut, _ = plan
         inputs = self._inputs(state, cut)
-        cached, reply, fresh = yield from self._summary(inputs, manual)
+        cached, reply, fresh = yield from self._summary(inputs, memory, manual)
         if cached.text is None:
             notes.details.append(
                 f"asked to compact, but the summarizer failed ({cached.error}): the history is left as it was"
@@ -468,7 +470,7 @@ class Summarize(TriggerField, HistoryProcessor):
             state.advance(walk, unit)
             unit += 1
 
-    def _background_requests(self, state: CompactionState, point: Point) -> list[_Request]:
+    def _background_requests(self, state: CompactionState, point: Point, memory: _Memory) -> list[_Request]:
         """At a call past `background_at` but under the trigger: the summaries the call that
         crosses the high-water mark may write, those not known or under way already.
 
@@ -485,10 +487,7 @@ class Summarize(TriggerField, HistoryProcessor):
             return []
         sizes = [state.cum[u.end] - state.cum[u.start] for u in recent]
         gap = high + 1 - point.tokens
-        cycle = self._digests.key(state.messages[: state.live])
-        started = self._cycles.setdefault(cycle, [])
-        while len(self._cycles) > _MAX_PENDING:
-            self._cycles.popitem(last=False)
+        started = memory.cycle(self._digests.key(state.messages[: state.live]))
         if max(sizes) >= gap:
             guesses = [(max(size, gap), 1) for size in sorted(set(sizes), reverse=True)]
         elif not started:
@@ -506,10 +505,10 @@ class Summarize(TriggerField, HistoryProcessor):
                 continue
             inputs = self._inputs(state, plan[0])
             key = self._digests.key(inputs)
-            if key in started or key in self._cache or key in self._pending:
+            if key in started or key in memory.cache or key in memory.pending:
                 continue
             started.append(key)
-            requests.append(_Request(inputs, key, background=True))
+            requests.append(_Request(inputs, key, memory, background=True))
         return requests
 
     def _inputs(self, state: CompactionState, cut: Cut) -> list[Message]:
@@ -572,11 +571,6 @@ class Summarize(TriggerField, HistoryProcessor):
             part = SummaryPart(cached.text, marker, provider_compaction=cached.compaction)
             message = cached.messages[numbers] = Message("user", (part,))
         return message
-
-    def _remember(self, key: str, entry: _Cached) -> None:
-        self._cache[key] = entry
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
 
     # -- calling the summarizer -------------------------------------------------------------------
 
@@ -660,29 +654,25 @@ class Summarize(TriggerField, HistoryProcessor):
 
     # -- background summaries ---------------------------------------------------------------------
 
-    def _keep_pending(self, request: _Request, job: _Job) -> None:
-        self._pending[request.key] = job
-        # Mispredicted spans are never asked for: keep only the latest few.
-        while len(self._pending) > _MAX_PENDING:
-            self._pending.popitem(last=False)
-
     def _start_task(self, request: _Request) -> None:
         task = asyncio.get_running_loop().create_task(
             self._summarize_async(request.inputs, background=True), name="historykit-background-summary"
         )
-        self._keep_pending(request, task)
+        request.memory.keep_pending(request.key, task)
 
     def _start_thread(self, request: _Request) -> None:
         if self._threads is None:
             self._threads = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="historykit-background-summary"
             )
-        self._keep_pending(request, self._threads.submit(self._summarize_sync, request.inputs, True))
+        request.memory.keep_pending(
+            request.key, self._threads.submit(self._summarize_sync, request.inputs, True)
+        )
 
     def _background_reply(self, request: _Request) -> _Reply | None:
         """The background summary of exactly these inputs, waited for; `None` when there is none or
         it failed (the foreground then tries again)."""
-        job = self._pending.pop(request.key, None)
+        job = request.memory.take_pending(request.key)
         if job is None:
             return None
         if not isinstance(job, concurrent.futures.Future) and not (job.done() and not job.cancelled()):
@@ -691,7 +681,7 @@ class Summarize(TriggerField, HistoryProcessor):
         return _background(reply)
 
     async def _abackground_reply(self, request: _Request) -> _Reply | None:
-        job = self._pending.pop(request.key, None)
+        job = request.memory.take_pending(request.key)
         if job is None:
             return None
         if isinstance(job, concurrent.futures.Future):
@@ -747,6 +737,8 @@ class _Request:
     inputs: list[Message]
     key: str
     """The digest of `inputs`: a background summary is used only for the very same inputs."""
+    memory: _Memory
+    """What the call's conversation remembers: where the summary, or the background job, is kept."""
     background: bool = False
     focus: str | None = None
     """A manual compaction's focus, for the summarizers that take one."""
@@ -766,6 +758,50 @@ class _Reply:
 
 _Job: TypeAlias = "asyncio.Task[_Reply] | concurrent.futures.Future[_Reply]"
 """A background summary under way: a task on the caller's event loop, or a thread's future."""
+
+
+class _Memory:
+    """What one `Summarize` remembers for one conversation (`ConversationState.memory`): its
+    summaries by covered content, the background summaries under way, the spans started per cycle."""
+
+    def __init__(self) -> None:
+        self.cache: OrderedDict[str, _Cached] = OrderedDict()
+        self.pending: OrderedDict[str, _Job] = OrderedDict()
+        self.cycles: OrderedDict[str, list[str]] = OrderedDict()
+        # A double submit runs two calls of one conversation on two threads at once.
+        self._lock = threading.Lock()
+
+    def recall(self, key: str) -> _Cached | None:
+        with self._lock:
+            cached = self.cache.get(key)
+            if cached is not None:
+                self.cache.move_to_end(key)
+            return cached
+
+    def remember(self, key: str, entry: _Cached, limit: int) -> None:
+        with self._lock:
+            self.cache[key] = entry
+            while len(self.cache) > limit:
+                self.cache.popitem(last=False)
+
+    def cycle(self, key: str) -> list[str]:
+        """The background summaries started in the cycle (the history since the last compaction) `key`."""
+        with self._lock:
+            started = self.cycles.setdefault(key, [])
+            while len(self.cycles) > _MAX_PENDING:
+                self.cycles.popitem(last=False)
+            return started
+
+    def keep_pending(self, key: str, job: _Job) -> None:
+        with self._lock:
+            self.pending[key] = job
+            # Mispredicted spans are never asked for: keep only the latest few.
+            while len(self.pending) > _MAX_PENDING:
+                self.pending.popitem(last=False)
+
+    def take_pending(self, key: str) -> _Job | None:
+        with self._lock:
+            return self.pending.pop(key, None)
 
 
 @dataclass

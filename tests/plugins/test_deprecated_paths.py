@@ -25,7 +25,6 @@ MOVED = [
     ("historykit.plugins.langgraph", "with_provider_compaction", "historykit.plugins.langchain"),
     ("historykit.plugins.overflow", "ContextOverflow", "historykit.plugins.pydantic_ai"),
     ("historykit.plugins.overflow", "context_overflow", "historykit.plugins.pydantic_ai"),
-    ("historykit.plugins.overflow", "OverflowRetry", "historykit.plugins._overflow"),
     ("historykit.plugins.overflow", "RETRY_FRACTION", "historykit.plugins._overflow"),
     ("historykit.plugins.overflow", "RETRY_STEP", "historykit.plugins._overflow"),
     ("historykit.plugins.overflow", "RETRY_WINDOW_SOURCE", "historykit.plugins._overflow"),

@@ -47,6 +47,7 @@ from historykit.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
+    payload_digest,
 )
 from historykit.plugins.langchain import SUMMARY_SOURCE, LangChainAdapter
 from tests.plugins.langchain_histories import langchain_histories, texts
@@ -251,12 +252,12 @@ BLOCK_CASES: list[tuple[str, Any, Part]] = [
     (
         "image base64",
         {"type": "image", "base64": PNG_B64, "mime_type": "image/png"},
-        MediaPart("image/png", "", len(PNG)),
+        MediaPart("image/png", "", len(PNG), digest=payload_digest(PNG_B64)),
     ),
     (
         "audio",
         {"type": "audio", "base64": WAV_B64, "mime_type": "audio/wav"},
-        MediaPart("audio/wav", "", len(WAV)),
+        MediaPart("audio/wav", "", len(WAV), digest=payload_digest(WAV_B64)),
     ),
     (
         "video",
@@ -271,27 +272,27 @@ BLOCK_CASES: list[tuple[str, Any, Part]] = [
     (
         "text-plain",
         {"type": "text-plain", "text": "notes ✓", "mime_type": "text/plain", "title": "n"},
-        MediaPart("text/plain", "", len("notes ✓".encode())),
+        MediaPart("text/plain", "", len("notes ✓".encode()), digest=payload_digest("notes ✓")),
     ),
     (
         "image_url (OpenAI)",
         {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{PNG_B64}", "detail": "low"}},
-        MediaPart("image/jpeg", "", len(PNG)),
+        MediaPart("image/jpeg", "", len(PNG), digest=payload_digest(PNG_B64)),
     ),
     (
         "input_audio (OpenAI)",
         {"type": "input_audio", "input_audio": {"data": WAV_B64, "format": "wav"}},
-        MediaPart("audio/wav", "", len(WAV)),
+        MediaPart("audio/wav", "", len(WAV), digest=payload_digest(WAV_B64)),
     ),
     (
         "image (Anthropic source)",
         {"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": PNG_B64}},
-        MediaPart("image/gif", "", len(PNG)),
+        MediaPart("image/gif", "", len(PNG), digest=payload_digest(PNG_B64)),
     ),
     (
         "document (Anthropic)",
         {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF_B64}},
-        MediaPart("application/pdf", "", len(PDF)),
+        MediaPart("application/pdf", "", len(PDF), digest=payload_digest(PDF_B64)),
     ),
     (
         "tool_result (Anthropic, in a user message)",

@@ -453,10 +453,10 @@ def test_remember_view_is_where_later_view_calls_continue() -> None:
     raw = [msg("user", "task"), msg("assistant", "first answer"), msg("user", "more")]
     pipeline = Pipeline([Repair()])
     retried = [msg("user", "task, compacted by the retry"), *raw[1:]]
-    pipeline.remember_view(raw, retried, 3_000, binds_thinking=False)
+    pipeline.remember_view(raw, retried, 3_000, binds_thinking=False, conversation="c")
     later = [*raw, msg("assistant", "second answer"), msg("user", "next")]
-    result = pipeline.run(later, 3_000, mode="view", binds_thinking=False)
+    result = pipeline.run(later, 3_000, mode="view", binds_thinking=False, conversation="c")
     assert result.report.replayed_calls == 1
     assert result.messages == [*retried, *later[3:]]
     # Under the configured window the conversation's own views are derived as before.
-    assert pipeline.run(later, 50_000, mode="view", binds_thinking=False).messages == later
+    assert pipeline.run(later, 50_000, mode="view", binds_thinking=False, conversation="c").messages == later

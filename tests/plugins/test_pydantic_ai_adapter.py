@@ -35,6 +35,7 @@ from historykit.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
+    payload_digest,
 )
 from historykit.plugins.pydantic_ai import PromptItem, PydanticAIAdapter, RequestInstructions
 from tests.plugins.pydantic_ai_histories import UnknownPart, has_field, pydantic_ai_histories
@@ -363,7 +364,7 @@ def test_multimodal_user_content() -> None:
         MediaPart("video/mp4", source="https://example.com/a.mp4"),
         MediaPart("application/pdf", source="https://example.com/a.pdf"),
         MediaPart("document", source="https://example.com/no-extension"),
-        MediaPart("image/png", size=5),
+        MediaPart("image/png", size=5, digest=payload_digest(b"12345")),
         MediaPart("application/pdf", source="file-abc"),
         OtherPart("CachePoint"),
     )
@@ -456,7 +457,9 @@ def test_provider_compaction_native_tools_files_and_unknown_parts_pass_through()
         ("text", None),
     ]
     assert msgs[1].parts[0].text == "provider summary"
-    assert "web_search" in msgs[1].parts[1].text and msgs[1].parts[3] == MediaPart("image/png", size=4)
+    assert "web_search" in msgs[1].parts[1].text and msgs[1].parts[3] == MediaPart(
+        "image/png", size=4, digest=payload_digest(b"\x89PNG")
+    )
     assert_same_objects(round_trip([request, response]), [request, response])
 
     # An edit next to them keeps the unknown parts as the very same objects.

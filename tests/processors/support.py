@@ -80,7 +80,7 @@ def view_only(processor: HistoryProcessor, ctx: ProcessContext) -> Callable[[lis
     pipeline = Pipeline([processor], counter=ctx.counter)
 
     def view(raw: list[Message]) -> list[Message]:
-        return list(pipeline.run(raw, ctx.context_window, mode="view").messages)
+        return list(pipeline.run(raw, ctx.context_window, mode="view", conversation="view-only").messages)
 
     return view
 
@@ -93,6 +93,12 @@ def view_only_outputs(
     return [view(history[:t]) for t in request_points(history)]
 
 
+def persistently(processor: HistoryProcessor) -> HistoryProcessor:
+    """`processor` as persistent mode runs it: in a pipeline, which marks what each step writes
+    (`pipeline.mark_written`), as the stored history keeps it (the adapters' `EDIT_KEY`)."""
+    return processor if isinstance(processor, Pipeline) else Pipeline([processor])
+
+
 def carry_forward(
     processor: HistoryProcessor, history: list[Message], ctx: ProcessContext
 ) -> Iterator[tuple[list[Message], StepNotes]]:
@@ -100,6 +106,7 @@ def carry_forward(
     came since, and yield the output with its notes."""
     carried: list[Message] = []
     last = 0
+    processor = persistently(processor)
     for t in request_points(history):
         carried, notes = processor.process(carried + history[last:t], ctx)
         last = t
@@ -133,6 +140,7 @@ def replay_both_modes(
     previous: list[Message] | None = None
     last = 0
     derive = view_only(view, ctx)
+    persistent = persistently(persistent)
     for t in request_points(history):
         out = derive(history[:t])
         carried, _ = persistent.process(carried + history[last:t], ctx)

@@ -768,16 +768,17 @@ def test_the_final_request_is_never_edited_but_its_reads_supersede() -> None:
 def test_notices_always_name_the_latest_copy() -> None:
     steps = [(read(c, "src/app.py"), file_text("app")) for c in ("a", "b", "c")]
     history = session(*steps)
-    out, _ = eager().process(history, context())
+    # Through a pipeline, as persistent mode runs it: the notices carry the marker of what wrote them.
+    out, _ = Pipeline([eager()]).process(history, context())
     assert replaced_ids(history, out) == {"a", "b"}
     assert all("tool call c (Read)" in result(out, x).content for x in ("a", "b"))
     # Carried forward (persistent mode), a fourth read re-points every notice at once.
     grown = [*out, *session((read("d", "src/app.py"), file_text("app")))[2:]]
-    again, notes = eager().process(grown, context())
+    again, notes = Pipeline([eager()]).process(grown, context())
     assert all("tool call d (Read)" in result(again, x).content for x in ("a", "b", "c"))
     assert notes.details[:2] == [
-        "re-pointed the notice for src/app.py (tool call a) at message 3",
-        "re-pointed the notice for src/app.py (tool call b) at message 5",
+        "DedupeFileReads: re-pointed the notice for src/app.py (tool call a) at message 3",
+        "DedupeFileReads: re-pointed the notice for src/app.py (tool call b) at message 5",
     ]
     raw = [*history, *session((read("d", "src/app.py"), file_text("app")))[2:]]
     assert eager().process(raw, context())[0] == again

@@ -177,14 +177,16 @@ def test_a_compaction_asked_for_at_any_call_gives_one_valid_view(
         for point in request_points(raw):
             history = carried + raw[previous:point] if mode == "persistent" else raw[:point]
             if point == asked:
-                result = pipeline.compact(history, window, focus=FOCUS, mode=mode, binds_thinking=binds)  # type: ignore[arg-type]
+                result = pipeline.compact(
+                    history, window, focus=FOCUS, mode=mode, binds_thinking=binds, conversation="c"
+                )  # type: ignore[arg-type]
                 manual = [m for m in result.report.markers if not m.automatic]
                 assert [m.focus for m in manual] in ([FOCUS], [])
                 # Below every trigger nothing else edits: a summary, or the reason there is none.
                 reasons = ("nothing to summarize", "would make the history longer")
                 assert manual or any(r in str(result.report) for r in reasons) or window < 1_000_000
             else:
-                result = pipeline.run(history, window, mode=mode, binds_thinking=binds)  # type: ignore[arg-type]
+                result = pipeline.run(history, window, mode=mode, binds_thinking=binds, conversation="c")  # type: ignore[arg-type]
                 assert all(m.automatic for m in result.report.markers)
             views.append(result.messages)
             carried, previous = result.messages, point

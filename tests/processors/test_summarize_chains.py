@@ -362,7 +362,7 @@ async def test_view_only_mode_with_background_summaries_gives_the_persistent_vie
 
     pipeline = Pipeline([background], counter=ctx.counter)
     for index, point in enumerate(request_points(history)):
-        result = await pipeline.arun(history[:point], ctx.context_window, mode="view")
+        result = await pipeline.arun(history[:point], ctx.context_window, mode="view", conversation="c")
         assert list(result.messages) == views[index], f"the views differ at call {index}"
         await asyncio.sleep(0.002)
 

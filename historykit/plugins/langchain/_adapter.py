@@ -92,6 +92,7 @@ from historykit.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
+    payload_digest,
 )
 from historykit.plugins._conversion_cache import ConversionCache
 
@@ -621,7 +622,11 @@ def _media_part(block: dict[str, Any]) -> MediaPart:
         size = len(data.encode()) if is_text else _decoded_size(data)
     kind = {"image_url": "image", "input_image": "image", "input_audio": "audio", "input_file": "file"}
     return MediaPart(
-        mime if isinstance(mime, str) else kind.get(block_type, block_type), where, size, native=block
+        mime if isinstance(mime, str) else kind.get(block_type, block_type),
+        where,
+        size,
+        native=block,
+        digest=payload_digest(data) if isinstance(data, str) else "",
     )
 
 

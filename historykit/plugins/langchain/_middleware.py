@@ -83,8 +83,8 @@ Example:
 from __future__ import annotations
 
 import uuid
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import (
@@ -101,11 +101,20 @@ from langgraph.types import Command
 
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window
+from historykit.conversations import ConversationState, conversation_key
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
-from historykit.messages import PROVIDER_COMPACTION_KEY, ProviderCompaction
-from historykit.pipeline import HistoryProcessor, ManualCompaction, PipelineResult, Report
+from historykit.messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
+from historykit.pipeline import (
+    Call,
+    HistoryProcessor,
+    ManualCompaction,
+    PipelineResult,
+    Report,
+    native_result,
+)
 from historykit.plugins._glue import Glue, pipeline_of, refuse_call
-from historykit.plugins._overflow import OverflowRetry
+from historykit.plugins._overflow import arecompact, recompact
+from historykit.plugins.langchain._adapter import LangChainAdapter
 from historykit.plugins.native_compaction import ANTHROPIC_COMPACTION_BETA
 from historykit.recall import Recall, recall_option
 from historykit.view import Mode
@@ -114,6 +123,9 @@ try:
     from langchain.agents.middleware.types import ExtendedModelResponse as _ExtendedModelResponse
 except ImportError:  # pragma: no cover - langchain 1.x before wrap_model_call could update state
     _ExtendedModelResponse = None  # type: ignore[assignment,misc]
+
+_ADAPTER = LangChainAdapter()
+"""The one adapter every call converts with, once in and once out."""
 
 __all__ = [
     "HistoryKitHook",
@@ -236,8 +248,6 @@ class _Glue(Glue):
         self.binds_thinking = binds_thinking
         """Whether the model binds thinking to the history (R13); `None`: from the chat model's name,
         else from the model names on the messages."""
-        self.overflow = OverflowRetry()
-        """Compact-and-retry (the middleware): the windows threads shrank to after a context overflow."""
         self._manual: dict[str | None, ManualCompaction] = {}
 
     def compact(
@@ -259,7 +269,7 @@ class _Glue(Glue):
             agent.invoke({"messages": [("user", "Now the billing part")]}, config)
             ```
         """
-        self._manual[thread_id] = ManualCompaction(focus, keep_last)
+        self._manual[None if thread_id is None else str(thread_id)] = ManualCompaction(focus, keep_last)
 
     def compact_thread(
         self,
@@ -290,7 +300,7 @@ class _Glue(Glue):
             ```
         """
         old, key = self._thread_messages(graph.get_state(config))
-        result = self._compact_stored(old, focus, keep_last, model)
+        result = self._compact_stored(old, config, focus, keep_last, model)
         update = state_update(old, result.messages)
         if update:
             graph.update_state(config, {key: update}, as_node=as_node)
@@ -309,16 +319,10 @@ class _Glue(Glue):
     ) -> Report:
         """`compact_thread` for async graphs and checkpointers (`aget_state` / `aupdate_state`)."""
         old, key = self._thread_messages(await graph.aget_state(config))
-        window = self._window(model)
         self._check_persistent()
-        result = await self.pipeline.acompact(
-            old,
-            window.tokens,
-            focus=focus,
-            keep_last=keep_last,
-            window_source=window.source,
-            binds_thinking=self._binds(model),
-        )
+        neutral = _ADAPTER.to_neutral(old)
+        call = self._call(model, self._stored(config), ManualCompaction(focus, keep_last))
+        result = native_result(_ADAPTER, old, neutral, await self.pipeline.arun_call(neutral, call))
         update = state_update(old, result.messages)
         if update:
             await graph.aupdate_state(config, {key: update}, as_node=as_node)
@@ -343,18 +347,17 @@ class _Glue(Glue):
         return list(messages), key
 
     def _compact_stored(
-        self, old: list[BaseMessage], focus: str | None, keep_last: int | None, model: Any
-    ) -> PipelineResult:
+        self,
+        old: list[BaseMessage],
+        config: RunnableConfig,
+        focus: str | None,
+        keep_last: int | None,
+        model: Any,
+    ) -> PipelineResult[BaseMessage]:
         self._check_persistent()
-        window = self._window(model)
-        return self.pipeline.compact(
-            old,
-            window.tokens,
-            focus=focus,
-            keep_last=keep_last,
-            window_source=window.source,
-            binds_thinking=self._binds(model),
-        )
+        neutral = _ADAPTER.to_neutral(old)
+        call = self._call(model, self._stored(config), ManualCompaction(focus, keep_last))
+        return native_result(_ADAPTER, old, neutral, self.pipeline.run_call(neutral, call))
 
     def _binds(self, model: Any) -> bool | None:
         return self._binds_with(chat_model_binds_thinking(model) if self.binds_thinking is None else None)
@@ -362,33 +365,51 @@ class _Glue(Glue):
     def _mode(self) -> Mode:
         return "persistent" if self.persist else "view"
 
-    def _window(self, model: Any) -> ContextWindow:
+    def _call(
+        self, model: Any, where: _Where, manual: ManualCompaction | None = None, *, take_manual: bool = False
+    ) -> Call:
+        """The pipeline call of a model call of the conversation `where` names: everything looked up
+        once, here (the window the conversation shrank to included); a manual compaction asked for
+        its thread is used up when `take_manual`."""
         stated = chat_model_context_window(model) if self.context_window is None else None
-        return self._window_with(stated, _thread())
+        if take_manual:
+            manual = self._take_manual(where.thread)
+        return Call(
+            self._window_with(stated, where.state),
+            self._mode(),
+            self._binds(model),
+            where.state.key,
+            manual,
+            where.state,
+        )
 
-    def _call(self, messages: list[BaseMessage], model: Any) -> tuple[str, dict[str, Any]]:
-        """The pipeline method this model call runs (`run`, or `compact` when one was asked for) and
-        its arguments; `_run` calls it, `_arun` awaits its async twin."""
-        window = self._window(model)
-        kwargs: dict[str, Any] = {
-            "messages": messages,
-            "context_window": window.tokens,
-            "window_source": window.source,
-            "mode": self._mode(),
-            "binds_thinking": self._binds(model),
-        }
-        request = self._take_manual(_thread())
-        if request is None:
-            return "run", kwargs
-        return "compact", {**kwargs, "focus": request.focus, "keep_last": request.keep_last}
+    def _process(self, messages: list[BaseMessage], model: Any, where: _Where) -> _Processed:
+        call = self._call(model, where, take_manual=True)
+        neutral = _ADAPTER.to_neutral(messages)
+        result = native_result(_ADAPTER, messages, neutral, self.pipeline.run_call(neutral, call))
+        self._deliver(result)
+        return _Processed(messages, neutral, call, result)
 
-    def _run(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
-        method, kwargs = self._call(messages, model)
-        return self._deliver(getattr(self.pipeline, method)(**kwargs))
+    async def _aprocess(self, messages: list[BaseMessage], model: Any, where: _Where) -> _Processed:
+        call = self._call(model, where, take_manual=True)
+        neutral = _ADAPTER.to_neutral(messages)
+        result = native_result(_ADAPTER, messages, neutral, await self.pipeline.arun_call(neutral, call))
+        self._deliver(result)
+        return _Processed(messages, neutral, call, result)
 
-    async def _arun(self, messages: list[BaseMessage], model: Any) -> list[BaseMessage]:
-        method, kwargs = self._call(messages, model)
-        return self._deliver(await getattr(self.pipeline, f"a{method}")(**kwargs))
+    def _where(self) -> _Where:
+        """The conversation of the graph call this runs in, and its state."""
+        thread, key = _conversation()
+        return _Where(thread, self.pipeline.conversations.get(key))
+
+    def _stored(self, config: RunnableConfig) -> _Where:
+        """The conversation of the stored thread `config` names (`compact_thread`)."""
+        configurable = config.get("configurable") or {}
+        thread = configurable.get("thread_id")
+        if thread is None:
+            raise InvalidArgumentError("compact_thread needs config['configurable']['thread_id']")
+        key = conversation_key("langgraph", str(thread), str(configurable.get("checkpoint_ns") or ""))
+        return _Where(str(thread), self.pipeline.conversations.get(key))
 
 
 class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
@@ -458,26 +479,24 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         old = self._messages(input)
-        return self._update(old, self._run(old, self.model))
+        return self._update(old, list(self._process(old, self.model, self._where()).result.messages))
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         old = self._messages(input)
-        return self._update(old, await self._arun(old, self.model))
-
-
-_VIEWS_SENT_KEPT = 1_024
-"""Threads whose last sent view a middleware keeps a reference to (the oldest go first)."""
+        processed = await self._aprocess(old, self.model, self._where())
+        return self._update(old, list(processed.result.messages))
 
 
 class HistoryKitState(AgentState):  # type: ignore[type-arg]
-    """The agent state `HistoryKitMiddleware` adds to: in view-only mode the view last sent, and the
-    window the thread shrank to after a context overflow.
+    """The agent state `HistoryKitMiddleware` adds to: in view-only mode the view last sent, the
+    window the thread shrank to after a context overflow, and in persistent mode with recall the
+    tool outputs its placeholders replaced.
 
     The checkpointer keeps it with the state, so a process that resumes the thread (a server
-    loading it per request) continues from that view instead of replaying every model call of the
-    conversation. Private: not part of the agent's input or output.
+    loading it per request, another worker) continues from that view, budgets for that window and
+    recalls those outputs. Private: not part of the agent's input or output.
     """
 
     historykit_view: NotRequired[Annotated[list[AnyMessage], PrivateStateAttr]]
@@ -486,6 +505,11 @@ class HistoryKitState(AgentState):  # type: ignore[type-arg]
     """How many of the request's messages (the system message aside) that view was derived from."""
     historykit_window: NotRequired[Annotated[int, PrivateStateAttr]]
     """The window the thread shrank to after a context overflow (both modes)."""
+    historykit_originals: NotRequired[Annotated[dict[str, str], PrivateStateAttr]]
+    """Persistent mode with recall: the tool outputs the thread's placeholders replaced, by handle."""
+    historykit_level: NotRequired[Annotated[int, PrivateStateAttr]]
+    """The usage-warning level the thread's last call reached (`historykit.usage`): a warning comes
+    once per crossing in a run without a checkpointer and in another process too."""
 
 
 class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
@@ -502,6 +526,11 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
     private keys the checkpointer stores; `SQLModelSaver` stores each of its messages once), so a new
     process resuming the thread continues from it: its first call costs what a warm call costs
     instead of a replay of the whole conversation.
+
+    One middleware serves any number of threads at once: what it keeps between calls belongs to
+    the thread (its `thread_id`, of any type, and the graph's checkpoint namespace), in the graph
+    state and in the pipeline's conversation states (`historykit.conversations`). A graph run
+    without a checkpointer is a conversation of its own.
 
     Example:
         ```python
@@ -527,13 +556,10 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             raise ImportError("persistent mode needs a langchain with ExtendedModelResponse (1.2 or later)")
         self.recall = recall_option(recall)
         """The recall tool's settings (`historykit.recall`), `None` when it is not installed."""
-        # The view list each thread's last call put in the state: the state hands the same list back
-        # to the next call of the run, which then need not remember it again (`_resume_view`).
-        self._views_sent: OrderedDict[str | None, list[BaseMessage]] = OrderedDict()
         self.tools = []
         if self.recall is not None:
             self.recall.install(self.pipeline.processors)
-            self.tools = [_recall_tool(self.recall)]
+            self.tools = [_recall_tool(self.recall, self)]
 
     state_schema = HistoryKitState
 
@@ -546,25 +572,34 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
     def __repr__(self) -> str:
         return f"HistoryKitMiddleware({self.pipeline!r}, persist={self.persist})"
 
-    def _resume_view(self, request: ModelRequest, history: list[BaseMessage], window: ContextWindow) -> None:
-        """View-only mode: continue from the view the state kept (a process that did not derive it
-        would otherwise replay the whole conversation). Remembered even when this process derived
-        it: the stored view is what was sent."""
-        if self.persist or not isinstance(request.state, dict):
+    def _resume(self, request: ModelRequest, where: _Where) -> None:
+        """What the thread's state kept and this conversation's state may not know (a new process,
+        another worker, a run without a checkpointer): the window it shrank to, its usage-warning
+        level, and in view-only mode the view last sent, remembered so that this call continues
+        from it rather than replay the whole conversation. A view this process put there itself is
+        known already."""
+        state = request.state if isinstance(request.state, dict) else {}
+        stored = state.get("historykit_window")
+        if isinstance(stored, int) and stored > 0 and where.state.window is None:
+            where.state.window = stored
+        level = state.get("historykit_level")
+        if isinstance(level, int) and not isinstance(level, bool):
+            where.state.usage_level = level
+        if self.persist:
             return
-        view, of = request.state.get("historykit_view"), request.state.get("historykit_view_of")
+        view, of = state.get("historykit_view"), state.get("historykit_view_of")
         if not isinstance(view, list) or not isinstance(of, int) or not 0 < of <= len(request.messages):
             return
-        if view is self._views_sent.get(_thread()):
-            return  # this process derived it: the pipeline's replay already knows it
+        if view is where.state.sent:
+            return
         system = [request.system_message] if request.system_message is not None else []
-        derived_from = history[: len(system) + of]
-        self.pipeline.remember_view(
-            derived_from, [*system, *view], window.tokens, binds_thinking=self._binds(request.model)
-        )
+        derived_from = _ADAPTER.to_neutral([*system, *request.messages[:of]])
+        call = self._call(request.model, where)
+        self.pipeline.remember_neutral_view(derived_from, _ADAPTER.to_neutral([*system, *view]), call)
 
     @staticmethod
-    def _split(request: ModelRequest, processed: list[BaseMessage]) -> ModelRequest:
+    def _split(request: ModelRequest, processed: Sequence[BaseMessage]) -> ModelRequest:
+        processed = list(processed)
         if request.system_message is not None and processed and isinstance(processed[0], SystemMessage):
             return request.override(system_message=processed[0], messages=cast(Any, processed[1:]))
         return request.override(messages=cast(Any, processed))
@@ -574,24 +609,30 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         system = [request.system_message] if request.system_message is not None else []
         return [*system, *request.messages]
 
-    def _finish(self, request: ModelRequest, edited: ModelRequest, response: Any) -> Any:
-        """The response, with the state update this call makes: in persistent mode the edits; in
-        view-only mode the view sent; in both the window the thread shrank to after an overflow."""
+    def _finish(
+        self,
+        request: ModelRequest,
+        edited: ModelRequest,
+        response: Any,
+        where: _Where,
+        originals: dict[str, str],
+    ) -> Any:
+        """The response, with the state update this call makes: in persistent mode the edits (and
+        with recall, the originals its placeholders replaced); in view-only mode the view sent; in
+        both the window the thread shrank to after an overflow."""
         state = request.state if isinstance(request.state, dict) else {}
         update: dict[str, Any] = {}
-        shrunk = self.overflow.windows.get(_thread())
+        shrunk = where.state.window
         if shrunk is not None and state.get("historykit_window") != shrunk:
             update["historykit_window"] = shrunk
+        if state.get("historykit_level", 0) != where.state.usage_level:
+            update["historykit_level"] = where.state.usage_level
         if isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
         if not self.persist:
             sent: list[BaseMessage] = list(edited.messages)
             update["historykit_view"], update["historykit_view_of"] = sent, len(request.messages)
-            thread = _thread()
-            self._views_sent[thread] = sent
-            self._views_sent.move_to_end(thread)
-            while len(self._views_sent) > _VIEWS_SENT_KEPT:
-                self._views_sent.popitem(last=False)
+            where.state.sent = sent
         else:
             if not isinstance(state.get("messages"), list):
                 raise InvalidArgumentError(
@@ -604,97 +645,96 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             edits = state_update(old if same else [], edited.messages, appended=response.result)
             if edits:
                 update["messages"] = edits
+            if originals and self.recall is not None:
+                stored = state.get("historykit_originals")
+                kept: dict[str, str] = dict(stored) if isinstance(stored, dict) else {}
+                kept.update(originals)
+                update["historykit_originals"] = dict(list(kept.items())[-self.recall.max_originals :])
         if not update or _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
             return response
         return _ExtendedModelResponse(model_response=response, command=Command(update=update))
 
-    def _resume_window(self, request: ModelRequest) -> None:
-        """The window the thread shrank to after an overflow, as the state kept it (a new process
-        would otherwise budget for the configured window again and overflow once more)."""
-        thread = _thread()
-        stored = request.state.get("historykit_window") if isinstance(request.state, dict) else None
-        if thread is not None and isinstance(stored, int) and stored > 0:
-            self.overflow.windows.setdefault(thread, stored)
-
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
-        history = self._history(request)
-        self._resume_window(request)
-        window = self._window(request.model)
-        self._resume_view(request, history, window)
-        edited = self._split(request, self._run(history, request.model))
-        self._keep_originals(history, edited)
+        where = self._where()
+        self._resume(request, where)
+        done = self._process(self._history(request), request.model, where)
+        edited = self._split(request, done.result.messages)
         sent = with_provider_compaction(edited)
+        originals = dict(done.result.originals)
         try:
             response = handler(sent)
         except Exception as error:
-            result = self.overflow.recompact(
-                self.pipeline,
-                history,
-                error,
-                rejected=self._history(sent),
-                **self._retry_setting(request, window),
+            retried = recompact(
+                self.pipeline, done.neutral, error, done.call, _ADAPTER.to_neutral(self._history(sent))
             )
-            if result is None:
+            if retried is None:
                 raise
-            edited = self._split(request, self._deliver(result))
-            self._keep_originals(history, edited)
+            result = self._deliver(native_result(_ADAPTER, done.given, done.neutral, retried))
+            originals.update(result.originals)
+            edited = self._split(request, result.messages)
             response = handler(with_provider_compaction(edited))  # once: a second failure is raised
-        return self._finish(request, edited, response)
+        return self._finish(request, edited, response, where, originals)
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Any:
-        history = self._history(request)
-        self._resume_window(request)
-        window = self._window(request.model)
-        self._resume_view(request, history, window)
-        edited = self._split(request, await self._arun(history, request.model))
-        self._keep_originals(history, edited)
+        where = self._where()
+        self._resume(request, where)
+        done = await self._aprocess(self._history(request), request.model, where)
+        edited = self._split(request, done.result.messages)
         sent = with_provider_compaction(edited)
+        originals = dict(done.result.originals)
         try:
             response = await handler(sent)
         except Exception as error:
-            result = await self.overflow.arecompact(
-                self.pipeline,
-                history,
-                error,
-                rejected=self._history(sent),
-                **self._retry_setting(request, window),
-            )
-            if result is None:
+            rejected = _ADAPTER.to_neutral(self._history(sent))
+            retried = await arecompact(self.pipeline, done.neutral, error, done.call, rejected)
+            if retried is None:
                 raise
-            edited = self._split(request, self._deliver(result))
-            self._keep_originals(history, edited)
+            result = self._deliver(native_result(_ADAPTER, done.given, done.neutral, retried))
+            originals.update(result.originals)
+            edited = self._split(request, result.messages)
             response = await handler(with_provider_compaction(edited))  # once: a second failure is raised
-        return self._finish(request, edited, response)
-
-    def _keep_originals(self, history: list[BaseMessage], edited: ModelRequest) -> None:
-        # Persistent mode replaces the state's messages: what the placeholders replaced is kept for recall.
-        if self.recall is not None and self.persist:
-            self.recall.keep(_thread(), history, self._history(edited))
-
-    def _retry_setting(self, request: ModelRequest, window: ContextWindow) -> dict[str, Any]:
-        return {
-            "conversation": _thread(),
-            "window": window,
-            "mode": self._mode(),
-            "binds_thinking": self._binds(request.model),
-        }
+        return self._finish(request, edited, response, where, originals)
 
 
-def _recall_tool(recall: Recall) -> Any:
+@dataclass(frozen=True)
+class _Where:
+    """The conversation a graph call belongs to: its thread (as the user names it in `compact`),
+    and the pipeline's state of it."""
+
+    thread: str | None
+    state: ConversationState
+
+
+@dataclass(frozen=True)
+class _Processed:
+    """One pipeline call of a model call: its native and neutral input, the call, the result."""
+
+    given: list[BaseMessage]
+    neutral: list[Message]
+    call: Call
+    result: PipelineResult[BaseMessage]
+
+
+def _recall_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
     """The recall tool for `create_agent`: the original output a placeholder's handle names, looked
-    up in the graph state, the kept originals and the store, for the thread the tool runs in."""
+    up in the thread's own graph state (its messages, and the originals persistent mode kept there),
+    the pipeline's state of the thread and the store; never in another conversation."""
     from langchain.tools import ToolRuntime
     from langchain_core.tools import StructuredTool
 
     def where(runtime: ToolRuntime) -> dict[str, Any]:
-        thread = (runtime.config or {}).get("configurable", {}).get("thread_id")
+        thread, key = _conversation(runtime.config or {})
         state = runtime.state
-        messages = state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+        get = state.get if isinstance(state, dict) else lambda name: getattr(state, name, None)
+        messages = get("messages")
+        kept = get("historykit_originals")
         return {
-            "conversation": thread if isinstance(thread, str) else None,
-            "history": list(messages or ()),
+            "state": middleware.pipeline.conversations.get(key) if key is not None else None,
+            "kept": kept if isinstance(kept, dict) else None,
+            "history": _ADAPTER.to_neutral(list(messages or ())),
+            "store_key": thread if key is not None else None,
         }
 
     def recall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
@@ -753,12 +793,23 @@ def _native_provider(model: Any) -> str | None:
     return None
 
 
-def _thread() -> str | None:
-    """The thread the graph runs in (its checkpointer's `thread_id`): where a shrunk window belongs."""
-    from langgraph.config import get_config
+def _conversation(config: RunnableConfig | None = None) -> tuple[str | None, tuple[object, ...] | None]:
+    """The thread a graph call runs in, as its checkpointer names it (`str(thread_id)`: LangGraph
+    accepts any type), and the conversation's key: the thread with the graph's checkpoint namespace
+    (a subgraph agent is a conversation of its own). Without a checkpointer nothing is stored under
+    the thread id, so the call is a conversation of its own: no key. `config`: the graph's (from
+    `langgraph.config.get_config` when not given); outside a graph, no thread and no key."""
+    if config is None:
+        from langgraph.config import get_config
 
-    try:
-        thread = get_config().get("configurable", {}).get("thread_id")
-    except RuntimeError:  # called outside a graph
-        return None
-    return thread if isinstance(thread, str) else None
+        try:
+            config = get_config()
+        except RuntimeError:  # called outside a graph
+            return None, None
+    configurable = config.get("configurable") or {}
+    thread = configurable.get("thread_id")
+    if thread is None or configurable.get("__pregel_checkpointer") is None:
+        return None, None
+    # A node's namespace is its graph's plus its own `name:task` segment.
+    namespace = str(configurable.get("checkpoint_ns") or "").rpartition("|")[0]
+    return str(thread), conversation_key("langgraph", str(thread), namespace)

@@ -20,7 +20,7 @@ __getattr__ = moved_attributes(
         "ContextOverflow": "historykit.plugins.pydantic_ai",
         "context_overflow": "historykit.plugins.pydantic_ai",
         **dict.fromkeys(
-            ["RETRY_FRACTION", "RETRY_STEP", "RETRY_WINDOW_SOURCE", "OverflowRetry", "retry_window"],
+            ["RETRY_FRACTION", "RETRY_STEP", "RETRY_WINDOW_SOURCE", "retry_window"],
             "historykit.plugins._overflow",
         ),
     },

@@ -87,6 +87,7 @@ from historykit.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
+    payload_digest,
 )
 from historykit.plugins._conversion_cache import ConversionCache
 
@@ -406,7 +407,7 @@ def _content_item_to_neutral(item: Any, ref: PromptItem) -> Part:
     if _isinstance(item, _FileUrl):
         return MediaPart(_url_media_type(item), source=item.url, native=ref)
     if _isinstance(item, _BinaryContent):
-        return MediaPart(item.media_type, size=len(item.data), native=ref)
+        return MediaPart(item.media_type, size=len(item.data), native=ref, digest=payload_digest(item.data))
     if _isinstance(item, _UploadedFile):
         return MediaPart(item.media_type, source=item.file_id, native=ref)
     return OtherPart(type(item).__name__, native=ref)
@@ -449,7 +450,12 @@ def _response_part_to_neutral(part: Any) -> Part:
     if isinstance(part, _pai.ToolCallPart):
         return ToolCallPart(part.tool_call_id, part.tool_name, _arguments(part.args), native=part)
     if _isinstance(part, _FilePart):
-        return MediaPart(part.content.media_type, size=len(part.content.data), native=part)
+        return MediaPart(
+            part.content.media_type,
+            size=len(part.content.data),
+            native=part,
+            digest=payload_digest(part.content.data),
+        )
     return _other(part)
 
 

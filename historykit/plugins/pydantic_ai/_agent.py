@@ -80,11 +80,20 @@ from pydantic_ai.tools import RunContext
 
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window
+from historykit.conversations import ConversationState, conversation_key
 from historykit.errors import InvalidArgumentError
-from historykit.messages import PROVIDER_COMPACTION_KEY, ProviderCompaction
-from historykit.pipeline import HistoryProcessor, ManualCompaction, PipelineResult, Report
+from historykit.messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
+from historykit.pipeline import (
+    Call,
+    HistoryProcessor,
+    ManualCompaction,
+    PipelineResult,
+    Report,
+    native_result,
+)
 from historykit.plugins._glue import Glue, WrongFramework, pipeline_of
-from historykit.plugins._overflow import OverflowRetry
+from historykit.plugins._overflow import arecompact
+from historykit.plugins.pydantic_ai._adapter import PydanticAIAdapter
 from historykit.recall import Recall, recall_option
 from historykit.view import Mode
 
@@ -203,6 +212,13 @@ def _lookup_genai_prices(name: str, provider: str, base_url: str | None) -> int 
     return None
 
 
+_ADAPTER = PydanticAIAdapter()
+"""The one adapter every call converts with, once in and once out."""
+
+_KIND = "pydantic-ai"
+"""The kind of the conversation keys this package makes (`historykit.conversations.conversation_key`)."""
+
+
 class _Glue(Glue):
     """What both entry points share: the pipeline, the window rule and the report delivery."""
 
@@ -217,51 +233,49 @@ class _Glue(Glue):
         runs `Pipeline.compact` instead of the usual call: its `Summarize` step summarizes now, a
         small history too, with the focus, and the marker records `automatic=False` and the focus.
         In persistent mode the compacted history becomes the run's; in view-only mode the pipeline
-        remembers it as that call's view. Later calls continue from it.
+        remembers it as that call's view. Later calls continue from it. In a server that serves
+        many users, always name the `conversation`: without it the next request of any user compacts.
 
         Example:
             ```python
-            kit.compact("keep the details of the auth refactor")
+            kit.compact("keep the details of the auth refactor", conversation=conversation_id)
             result = await agent.run("Now the billing part", message_history=history)
             ```
         """
         self._manual[conversation] = ManualCompaction(focus, keep_last)
 
+    def state_of(self, conversation: str | None) -> ConversationState:
+        """What the pipeline keeps for a Pydantic AI conversation (its `conversation_id`); a state of
+        its own for a run that names none."""
+        return self.pipeline.conversations.get(conversation_key(_KIND, conversation))
+
     def window_for(self, model: Any, conversation: str | None = None) -> ContextWindow:
         stated = model_context_window(model) if self.context_window is None else None
-        return self._window_with(stated, conversation)
+        return self._window_with(stated, self.state_of(conversation))
 
     def binds_for(self, model: Any) -> bool | None:
         return self._binds_with(model_binds_thinking_blocks(model) if self.binds_thinking is None else None)
 
+    def call_for(self, model: Any, conversation: str | None, manual: ManualCompaction | None = None) -> Call:
+        """The pipeline call of a model request: everything looked up once, here."""
+        return Call(
+            self.window_for(model, conversation),
+            self.mode,
+            self.binds_for(model),
+            conversation_key(_KIND, conversation),
+            manual,
+        )
+
     async def process(
         self, messages: Sequence[ModelMessage], model: Any, conversation: str | None = None
-    ) -> list[ModelMessage]:
-        window = self.window_for(model, conversation)
-        request = self._take_manual(conversation)
-        result: PipelineResult
-        if request is not None:
-            result = await self.pipeline.acompact(
-                list(messages),
-                window.tokens,
-                focus=request.focus,
-                keep_last=request.keep_last,
-                window_source=window.source,
-                mode=self.mode,
-                binds_thinking=self.binds_for(model),
-            )
-        else:
-            result = await self.pipeline.arun(
-                list(messages),
-                window.tokens,
-                window_source=window.source,
-                mode=self.mode,
-                binds_thinking=self.binds_for(model),
-            )
-        return self.deliver(result)
-
-    def deliver(self, result: PipelineResult) -> list[ModelMessage]:
-        return self._deliver(result)
+    ) -> tuple[PipelineResult[ModelMessage], list[Message], Call]:
+        """The request's view: the result (native), and the neutral input and call a retry reuses."""
+        given = list(messages)
+        call = self.call_for(model, conversation, self._take_manual(conversation))
+        neutral = _ADAPTER.to_neutral(given)
+        result = native_result(_ADAPTER, given, neutral, await self.pipeline.arun_call(neutral, call))
+        self._deliver(result)
+        return result, neutral, call
 
 
 @dataclass
@@ -307,8 +321,6 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     (`historykit.recall`); `False`: placeholders say "call the tool again"."""
     last_report: Report | None = field(default=None, init=False, repr=False, compare=False)
     """The report of the latest call."""
-    overflow: OverflowRetry = field(default_factory=OverflowRetry, init=False, repr=False, compare=False)
-    """Compact-and-retry: the windows conversations shrank to after a context overflow."""
     _manual: dict[str | None, ManualCompaction] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -331,14 +343,16 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
 
     def get_toolset(self) -> Any:
         """The recall tool, when `recall` is on (Pydantic AI adds a capability's toolset to the agent)."""
-        return None if self._recall is None else _recall_toolset(self._recall)
+        return None if self._recall is None else _recall_toolset(self._recall, self)
 
-    def _keep_originals(
-        self, ctx: RunContext[Any], given: list[ModelMessage], processed: list[ModelMessage]
-    ) -> None:
-        # Persistent mode replaces the history: what the placeholders replaced is kept for recall.
-        if self._recall is not None and self.persist:
-            self._recall.keep(_conversation(ctx), given, processed)
+    def _keep_originals(self, ctx: RunContext[Any], result: PipelineResult[Any]) -> None:
+        self._keep_originals_of(_conversation(ctx), result)
+
+    def _keep_originals_of(self, conversation: str | None, result: PipelineResult[Any]) -> None:
+        # Persistent mode replaces the history: what the placeholders replaced is kept for recall,
+        # with the conversation it belongs to (a run with none keeps nothing: no later call asks).
+        if self._recall is not None and result.originals and conversation is not None:
+            self._recall.keep(self.state_of(conversation), result.originals)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -374,18 +388,15 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             )
         from pydantic_ai.conversation import Conversation
 
-        window = self.window_for(model, conversation.conversation_id)
-        result = await self.pipeline.acompact(
-            list(conversation.messages),
-            window.tokens,
-            focus=focus,
-            keep_last=keep_last,
-            window_source=window.source,
-            binds_thinking=self.binds_for(model),
-        )
+        given = list(conversation.messages)
+        call = self.call_for(model, conversation.conversation_id, ManualCompaction(focus, keep_last))
+        neutral = _ADAPTER.to_neutral(given)
+        result = native_result(_ADAPTER, given, neutral, await self.pipeline.arun_call(neutral, call))
+        self._deliver(result)
+        self._keep_originals_of(conversation.conversation_id, result)
         return Conversation(
             conversation_id=conversation.conversation_id,
-            messages=self.deliver(result),
+            messages=list(result.messages),
             usage=conversation.usage,
             deferred_tool_requests=conversation.deferred_tool_requests,
             revision=conversation.revision,
@@ -395,15 +406,16 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         if not self.persist and not _BEFORE_HOOK_IS_REQUEST_ONLY:
             return request_context  # 1.x writes these messages back: view-only works in wrap_model_request
         given = list(request_context.messages)
-        processed = await self.process(given, request_context.model, _conversation(ctx))
+        result, neutral, call = await self.process(given, request_context.model, _conversation(ctx))
+        processed = result.messages
         # What a retry after a context overflow starts again from.
-        self._steps[_step(ctx)] = _Step(given, self.window_for(request_context.model, _conversation(ctx)))
+        self._steps[_step(ctx)] = _Step(given, neutral, call)
         # 2.x: these messages are the request's alone, so the provider's block can go in (1.x would
         # write it into the history: there `wrap_model_request` adds it).
         request_context.messages = (
             with_provider_compaction(processed) if _BEFORE_HOOK_IS_REQUEST_ONLY else list(processed)
         )
-        self._keep_originals(ctx, given, processed)
+        self._keep_originals(ctx, result)
         if self.persist and _BEFORE_HOOK_IS_REQUEST_ONLY:
             # 2.x keeps `request_context.messages` to this request; the run's history is ctx.messages.
             ctx.messages[:] = processed
@@ -419,37 +431,36 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         else:
             # 1.x view-only: what the handler gets here is sent to the model and never written back.
             given = list(request_context.messages)
-            step = _Step(given, self.window_for(model, _conversation(ctx)))
-            processed = await self.process(given, model, _conversation(ctx))
-            sent = replace(request_context, messages=with_provider_compaction(_as_sent_in_1x(processed)))
+            result, neutral, call = await self.process(given, model, _conversation(ctx))
+            step = _Step(given, neutral, call)
+            sent = replace(
+                request_context, messages=with_provider_compaction(_as_sent_in_1x(result.messages))
+            )
         try:
             return await handler(sent)
         except Exception as error:
             if step is None:
                 raise
-            result = await self._recompact(ctx, step, error, model, sent.messages)
-            if result is None:
+            retried = await self._recompact(ctx, step, error, sent.messages)
+            if retried is None:
                 raise
-            retried = self.deliver(result)
-            self._keep_originals(ctx, step.given, retried)
             if self.persist:
                 ctx.messages[:] = retried  # 1.x: the run's history itself
             again = with_provider_compaction(_as_sent_in_1x(retried))
             return await handler(replace(request_context, messages=again))  # once only
 
     async def _recompact(
-        self, ctx: RunContext[Any], step: _Step, error: Exception, model: Any, rejected: list[ModelMessage]
-    ) -> PipelineResult | None:
-        return await self.overflow.arecompact(
-            self.pipeline,
-            step.given,
-            error,
-            conversation=_conversation(ctx),
-            window=step.window,
-            mode=self.mode,
-            binds_thinking=self.binds_for(model),
-            rejected=rejected,
-        )
+        self, ctx: RunContext[Any], step: _Step, error: Exception, rejected: list[ModelMessage]
+    ) -> list[ModelMessage] | None:
+        """The step's view again for a smaller window (`historykit.plugins._overflow`), delivered and
+        its originals kept; `None` when `error` is no context overflow."""
+        retried = await arecompact(self.pipeline, step.given, error, step.call, _ADAPTER.to_neutral(rejected))
+        if retried is None:
+            return None
+        result = native_result(_ADAPTER, step.native, step.given, retried)
+        self._deliver(result)
+        self._keep_originals(ctx, result)
+        return list(result.messages)
 
     async def on_model_request_error(
         self, ctx: RunContext[Any], *, request_context: Any, error: Exception
@@ -462,11 +473,9 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         if step is None or step.retried is not None:
             self._steps.pop(_step(ctx), None)  # retried already: this failure ends the step
             raise error
-        result = await self._recompact(ctx, step, error, request_context.model, request_context.messages)
-        if result is None:
+        step.retried = await self._recompact(ctx, step, error, request_context.messages)
+        if step.retried is None:
             raise error
-        step.retried = self.deliver(result)
-        self._keep_originals(ctx, step.given, step.retried)
         if self.persist:
             ctx.messages[:] = step.retried
         assert _RetryModelRequest is not None  # checked by _RETRY_BY_ATTEMPT
@@ -485,16 +494,19 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
 
 @dataclass
 class _Step:
-    """A request step's input and window, kept until it is answered, for a retry after an overflow."""
+    """A request step's input and call, kept until it is answered, for a retry after an overflow."""
 
-    given: list[ModelMessage]
-    window: ContextWindow
+    native: list[ModelMessage]
+    given: list[Message]
+    """`native`, converted once."""
+    call: Call
     retried: list[ModelMessage] | None = None
     """The view the retry sends, once the step has been retried."""
 
 
-def _recall_toolset(recall: Recall) -> Any:
-    """A toolset with the recall tool: the original output a placeholder's handle names."""
+def _recall_toolset(recall: Recall, kit: _Glue) -> Any:
+    """A toolset with the recall tool: the original output a placeholder's handle names, searched
+    in the run's own conversation only."""
     from pydantic_ai.tools import Tool
     from pydantic_ai.toolsets import FunctionToolset
 
@@ -505,7 +517,14 @@ def _recall_toolset(recall: Recall) -> Any:
             handle: The handle the placeholder names.
             offset: Where to start in the output, for the next part of a long one.
         """
-        return await recall.alookup(handle, offset, conversation=_conversation(ctx), history=ctx.messages)
+        conversation = _conversation(ctx)
+        return await recall.alookup(
+            handle,
+            offset,
+            state=kit.state_of(conversation) if conversation is not None else None,
+            history=_ADAPTER.to_neutral(ctx.messages),
+            store_key=conversation,
+        )
 
     return FunctionToolset(
         [Tool(recall_output, takes_ctx=True, name=recall.name, description=recall.description)]
@@ -579,9 +598,10 @@ def _as_sent_in_1x(messages: list[ModelMessage]) -> list[ModelMessage]:
 
 
 def _conversation(ctx: RunContext[Any]) -> str | None:
-    # The conversation a shrunk window belongs to (2.x resolves one for every run).
+    """The run's conversation: its `conversation_id` (given, inherited from the message history, or
+    new for a new conversation); a run that has none is a conversation of its own (its `run_id`)."""
     conversation = getattr(ctx, "conversation_id", None) or getattr(ctx, "run_id", None)
-    return conversation if isinstance(conversation, str) else None
+    return conversation if isinstance(conversation, str) and conversation else None
 
 
 def _step(ctx: RunContext[Any]) -> tuple[str | None, int]:
@@ -634,12 +654,11 @@ class HistoryKitProcessor(_Glue):
         """The report of the latest call."""
         self.binds_thinking = binds_thinking
         """Whether the model binds thinking to the history (R13); `None`: from the run's model."""
-        self.overflow = OverflowRetry()
-        """Unused here: a history processor cannot retry the model call (see the class docs)."""
         self._manual = {}
 
     def __repr__(self) -> str:
         return f"HistoryKitProcessor({self.pipeline!r}, context_window={self.context_window!r})"
 
     async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
-        return await self.process(messages, ctx.model)
+        result, _, _ = await self.process(messages, ctx.model, _conversation(ctx))
+        return list(result.messages)

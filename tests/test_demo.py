@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,7 @@ from historykit.messages import Message, TextPart, ToolResultPart
 from historykit.testing import CLOSING_TEXT, Recording, sample_path
 from historykit.tokens import TokenCounter
 from historykit.validity import check
+from tests.test_readme import lines_match
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -186,11 +188,18 @@ def demo(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_command(tmp_path: Path, recording: Recording) -> None:
-    first = demo(tmp_path)
+@pytest.fixture(scope="module")
+def command(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`make demo`'s command, run once in a new directory: the directory and what it printed."""
+    cwd = tmp_path_factory.mktemp("command")
+    return cwd, demo(cwd)
+
+
+def test_the_command(command: tuple[Path, subprocess.CompletedProcess[str]], recording: Recording) -> None:
+    cwd, first = command
     assert first.returncode == 0, first.stderr
     out = first.stdout
-    database = (tmp_path / DEFAULT_DATABASE).resolve()
+    database = (cwd / DEFAULT_DATABASE).resolve()
     assert database.is_file()
     for expected in (
         "1. Pydantic AI",
@@ -215,6 +224,29 @@ def test_the_command(tmp_path: Path, recording: Recording) -> None:
     threads = CliRunner().invoke(app, ["threads", str(database), "--json"])
     assert threads.exit_code == 0, threads.stderr
     assert sorted(row["thread_id"] for row in json.loads(threads.stdout)) == sorted(THREAD_IDS.values())
+
+
+def readme_excerpt() -> str:
+    """The demo output the README shows under "What `make demo` shows"."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## What `make demo` shows\n", 1)[1].split("\n## ", 1)[0]
+    (excerpt,) = re.findall(r"^```text\n(.*?)^```$", section, re.S | re.M)
+    return excerpt
+
+
+def test_the_readme_shows_what_the_command_prints(
+    command: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """The README's excerpt is lines the command printed, in order; a `...` line stands for the lines
+    it leaves out. Nothing else may differ: the replay is deterministic and the command runs at the
+    width the excerpt was taken at (100 columns)."""
+    _, run = command
+    assert run.returncode == 0, run.stderr
+    excerpt = readme_excerpt()
+    assert len([line for line in excerpt.splitlines() if line.strip() != "..."]) >= 5
+    assert lines_match(excerpt, run.stdout, excerpt=True), (
+        f"the README shows:\n{excerpt}\n`make demo` prints:\n{run.stdout}"
+    )
 
 
 def test_a_rerun_replaces_the_demo_thread(

@@ -54,11 +54,29 @@ def test_committed_without_outputs(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_teaches_no_deprecated_agent(path: Path) -> None:
+    """LangGraph 1.x deprecates `create_react_agent` for `langchain.agents.create_agent`; a graph of
+    your own takes `HistoryKitHook` as a node (as the README's recipes say)."""
+    nb = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert "create_react_agent" not in cell.source, f"cell {index}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     nb = nbformat.read(path, as_version=4)
     # Checked at the end: the kernel must be this interpreter (its venv), not whatever `python` is first
     # on PATH (jupyter_client puts sys.executable in place of a kernel spec's bare `python`).
     nb.cells.append(nbformat.v4.new_code_cell("import sys; print(sys.executable)"))
+    # A deprecated API the notebook's own code calls is an error: the notebooks teach what to write today.
+    nb.cells.insert(
+        0,
+        nbformat.v4.new_code_cell(
+            "import warnings\n"
+            'warnings.filterwarnings("error", category=DeprecationWarning, module="__main__")'
+        ),
+    )
     client = nbclient.NotebookClient(
         nb,
         timeout=180,

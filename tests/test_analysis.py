@@ -252,3 +252,55 @@ def test_a_one_call_replay_plots_its_call() -> None:
     ax.figure.canvas.draw()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1"]  # one call, one whole-number tick
     plt.close(ax.figure)
+
+
+# The last two calls' usage as the raw logs record it (Claude Code: input_tokens +
+# cache_creation_input_tokens + cache_read_input_tokens of `message.usage`, and output_tokens; Codex:
+# `last_token_usage` of the token_count event), read from the raw files the corpus sessions were
+# converted from (corpus/README.md: marot/spotter 8cc42b0 / handgemacht-ai/spotter 0c7102a,
+# AcidicSoil/codex-session-view 23314e0). Each pair: what identifies the answer, its input, its output.
+LAST_TWO_CALLS = {
+    "claudecode__spotter-8463c716": [
+        ("All done. Here's the summary", 132_201, 1),
+        ("That's a notification from a background task", 132_648, 1),
+    ],
+    "claudecode__spotter-258c7280": [
+        ("That was a stale background task", 77_273, 1),
+        ("Yes — everything is pushed and clean", 77_334, 85),
+    ],
+    "claudecode__spotter-fa812bfe": [
+        ("toolu_01VMpcAVCZTdhvsuq5wpLfvX", 76_179, 19),
+        ("All pushed. The only remaining unstaged change", 76_350, 1),
+    ],
+    "claudecode__spotter-6c2214d7-subagent-afc096d": [
+        ("toolu_01VmjNYeU5YgYT225asja74j", 49_245, 1),
+        ("Excellent! Now I have all the information needed", 49_695, 4),
+    ],
+    "codex__sessionview-019a93b9": [
+        ("call_lfCwuU2mObc6TfAufhHsRVVs", 40_766, 11_803),
+        ("call_WFt5cO7KuouOdcWkDjn5K63T", 52_645, 731),
+    ],
+}
+
+
+@pytest.mark.parametrize("session", sorted(LAST_TWO_CALLS))
+def test_the_last_call_of_a_long_real_session_is_counted_within_15_percent(session: str) -> None:
+    from historykit.messages import ReportedUsage
+
+    path = next(p for p in corpus_paths() if p.stem == session)
+    messages = read_transcript(path).messages
+    answers = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    for index, (marker, input_tokens, output_tokens) in zip(answers[-2:], LAST_TWO_CALLS[session]):
+        answer = messages[index]
+        assert answer.text.startswith(marker) or any(c.id == marker for c in answer.tool_calls), marker
+        messages[index] = replace(answer, usage=ReportedUsage(input_tokens, output_tokens))
+    # The corpus keeps the history before Claude Code's compaction: its summary starts the context.
+    summaries = [
+        i for i, m in enumerate(messages) if m.role == "user" and m.text.startswith("This session is being")
+    ]
+    replay = analyze(messages, window=200_000, pipeline=Pipeline([Repair()]), boundaries=summaries).replay
+    assert replay is not None
+    last = replay.calls[-1]
+    assert last.recorded is not None and abs(last.before - last.recorded) <= 0.15 * last.recorded
+    # The messages alone, as the replay counted before it used the recorded usage, are far off.
+    assert last.estimated_before < 0.7 * last.recorded

@@ -15,24 +15,31 @@
   input from its start (what a provider's prompt cache reuses), and per processor how often it
   acted and how many tokens it freed when it did.
 
-What the transcript itself records is used beside the replay: the usage the provider reported
-for each call (Claude Code's `message.usage`, Codex's token-count events; `Message.usage`) is shown
-next to the replayed sizes, and the agent's own compactions (`boundaries`: Claude Code's compact
-summary, Codex's `compacted` row; `historykit.formats.compaction_boundaries`) start a new context in
-the replay, as they did in the real run. A transcript does not hold the system prompt or the tool
-definitions the agent sent with every call: the replay cannot count them, and says so; the
-recorded usage includes them.
+What the transcript itself records is used: the usage the provider reported for each call
+(Claude Code's `message.usage`, Codex's token-count events; `Message.usage`) is shown next to the
+replayed sizes, and anchors them, as `TokenCounter.count` anchors every count: the recorded input
+and output of the call before stand for everything up to its answer (the system prompt and the
+tool definitions a transcript does not hold included), and only the messages since are estimated.
+The window is the transcript's unless given (`historykit.formats.recorded.transcript_window`: the one a
+Codex rollout records, else its model's from genai-prices, else the default). The agent's own
+compactions (`boundaries`: Claude Code's compact boundary, Codex's `compacted` row;
+`historykit.formats.compaction_boundaries`) start a new context in the replay, as they did in the
+real run. What the calls sent that the transcript does not hold is named
+(`historykit.formats.recorded.unseen_inputs`), never guessed.
 
 The command `historykit analyze` prints this; in Jupyter an `Analysis` renders as HTML tables, and
 `Analysis.plot()` draws the context size per call before and after.
 
 Example:
     ```python
+    import historykit
     from historykit.analysis import analyze
     from historykit.formats import read_transcript
 
     transcript = read_transcript("session.jsonl")
-    analysis = analyze(transcript.messages, window=32_000, name=transcript.path.name)
+    analysis = analyze(  # under the transcript's own window
+        transcript.messages, pipeline=historykit.default_pipeline(), name=transcript.path.name
+    )
     analysis.repeated_reads                                      # files read more than once
     analysis.replay.sent_after / analysis.replay.sent_before    # share of input tokens still sent
     analysis.to_dict()                                           # JSON-ready
@@ -48,9 +55,17 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.formats.recorded import (
+    ALWAYS_UNSEEN,
+    PARENT_CONVERSATION,
+    compaction_boundaries,
+    transcript_model,
+    transcript_window,
+    unseen_inputs,
+)
 from historykit.messages import Message, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, Pipeline
-from historykit.tokens import TokenCounter
+from historykit.tokens import TokenCount, TokenCounter
 
 __all__ = [
     "KIND_LABELS",
@@ -121,18 +136,33 @@ class ProcessorSavings:
 
 @dataclass(frozen=True)
 class CallSize:
-    """The input of one model call."""
+    """The input of one model call.
+
+    `before` and `after` are anchored on the usage the transcript recorded for the call before (its
+    input and output tokens stand for everything up to its answer, what the transcript does not hold
+    included, as `TokenCounter.count` counts); only the messages since are estimated. Without
+    recorded usage they are the estimate of the messages alone, as `estimated_before` and
+    `estimated_after` always are.
+    """
 
     call: int
     """1-based number of the model call."""
     before: int
-    """Tokens of the raw history the call would have sent."""
+    """Input tokens of the raw history the call would have sent."""
     after: int
-    """Tokens after the pipeline (the history carried forward from the call before)."""
+    """Input tokens after the pipeline: `before` less what the pipeline took out of the messages."""
     reused: int
-    """Tokens at the start of the input identical to the previous call's input (a cache hit)."""
+    """Tokens at the start of the input identical to the previous call's input (a cache hit): the
+    messages' shared prefix (estimated), plus, from the second call on, what an anchored count holds
+    beyond the messages (the system prompt and tool definitions, the same at every call)."""
     recorded: int | None = None
     """Input tokens the provider reported for this call in the transcript (`None`: not recorded)."""
+    estimated_before: int = 0
+    """The raw history's messages alone, estimated by the tokenizer."""
+    estimated_after: int = 0
+    """The processed history's messages alone, estimated by the tokenizer."""
+    anchor: int | None = None
+    """Index of the message whose recorded usage `before` is anchored on (`None`: none was)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +177,18 @@ class Replay:
     """Provider-rule violations of the final processed history (`historykit.check`)."""
     boundaries: tuple[int, ...] = ()
     """Indices of the messages where the agent's own compaction started a new context."""
+    window_source: str = "explicit"
+    """Where `window` came from: `explicit`, `transcript` (the log records it), `genai-prices` (the
+    transcript's model) or `default` (`historykit.formats.recorded.transcript_window`)."""
+    model: str | None = None
+    """The model the transcript names for its calls (the latest), if any."""
+    unseen: tuple[str, ...] = ALWAYS_UNSEEN
+    """What the calls sent that the transcript does not hold (`historykit.formats.recorded.unseen_inputs`)."""
+
+    @property
+    def anchored(self) -> bool:
+        """True when any call's count is anchored on recorded usage."""
+        return any(c.anchor is not None for c in self.calls)
 
     @property
     def recorded_calls(self) -> tuple[CallSize, ...]:
@@ -167,10 +209,10 @@ class Replay:
 
     @property
     def unseen_estimate(self) -> int | None:
-        """Recorded minus replayed input at the first recorded call: about the size of what the
-        transcript does not hold (system prompt, tool definitions), give or take the tokenizer."""
+        """Recorded input minus the estimated messages at the first recorded call: about the size of
+        what the transcript does not hold (`unseen`), give or take the tokenizer."""
         first = next(iter(self.recorded_calls), None)
-        return None if first is None or first.recorded is None else first.recorded - first.before
+        return None if first is None or first.recorded is None else first.recorded - first.estimated_before
 
     @property
     def sent_before(self) -> int:
@@ -200,7 +242,7 @@ class Replay:
     def reused_share(self) -> float:
         """Share of the processed input tokens that repeat the previous call's input from its start."""
         total = self.sent_after
-        return sum(c.reused for c in self.calls) / total if total else 0.0
+        return min(1.0, sum(c.reused for c in self.calls) / total) if total else 0.0
 
     @property
     def compactions(self) -> int:
@@ -244,7 +286,8 @@ class Analysis:
                 "reused_share": round(r.reused_share, 4),
                 "compactions": r.compactions,
                 "agent_compactions": len(r.boundaries),
-                "not_in_transcript": ["system prompt", "tool definitions"],
+                "anchored_on_recorded_usage": r.anchored,
+                "not_in_transcript": list(r.unseen),
             }
             if r.recorded_calls:
                 out["replay"]["summary"]["recorded"] = {
@@ -339,7 +382,12 @@ class Analysis:
                 row("provider-rule violations at the end", "", str(len(r.violations))),
             ]
             tables.append(
-                (f"replayed call by call, window {r.window:,}: pipeline {r.pipeline}", headers, rows)
+                (
+                    f"replayed call by call, window {r.window:,} ({_window_origin(r)}): "
+                    f"pipeline {r.pipeline}",
+                    headers,
+                    rows,
+                )
             )
             tables.append((self._replay_notes(r), (), []))
             tables.append(
@@ -365,17 +413,26 @@ class Analysis:
 
     @staticmethod
     def _replay_notes(r: Replay) -> str:
-        notes = [
-            "The replay counts the messages only: the system prompt and the tool definitions sent with "
-            "every call are not in the transcript."
-        ]
+        unseen = _unseen_phrase(r.unseen)
+        if not r.anchored:
+            notes = [f"The replay counts the messages only: not in the transcript are {unseen}."]
+        else:
+            notes = [
+                "Each call is counted from the usage the provider reported for the call before it, "
+                f"which includes what is not in the transcript ({unseen}), plus an estimate of the "
+                "messages since; a call with no recorded call before it counts its messages only."
+            ]
         if r.recorded_calls:
-            unseen = r.unseen_estimate
+            estimate = r.unseen_estimate
             notes.append(
                 f"recorded: the input the provider reported for {len(r.recorded_calls)} of "
-                f"{len(r.calls)} calls (it includes them"
-                + (f"; about {unseen:,} tokens at the first call" if unseen and unseen > 0 else "")
-                + ")."
+                f"{len(r.calls)} calls"
+                + (
+                    f"; about {estimate:,} tokens of it at the first call are not in the transcript"
+                    if estimate and estimate > 0
+                    else ""
+                )
+                + "."
             )
         if r.boundaries:
             notes.append(
@@ -393,14 +450,16 @@ class Analysis:
         rendered: list[Any] = []
         for title, headers, rows in self._tables():
             if not headers:
-                rendered.append(Text(title, style="bold" if not rows and title.startswith("nothing") else ""))
+                style = "bold" if not rows and title.startswith("nothing") else ""
+                rendered += [Text(title, style=style), Text("")]
                 continue
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
             first = max((len(row[0]) for row in rows), default=0)
             for n, header in enumerate(headers):
                 if n == 0:
-                    # Short labels (processor and tool names) stay on one line; paths fold.
-                    table.add_column(header, justify="left", overflow="fold", min_width=min(first, 24))
+                    # Labels (processor and tool names) stay on one line, and a path keeps most of
+                    # its width; only a very long one folds.
+                    table.add_column(header, justify="left", overflow="fold", min_width=min(first, 56))
                 elif header.startswith("what") or header == "call":
                     table.add_column(header, justify="left", overflow="fold")
                 else:
@@ -445,8 +504,10 @@ class Analysis:
             _, ax = plt.subplots(figsize=(10, 4), layout="constrained")  # room for the legend
         r = self.replay
         calls = [c.call for c in r.calls]
-        ax.plot(calls, [c.before for c in r.calls], label="raw history", color="#b0b0b0")
-        ax.plot(calls, [c.after for c in r.calls], label="processed", color="#1f6feb")
+        # A line needs two points: a short replay (one call draws nothing at all) gets a dot a call.
+        dots = {"marker": "o", "markersize": 4} if len(calls) < _DOTS_BELOW else {}
+        ax.plot(calls, [c.before for c in r.calls], label="raw history", color="#b0b0b0", **dots)
+        ax.plot(calls, [c.after for c in r.calls], label="processed", color="#1f6feb", **dots)
         if r.recorded_calls:
             ax.plot(
                 [c.call for c in r.recorded_calls],
@@ -454,6 +515,7 @@ class Analysis:
                 label="recorded usage",
                 color="#2da44e",
                 linewidth=1,
+                **dots,
             )
         ax.axhline(r.window, color="#d73a49", linestyle="--", linewidth=1, label=f"window {r.window:,}")
         ax.set_xlabel("model call")
@@ -462,9 +524,44 @@ class Analysis:
         ax.yaxis.set_major_formatter(_thousands())
         ax.xaxis.set_major_locator(_whole_numbers())  # calls are counted, never 2.5
         ax.margins(x=0.01)
+        if len(calls) == 1:
+            # Else the axis spans a hair around the one call, ticked in fractions of a call.
+            ax.set_xlim(0.5, 1.5)
+            ax.set_xticks(calls)
         # Outside the axes, so it never covers the curves (the processed one hugs the window).
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False, fontsize=8)
         return ax
+
+
+_DOTS_BELOW = 30
+"""Replays of fewer calls are plotted with a dot at each call, so that every call shows."""
+
+
+def _unseen_phrase(unseen: Sequence[str]) -> str:
+    """What the calls sent that the transcript lacks (`formats.recorded.unseen_inputs`), as words."""
+    every_call = [u for u in unseen if u in ALWAYS_UNSEEN]
+    phrase = "the " + " and the ".join(every_call) + " sent with every call" if every_call else ""
+    if PARENT_CONVERSATION in unseen:
+        parent = (
+            f"{PARENT_CONVERSATION} that this compaction agent's one call summarised (it is in the "
+            "parent session's log)"
+        )
+        phrase = f"{phrase}, and {parent}" if phrase else parent
+    others = [u for u in unseen if u not in ALWAYS_UNSEEN and u != PARENT_CONVERSATION]
+    return ", ".join([phrase, *others]) if phrase else ", ".join(others)
+
+
+def _window_origin(r: Replay) -> str:
+    """Where a replay's window came from, for its heading."""
+    if r.window_source == "genai-prices":
+        return f"{r.model}, from genai-prices"
+    if r.window_source == "transcript":
+        return "recorded in the transcript"
+    if r.window_source == "default":
+        return "historykit's default: " + (
+            f"genai-prices does not know {r.model}" if r.model else "the transcript names no model"
+        )
+    return "given"
 
 
 def _whole_numbers() -> Any:
@@ -482,20 +579,23 @@ def _thousands() -> Any:
 def analyze(
     messages: Sequence[Message],
     *,
-    window: int,
+    window: int | None = None,
     pipeline: HistoryProcessor | None = None,
     counter: TokenCounter | None = None,
     name: str = "transcript",
     format: str = "neutral",
     top: int = 10,
     on_call: Callable[[int, int], None] | None = None,
-    boundaries: Sequence[int] = (),
+    boundaries: Sequence[int] | None = None,
 ) -> Analysis:
     """Analyse a neutral history; with a `pipeline`, replay it call by call under `window`.
 
+    `window`: `None` takes the transcript's (`historykit.formats.recorded.transcript_window`: the window an
+    agent log records, else its model's from genai-prices, else the default).
     `on_call(done, total)` is called after each replayed model call (for progress bars).
-    `boundaries`: indices of the messages where the agent's own compaction started a new context
-    (`historykit.formats.compaction_boundaries`); the replay starts afresh at each.
+    `boundaries`: indices of the messages where the agent's own compaction started a new context;
+    `None` finds them in an agent log (`historykit.formats.compaction_boundaries`), `()` ignores
+    them; the replay starts afresh at each.
     """
     for index, msg in enumerate(messages):
         if not isinstance(msg, Message):
@@ -649,41 +749,54 @@ def replay(
     messages: Sequence[Message],
     pipeline: HistoryProcessor,
     *,
-    window: int,
+    window: int | None = None,
     counter: TokenCounter | None = None,
     on_call: Callable[[int, int], None] | None = None,
-    boundaries: Sequence[int] = (),
+    boundaries: Sequence[int] | None = None,
 ) -> Replay:
     """Replay `messages` model call by model call through `pipeline` in persistent mode.
 
-    At each index of `boundaries` (the agent's own compactions) the context starts afresh: the calls
-    after it see that message and what follows, raw and processed alike.
+    `window`: the context window; `None` takes the transcript's
+    (`historykit.formats.recorded.transcript_window`: the window the log records, else its model's,
+    else the default). At each index of `boundaries`
+    (the agent's own compactions; `None` finds them in the messages, `()` ignores them) the context
+    starts afresh: the calls after it see that message and what follows, raw and processed alike.
+    Each call's size is anchored on the usage recorded for the call before it (`CallSize`).
     """
     from historykit.validity import check_neutral
 
+    resolved = transcript_window(messages, window)
+    if boundaries is None:
+        boundaries = compaction_boundaries(messages)
     if not isinstance(pipeline, Pipeline):
         pipeline = Pipeline([pipeline], counter=counter)
     elif counter is not None and pipeline.counter is not counter:
         pipeline = Pipeline(pipeline.processors, counter=counter)
-    count = pipeline.counter.count_message
-    raw_sizes = [count(m) for m in messages]
+    tokens = pipeline.counter
+    estimate = tokens.count_message
+    raw_sizes = [estimate(m) for m in messages]
     call_points = [i for i, m in enumerate(messages) if m.role == "assistant"]
     tallies: dict[str, _Tally] = {}
     sizes: list[CallSize] = []
     carried: list[Message] = []
     previous: list[Message] = []
-    consumed = 0
-    raw_total = 0
+    start = consumed = 0  # where the current context starts; what the replay has taken in
+    raw_estimate = 0
+    latest_usage: int | None = None  # the latest message of the current context with usage
     starts = sorted(set(b for b in boundaries if 0 <= b < len(messages)))
     for n, point in enumerate(call_points, start=1):
         restart = [b for b in starts if consumed <= b < point]
         if restart:
-            consumed, raw_total, carried = restart[-1], 0, []
-        raw_total += sum(raw_sizes[consumed:point])
+            start = consumed = restart[-1]
+            raw_estimate, carried, latest_usage = 0, [], None
+        raw_estimate += sum(raw_sizes[consumed:point])
+        latest_usage = next(
+            (i for i in range(point - 1, consumed - 1, -1) if messages[i].usage is not None), latest_usage
+        )
         history = carried + list(messages[consumed:point])
         consumed = point
         try:
-            result = pipeline.run(history, window)
+            result = pipeline.run(history, resolved.tokens, window_source=resolved.source)
         except Exception as exc:
             # Stays a plain RuntimeError: it wraps whatever the pipeline raised (a bug in a user's
             # processor as much as a historykit error, chained as its cause), and the CLI prints a
@@ -703,12 +816,23 @@ def replay(
         for old, new in zip(previous, carried):
             if old is not new:
                 break
-            reused += count(new)
+            reused += estimate(new)
         previous = carried
+        carried_estimate = sum(estimate(m) for m in carried)
+        anchored = _anchored_count(tokens, messages, start, latest_usage, point, raw_estimate)
+        freed = raw_estimate - carried_estimate
+        beyond_messages = max(0, anchored.tokens - raw_estimate)
         usage = messages[point].usage
         sizes.append(
             CallSize(
-                n, raw_total, sum(count(m) for m in carried), reused, usage.input_tokens if usage else None
+                n,
+                anchored.tokens,
+                max(0, anchored.tokens - freed),
+                reused + (beyond_messages if n > 1 else 0),
+                usage.input_tokens if usage else None,
+                raw_estimate,
+                carried_estimate,
+                anchored.anchor_index,
             )
         )
         if on_call is not None:
@@ -718,7 +842,43 @@ def replay(
         ProcessorSavings(name, t.calls, t.tokens_freed, t.replaced, t.removed, t.added, t.markers)
         for name, t in sorted(tallies.items(), key=lambda kv: kv[1].order)
     )
-    return Replay(window, _pipeline_name(pipeline), tuple(sizes), processors, violations, tuple(starts))
+    return Replay(
+        resolved.tokens,
+        _pipeline_name(pipeline),
+        tuple(sizes),
+        processors,
+        violations,
+        tuple(starts),
+        resolved.source,
+        transcript_model(messages),
+        unseen_inputs(messages),
+    )
+
+
+def _anchored_count(
+    tokens: TokenCounter,
+    messages: Sequence[Message],
+    start: int,
+    latest_usage: int | None,
+    point: int,
+    estimate: int,
+) -> TokenCount:
+    """The raw history `messages[start:point]` as the core counts it (`TokenCounter.count`): the usage
+    recorded for the latest call stands for everything up to its answer (what the transcript does
+    not hold included), the messages since are estimated.
+
+    The same count as `tokens.count(messages[start:point])`, made from the latest message with usage
+    on, so that a long replay does not go over its whole context at every call; `estimate` (the
+    messages' estimate) is the count when no message has usage. Anchor indices are into `messages`.
+    """
+    if latest_usage is not None:
+        tail = tokens.count(messages[latest_usage:point])
+        if tail.anchor_index is not None:
+            return replace(tail, anchor_index=latest_usage + tail.anchor_index)
+        whole = tokens.count(messages[start:point])  # usage that anchors nothing (no input tokens)
+        if whole.anchor_index is not None:
+            return replace(whole, anchor_index=start + whole.anchor_index)
+    return TokenCount(estimate, estimate, str(tokens.tokenizer_name))
 
 
 def _pipeline_name(pipeline: Pipeline) -> str:

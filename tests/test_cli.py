@@ -316,9 +316,10 @@ def test_an_unknown_format_name(tmp_path: Path) -> None:
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
-    result = run("compact", SMALL, "-o", tmp_path / "o.jsonl")  # no --window
-    assert result.exit_code == EXIT_USAGE and "--window" in result.stderr
+    result = run("compact", SMALL, "-w", 1000)  # no --output
+    assert result.exit_code == EXIT_USAGE and "--output" in result.stderr
     assert run("analyze", SMALL, "--window", 0).exit_code == EXIT_USAGE
+    assert run("compact", SMALL, "--window", 0, "-o", tmp_path / "o.jsonl").exit_code == EXIT_USAGE
 
 
 def test_the_installed_console_script(tmp_path: Path) -> None:
@@ -766,22 +767,111 @@ def test_model_names_with_colons_in_a_pipeline_spec() -> None:
         build_pipeline("summarize:openai:gpt-4o")
 
 
-def test_piped_output_is_not_cut_at_80_columns(tmp_path: Path) -> None:
+def _long_path_transcript(tmp_path: Path) -> Path:
+    """A chat transcript that reads a file with a very long path twice (a wide cell in the tables)."""
+    path = "/home/USER/.claude/projects/" + "-".join(["a-very-long-project-directory"] * 6) + "/notes.txt"
+    rows: list[dict[str, Any]] = [{"role": "user", "content": "read the notes"}]
+    # A second file elsewhere, so no common directory shortens the long path.
+    for n, read in enumerate((path, path, "/srv/app/readme.md"), start=1):
+        call = {"id": f"call_{n}", "name": "Read", "arguments": json.dumps({"file_path": read})}
+        rows += [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{n}", "name": "Read", "content": "notes " * 200},
+        ]
+    rows.append({"role": "assistant", "content": "done"})
+    out = tmp_path / "long-path.jsonl"
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return out
+
+
+def test_piped_output_keeps_its_lines_whole_and_its_tables_readable(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "historykit"
     env = {k: v for k, v in __import__("os").environ.items() if k != "COLUMNS"}
     done = subprocess.run(
-        [str(script), "analyze", str(CLAUDE_CODE), "--window", "8000"],
+        [str(script), "analyze", str(_long_path_transcript(tmp_path)), str(CLAUDE_CODE)],
         capture_output=True,
         text=True,
         env=env,
         check=True,
     )
+    lines = done.stdout.splitlines()
     # The pipeline heading and the note about what a transcript lacks are long lines, kept whole.
-    assert any(len(line) > 120 and "pipeline DedupeFileReads" in line for line in done.stdout.splitlines())
-    assert any(
-        "tool definitions sent with every call are not in the transcript" in line
-        for line in done.stdout.splitlines()
+    assert any(len(line) > 120 and "pipeline DedupeFileReads" in line for line in lines)
+    assert any("tool definitions sent with every call" in line and len(line) > 120 for line in lines)
+    # Tables fit 120 columns: the long path folds in its cell instead of padding every row to it.
+    rows = [line for line in lines if line.startswith(" ") and line.strip()]
+    assert rows and max(len(line.rstrip()) for line in rows) <= 120
+    assert "notes.txt" in done.stdout
+
+
+def test_help_shows_no_formatting_markers_and_names_the_chat_format() -> None:
+    from docs._hooks.historykit_docs import _cli_help
+
+    shown = run("--help").stdout
+    assert "\b" not in shown and "corpus" not in shown
+    assert "chat (OpenAI\n  chat-completions messages, one JSON object a line)" in shown
+    for command in ("analyze", "compact", "threads", "show", "export", "doctor"):
+        assert "\b" not in run(command, "--help").stdout
+    # The docs' command-line page is generated from the same help.
+    page = _cli_help(app)
+    assert "\b" not in page and "DB_URL: sqlite:///path.db" in page
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw agent logs: the transcript's own window, its recorded usage, the agent's own compaction
+# ---------------------------------------------------------------------------------------------
+
+REAL = Path(__file__).resolve().parent / "formats" / "data" / "real"
+"""Real Claude Code session logs (tests/formats/data/real/SOURCE.md)."""
+
+
+def test_analyze_takes_the_window_from_the_model_and_counts_from_the_recorded_usage() -> None:
+    result = run("analyze", REAL / "spotter-tool_heavy.jsonl", CODEX, "--json", "-p", SPEC)
+    assert result.exit_code == 0, result.stderr
+    claude, codex = (a["replay"] for a in json.loads(result.stdout))
+    # claude-opus-4-6: the standard 200k window (genai-prices lists the 1M beta as a price tier).
+    assert (claude["window"], claude["window_source"], claude["model"]) == (
+        200_000,
+        "genai-prices",
+        "claude-opus-4-6",
     )
+    assert (codex["window"], codex["window_source"]) == (258_400, "transcript")  # the rollout says
+    last = claude["calls"][-1]
+    assert abs(last["before"] - last["recorded"]) <= 0.15 * last["recorded"]
+    shown = run("analyze", REAL / "spotter-tool_heavy.jsonl", "-p", SPEC).stdout
+    assert "window 200,000 (claude-opus-4-6, from genai-prices)" in shown
+
+
+def test_calls_over_the_window_agree_with_the_recorded_usage() -> None:
+    result = run("analyze", REAL / "spotter-tool_heavy.jsonl", "--json", "-p", "repair", "-w", 27_000)
+    summary = json.loads(result.stdout)[0]["replay"]["summary"]
+    assert summary["over_window_before"] == summary["recorded"]["over_window"] == 1
+
+
+def test_compact_keeps_what_the_agents_own_compaction_dropped(tmp_path: Path) -> None:
+    source = REAL / "spotter-4d5611e5-compact-boundary.jsonl"
+    out = tmp_path / "compacted.jsonl"
+    result = run("compact", source, "-w", 300, "-p", SPEC, "-o", out, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["agent_compaction"] == {"starts_at": 3, "kept_as_written": 3}
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+    written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    boundary = next(n for n, r in enumerate(rows) if r.get("subtype") == "compact_boundary")
+
+    # Everything up to the boundary, the boundary itself and the summary after it, as Claude Code
+    # wrote them (the rows chained in the order written): the pipeline only saw what the agent
+    # still had in its context.
+    def unlinked(row: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in row.items() if k not in ("parentUuid", "logicalParentUuid")}
+
+    assert [unlinked(r) for r in written[: boundary + 2]] == [unlinked(r) for r in rows[: boundary + 2]]
+    assert written[boundary]["parentUuid"] is None
+    assert written[boundary]["logicalParentUuid"] == written[boundary - 1]["uuid"]
+    assert read_transcript(out).messages[3].text.startswith("This session is being continued")
+    # To another format, only what the agent still had: the summary and what follows.
+    chat = tmp_path / "compacted.chat.jsonl"
+    assert run("compact", source, "-w", 300, "-p", SPEC, "-o", chat, "--to", "chat").exit_code == 0
+    assert read_transcript(chat).messages[0].text.startswith("This session is being continued")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,12 +19,13 @@ from historykit.cli._options import (
     _check_writable,
     _format_flags,
     _read,
+    _window_option,
 )
 from historykit.cli._pipeline_spec import build_pipeline
 from historykit.cli._render import _one_line, _out, _Progress, _safe, _say, _working
 from historykit.messages import Message
 from historykit.pipeline import Pipeline
-from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
+from historykit.tokens import TokenCounter
 
 
 @app.command()
@@ -32,9 +33,7 @@ def analyze(
     files: Annotated[
         list[Path], typer.Argument(metavar="FILE...", help="Transcript files.", show_default=False)
     ],
-    window: Annotated[
-        int, typer.Option("--window", "-w", min=1, help="Context window in tokens the replay runs under.")
-    ] = DEFAULT_CONTEXT_WINDOW,
+    window: Annotated[int | None, _window_option("Context window in tokens the replay runs under.")] = None,
     pipeline: Annotated[str, typer.Option("--pipeline", "-p", help=_PIPELINE_HELP)] = "default",
     json_out: Annotated[
         bool, typer.Option("--json", help="Print a JSON array, one object per file read.")
@@ -56,7 +55,6 @@ def analyze(
     """
     from historykit.analysis import Analysis
     from historykit.analysis import analyze as run_analysis
-    from historykit.formats import compaction_boundaries
 
     with _errors():
         fmt = _format_flags(from_format, legacy_format, "--from")
@@ -79,7 +77,6 @@ def analyze(
                         format=transcript.format,
                         top=top,
                         on_call=progress.update,
-                        boundaries=compaction_boundaries(transcript.messages),
                     )
             except Exception as exc:
                 if _state["debug"] or len(files) == 1:
@@ -91,7 +88,9 @@ def analyze(
                 continue
             analyses.append(analysis)
             if not json_out:
-                _out.print(analysis)
+                # Into a pipe or a file, headings and notes stay whole lines (paths and the pipeline
+                # copyable); tables still fit the width, folding long cells.
+                _out.print(analysis, soft_wrap=not _out.is_terminal)
                 _say(f"(analysed in {time.perf_counter() - started:.2f} s)\n")
         if json_out:
             sys.stdout.write(json.dumps([a.to_dict() for a in analyses], indent=2, ensure_ascii=False) + "\n")

@@ -31,8 +31,10 @@ EXIT_PROBLEMS = 4
 """`doctor` found provider-rule violations and did not repair them (all of them)."""
 
 _EPILOG = """\b
-Transcript formats (detected, or --from; written as --to): chat (the corpus
-JSONL), pydantic-ai, langchain, claude-code, codex.
+Transcript formats (detected, or --from; written as --to): chat (OpenAI
+chat-completions messages, one JSON object a line), pydantic-ai, langchain,
+claude-code, codex.
+
 \b
 Pipeline SPEC: `default`, or names joined by commas, run in order, each with
 optional :option=value settings (lists joined with +); Repair always runs last.
@@ -41,11 +43,15 @@ Names: dedupe, clear, strip, truncate, summarize, repair. Examples:
   dedupe,clear,strip,truncate
   clear:keep=5:min_gain=2000,truncate:max_fraction=0.7
   summarize:model=openai:gpt-4o-mini
+
 \b
 DB_URL: sqlite:///path.db, postgresql+psycopg://user@host/db, or a SQLite file path.
+
 \b
 Exit codes: 0 ok; 1 runtime failure; 2 bad input or usage; 3 not found (file,
 database file, thread); 4 doctor found violations it did not repair."""
+"""Click keeps a paragraph that starts with a `\\b` line as written (no re-wrapping); paragraphs are
+separated by a blank line, or the marker is printed as a character."""
 
 app = typer.Typer(
     name="historykit",

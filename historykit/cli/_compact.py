@@ -22,6 +22,7 @@ from historykit.cli._options import (
     _format_flags,
     _format_option,
     _read,
+    _window_option,
 )
 from historykit.cli._pipeline_spec import build_pipeline
 from historykit.cli._render import _out, _safe, _say, _working
@@ -33,12 +34,10 @@ def compact(
     file: Annotated[
         Path, typer.Argument(metavar="FILE", help="The transcript to compact.", show_default=False)
     ],
-    window: Annotated[
-        int, typer.Option("--window", "-w", min=1, help="Context window in tokens.", show_default=False)
-    ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Where to write the processed history.", show_default=False)
     ],
+    window: Annotated[int | None, _window_option("Context window in tokens.")] = None,
     pipeline: Annotated[str, typer.Option("--pipeline", "-p", help=_PIPELINE_HELP)] = "default",
     from_format: Annotated[str | None, typer.Option("--from", help=_FROM_HELP)] = None,
     to_format: Annotated[
@@ -71,7 +70,12 @@ def compact(
 
     With --now or --focus, compact now, as Claude Code's /compact does: the pipeline's Summarize
     step summarizes whatever the triggers say, with the focus when given.
+
+    An agent log that the agent compacted itself (Claude Code's compact_boundary, Codex's
+    compacted row) is processed from its latest compaction on: what the agent had already dropped
+    is written back as it was, boundary included (to another format, only what follows it).
     """
+    from historykit.formats.recorded import compaction_boundaries, transcript_window
     from historykit.validity import check
 
     with _errors():
@@ -92,23 +96,42 @@ def compact(
         with _working(f"compacting {file.name}"):
             transcript = _read(file, fmt)
             out_fmt = out_fmt or transcript.format
+            resolved = transcript_window(transcript.messages, window)
+            # The agent's own compaction already dropped what precedes its latest boundary from
+            # every later call: the pipeline starts there, and the log keeps the rest as it was.
+            boundaries = compaction_boundaries(transcript.messages) if transcript.native is None else []
+            start = boundaries[-1] if boundaries else 0
+            kept, history = transcript.history[:start], transcript.history[start:]
             started = time.perf_counter()
             try:
                 if manual:
-                    result = built.compact(transcript.history, window, focus=focus)
+                    result = built.compact(
+                        history, resolved.tokens, focus=focus, window_source=resolved.source
+                    )
                 else:
-                    result = built.run(transcript.history, window)
+                    result = built.run(history, resolved.tokens, window_source=resolved.source)
             except Exception as exc:
                 raise CliError(f"the pipeline failed on {file}: {exc}", EXIT_FAILURE) from exc
-            write_transcript(result.messages, output, out_fmt)
+            same_format = out_fmt == transcript.format
+            write_transcript([*kept, *result.messages] if same_format else result.messages, output, out_fmt)
             report = result.report
             violations = check(result.messages)
             elapsed = time.perf_counter() - started
+        kept_count = len(kept) if same_format else 0
         if json_out:
-            sys.stdout.write(
-                json.dumps(_report_dict(report, transcript, output, violations, out_fmt), indent=2) + "\n"
-            )
+            out = _report_dict(report, transcript, output, violations, out_fmt)
+            out["agent_compaction"] = {"starts_at": start, "kept_as_written": kept_count} if start else None
+            sys.stdout.write(json.dumps(out, indent=2) + "\n")
             return
+        if start:
+            _say(
+                f"the agent compacted its own history at message {start}: processed what follows; "
+                + (
+                    f"the {kept_count} messages before it are written back as they were"
+                    if kept_count
+                    else "what precedes it is left out (another format has no place for it)"
+                )
+            )
         _print_report(report)
         converted = f" (converted from {transcript.format})" if out_fmt != transcript.format else ""
         _say(
@@ -122,8 +145,8 @@ def compact(
 def _print_report(report: Any) -> None:
     """A pipeline report as a table that fits a narrow terminal, then one line per change."""
     _say(
-        f"{report.tokens_before:,} → {report.tokens_after:,} tokens; window {report.context_window:,}; "
-        f"tokenizer {report.tokenizer}",
+        f"{report.tokens_before:,} → {report.tokens_after:,} tokens; window {report.context_window:,} "
+        f"({report.window_source}); tokenizer {report.tokenizer}",
         style="bold",
     )
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
@@ -158,6 +181,7 @@ def _report_dict(
         "format": transcript.format,
         "output_format": out_format,
         "context_window": report.context_window,
+        "window_source": report.window_source,
         "tokenizer": report.tokenizer,
         "tokens_before": report.tokens_before,
         "tokens_after": report.tokens_after,

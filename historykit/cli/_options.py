@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from historykit.cli._app import EXIT_NOT_FOUND, CliError
 from historykit.cli._render import _say
 from historykit.formats import FORMATS, TranscriptFile, read_transcript
+from historykit.tokens import DEFAULT_CONTEXT_WINDOW
 
 
 def _read(path: Path, format: str | None) -> TranscriptFile:
@@ -46,6 +48,19 @@ _PIPELINE_HELP = (
     "Processors to run: `default` or e.g. dedupe,clear:keep=5,strip,truncate, "
     "summarize:model=openai:gpt-4o-mini (see `historykit --help`)."
 )
+
+
+def _window_option(what: str) -> Any:
+    """`--window`/`-w`, optional: without it a transcript's own window is used
+    (`historykit.formats.recorded.transcript_window`)."""
+    return typer.Option(
+        "--window",
+        "-w",
+        min=1,
+        help=f"{what} Default: the transcript's: the one a Codex rollout records, else its model's "
+        f"(genai-prices), else {DEFAULT_CONTEXT_WINDOW:,}.",
+        show_default=False,
+    )
 
 
 def _check_writable(path: Path) -> None:

@@ -14,10 +14,11 @@ from rich.text import Text
 
 
 def _console(stderr: bool = False) -> Console:
-    """A console that is not cut to 80 columns when its output is a pipe or a file.
+    """A console laid out for `_PIPE_WIDTH` columns when its output is a pipe or a file.
 
-    On a terminal Rich uses the terminal's width; elsewhere it would assume 80 and fold tables.
-    `COLUMNS` still wins when set.
+    On a terminal Rich uses the terminal's width; elsewhere it would assume 80. `COLUMNS` still wins
+    when set. Status lines (`_say`) and the headings and notes of an analysis are never wrapped, so
+    paths stay whole; tables fold their long cells to fit.
     """
     console = Console(stderr=stderr, highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
@@ -25,8 +26,10 @@ def _console(stderr: bool = False) -> Console:
     return console
 
 
-_PIPE_WIDTH = 1000
-"""Columns when writing to a pipe: wide enough that no table folds (tables take only what they need)."""
+_PIPE_WIDTH = 120
+"""Columns when writing to a pipe or a file: what a log viewer or a pager shows without scrolling
+sideways. A table wider than this (one long path in a cell) folds that cell rather than padding every
+row to its width."""
 
 _out = _console()
 _err = _console(stderr=True)

@@ -2,7 +2,7 @@
 
 | format | file | read by |
 |---|---|---|
-| `chat` | the corpus JSONL: OpenAI chat-completions messages, one a line | `openai_chat` |
+| `chat` | OpenAI chat-completions messages, one JSON object a line (the corpus's format) | `openai_chat` |
 | `pydantic-ai` | `ModelMessagesTypeAdapter.dump_json(messages)` | `pydantic_ai_json` |
 | `langchain` | `json.dumps(messages_to_dict(messages))` | `langchain_json` |
 | `claude-code` | a Claude Code session log (`~/.claude/projects/...`) | `claude_code` |
@@ -11,7 +11,9 @@
 `read_transcript(path)` detects the format from the content (`detect`), or takes it as `format=`.
 Pydantic AI and LangChain files also keep their native messages (`TranscriptFile.native`); the
 agent logs keep their rows on each message (`Message.native`), so a processed history is written
-back in its own format with everything a processor did not touch (`write_transcript`).
+back in its own format with everything a processor did not touch (`write_transcript`). What the
+agent logs record besides the messages (the model, the window, the agent's own compactions, what
+the calls sent that the log lacks) is read by `historykit.formats.recorded`.
 
 Example:
     ```python
@@ -34,6 +36,7 @@ from typing import Any
 from historykit.errors import ArgumentTypeError
 from historykit.formats.detect import FORMATS, TranscriptFormatError, detect_text, resolve_format
 from historykit.formats.openai_chat import read_chat_jsonl, write_chat_jsonl
+from historykit.formats.recorded import compaction_boundaries
 from historykit.frameworks import adapter_for, framework_for_format, framework_of, frameworks
 from historykit.messages import Message
 
@@ -159,25 +162,6 @@ def detached(message: Message) -> Message:
     """
     parts = tuple(replace(p, native=None) for p in message.parts)
     return Message(message.role, parts, id=message.id, pinned=message.pinned, usage=message.usage)
-
-
-def compaction_boundaries(messages: Sequence[Message]) -> list[int]:
-    """Indices of the messages where the agent's own compaction started a new context.
-
-    The agent that wrote the transcript compacted its history there: the model calls after such a
-    message saw it (the summary) and what follows, not what came before. Claude Code flags the
-    summary row `isCompactSummary`; a Codex rollout writes a `compacted` row.
-    """
-    from historykit.formats._raw import RawRows
-
-    found = []
-    for index, msg in enumerate(messages):
-        raw = msg.native
-        if not isinstance(raw, RawRows):
-            continue
-        if any(row.get("isCompactSummary") is True or row.get("type") == "compacted" for row in raw.rows):
-            found.append(index)
-    return found
 
 
 def _for_format(message: Any, fmt: str, index: int) -> Message:

@@ -27,3 +27,7 @@ class RawRows:
     written back as the rows themselves."""
     context: dict[str, Any] = field(default_factory=dict)
     """Shared by every message of one file: the session header or a template row for new rows."""
+    preceding: tuple[dict[str, Any], ...] = ()
+    """Bookkeeping rows the log has just before this message's rows that a writer keeps in place:
+    the agent's own compaction boundary (Claude Code's `compact_boundary` row), which tells the
+    agent where the context it resumes from starts."""

@@ -14,9 +14,12 @@ the neutral messages the corpus conversion gives (`corpus/README.md`):
   in a main-thread log the inline sub-agent rows (`isSidechain`) are left out; a sub-agent log
   (every row a sidechain) is read whole;
 - the summary Claude Code injects after auto-compaction is a `user` message where it occurs (its
-  row is flagged `isCompactSummary`; `historykit.formats.compaction_boundaries` finds it);
+  row is flagged `isCompactSummary`; `historykit.formats.compaction_boundaries` finds it); the
+  `compact_boundary` row Claude Code writes just before it travels with it
+  (`RawRows.preceding`), so a writer keeps it where it was;
 - `message.usage` of an assistant message is the usage the provider reported for its call (input
-  is `input_tokens` plus the cache reads and writes): the message's `usage`;
+  is `input_tokens` plus the cache reads and writes): the message's `usage`; `message.model` is its
+  `model` (not for the `<synthetic>` messages Claude Code writes itself);
 - a tool call id used twice in one session is made unique with a `__<n>` suffix.
 
 Unlike the corpus conversion, nothing is dropped or invented for pairing: a result whose call is
@@ -24,7 +27,9 @@ missing stays (`historykit.check` reports it), and a call without a result stays
 
 Writing (`write_claude_code`) copies the rows of every untouched message verbatim and rebuilds
 edited and new messages from the rows they came from; `parentUuid` links are rewritten to chain the
-rows in the order written, so Claude Code can resume the file. Bookkeeping rows are not written.
+rows in the order written, so Claude Code can resume the file; a `compact_boundary` row keeps no
+`parentUuid` (its `logicalParentUuid` names the row before it), so a resumed session still starts
+its context there. Other bookkeeping rows are not written.
 
 Example:
     ```python
@@ -63,13 +68,15 @@ from historykit.messages import (
     payload_digest,
 )
 
-__all__ = ["read_claude_code", "write_claude_code"]
+__all__ = ["is_compact_boundary", "read_claude_code", "write_claude_code"]
 
 FORMAT_NAME = "Claude Code session"
 
 # Row fields that describe the session rather than one row: copied onto rows written anew.
 _ENVELOPE_FIELDS = ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch", "agentId", "slug")
 _UUID_NAMESPACE = uuid.UUID("6f1d2c1e-8a35-4c53-9d0e-2b7f4f1d9c11")
+_SYNTHETIC_MODEL = "<synthetic>"
+"""The model name Claude Code gives the messages it writes itself (no model produced them)."""
 
 
 @dataclass
@@ -82,32 +89,55 @@ class _Draft:
     exact: bool = True
     api_id: str | None = None
     usage: ReportedUsage | None = None
+    model: str | None = None
+    preceding: tuple[dict[str, Any], ...] = ()
 
 
 def read_claude_code(path: str | Path) -> list[Message]:
     """Neutral messages of a Claude Code session log; `TranscriptFormatError` names a bad row."""
     path = Path(path).expanduser()
     rows = read_jsonl_objects(path, FORMAT_NAME)
-    conversation = [(n, r) for n, r in rows if r.get("type") in ("user", "assistant")]
-    main_thread = any(not r.get("isSidechain") for _, r in conversation)
+    conversation = [
+        (n, r) for n, r in rows if r.get("type") in ("user", "assistant") or is_compact_boundary(r)
+    ]
+    main_thread = any(not r.get("isSidechain") for _, r in conversation if not is_compact_boundary(r))
     context: dict[str, Any] = {}
     drafts: list[_Draft] = []
     reader = _Reader(path, drafts)
+    boundary: list[dict[str, Any]] = []
     for lineno, row in conversation:
         if row.get("isMeta") or (main_thread and row.get("isSidechain")):
             continue
+        if is_compact_boundary(row):
+            boundary.append(row)
+            continue
         if not context:
             context = {k: row[k] for k in _ENVELOPE_FIELDS if k in row}
+        made = len(drafts)
         reader.add_row(lineno, row)
+        if boundary and len(drafts) > made:
+            # The boundary travels with the message after it (the compact summary), so a writer
+            # puts it back where Claude Code wrote it.
+            drafts[made].preceding, boundary = tuple(boundary), []
     if not drafts:
         raise TranscriptFormatError(f"{path}: a {FORMAT_NAME} with no conversation rows (user / assistant)")
     _order_results(drafts)
     return [
         Message.from_native(
-            d.role, d.parts, RawRows("claude-code", tuple(d.rows), d.exact, context), usage=d.usage
+            d.role,
+            d.parts,
+            RawRows("claude-code", tuple(d.rows), d.exact, context, d.preceding),
+            usage=d.usage,
+            model=d.model,
         )
         for d in drafts
     ]
+
+
+def is_compact_boundary(row: dict[str, Any]) -> bool:
+    """Claude Code's own compaction boundary row: the context the session resumes from starts after it
+    (its `parentUuid` is null, so the chain Claude Code follows back stops there)."""
+    return row.get("type") == "system" and row.get("subtype") == "compact_boundary"
 
 
 class _Reader:
@@ -154,6 +184,9 @@ class _Reader:
             self.open_assistant = draft
         draft.rows.append(row)
         draft.usage = _usage(message.get("usage")) or draft.usage
+        model = message.get("model")
+        if isinstance(model, str) and model and model != _SYNTHETIC_MODEL:
+            draft.model = model
         for n, block in enumerate(content):
             draft.parts.append(self._assistant_part(lineno, n, block))
 
@@ -334,12 +367,26 @@ class _Writer:
                 raise ArgumentTypeError(
                     f"message {index} is a {type(msg).__name__}, not a historykit Message"
                 )
-            for row in self._message_rows(index, msg):
+            for row in [*self._preceding_rows(msg), *self._message_rows(index, msg)]:
                 out.append(self._link(row))
         return out
 
+    def _preceding_rows(self, msg: Message) -> list[dict[str, Any]]:
+        """The agent's compaction boundary before `msg`, once, whether or not `msg` was edited."""
+        raw = msg.native if isinstance(msg.native, RawRows) and msg.native.format == "claude-code" else None
+        if raw is None:
+            return []
+        fresh = [r for r in raw.preceding if id(r) not in self.emitted]
+        self.emitted.update(id(r) for r in raw.preceding)
+        return fresh
+
     def _link(self, row: dict[str, Any]) -> dict[str, Any]:
-        if row.get("parentUuid") != self.previous:
+        if is_compact_boundary(row):
+            # A boundary starts the chain Claude Code resumes from: no parent, the row before it
+            # named as its logical parent only.
+            if row.get("parentUuid") is not None or row.get("logicalParentUuid") != self.previous:
+                row = {**row, "parentUuid": None, "logicalParentUuid": self.previous}
+        elif row.get("parentUuid") != self.previous:
             row = {**row, "parentUuid": self.previous}
         self.previous = row.get("uuid") or self.previous
         if isinstance(row.get("timestamp"), str):
@@ -418,7 +465,7 @@ class _Writer:
                 "id": f"msg_historykit_{self._new_uuid(index, 0).replace('-', '')[:24]}",
                 "type": "message",
                 "role": "assistant",
-                "model": "<synthetic>",
+                "model": _SYNTHETIC_MODEL,
                 "content": blocks,
                 "stop_reason": None,
                 "stop_sequence": None,

@@ -19,12 +19,16 @@ corpus conversion gives (`corpus/README.md`):
 - a `compacted` row (Codex's own compaction) is a `user` message holding its summary, where it
   occurs; an item type this reader does not know stays in its assistant turn as an `OtherPart`;
 - a `token_count` event (`payload.info.last_token_usage`) is the usage the provider reported for
-  the model call just answered: it becomes the `usage` of the assistant message of that call.
+  the model call just answered: it becomes the `usage` of the assistant message of that call (the
+  event also records the window Codex ran under, `model_context_window`:
+  `historykit.formats.recorded.recorded_window`); the `model` of the latest `turn_context` row is the
+  `model` of the assistant messages after it, and the `turn_context` rows travel with the turn
+  after them (`RawRows.preceding`).
 
-Writing (`write_codex`) puts the session header first, copies the rows of untouched messages
-verbatim, and rebuilds edited and new ones from the items they came from (an edited shell output
-goes back into its envelope, with its metadata); a file of the older generation is written back
-in its own shape (bare items).
+Writing (`write_codex`) puts the session header first, writes each turn's `turn_context` rows
+before it, copies the rows of untouched messages verbatim, and rebuilds edited and new ones from
+the items they came from (an edited shell output goes back into its envelope, with its metadata);
+a file of the older generation is written back in its own shape (bare items).
 
 Example:
     ```python
@@ -114,6 +118,8 @@ class _Draft:
     parts: list[Part] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     usage: ReportedUsage | None = None
+    model: str | None = None
+    preceding: tuple[dict[str, Any], ...] = ()
 
 
 def read_codex(path: str | Path) -> list[Message]:
@@ -124,6 +130,8 @@ def read_codex(path: str | Path) -> list[Message]:
     drafts: list[_Draft] = []
     names: dict[str, str] = {}
     turn: _Draft | None = None  # the open assistant turn
+    model: str | None = None  # the model of the latest turn_context row
+    settings: list[dict[str, Any]] = []  # turn_context rows not yet given to a turn
 
     def error(lineno: int, what: str) -> TranscriptFormatError:
         return TranscriptFormatError(f"{path}:{lineno}: {what}")
@@ -137,6 +145,10 @@ def read_codex(path: str | Path) -> list[Message]:
         kind, payload = _envelope(row)
         if kind == "session_meta" and not context:
             context = {"header": row}
+            continue
+        if kind == "turn_context" and isinstance(payload, dict):
+            model = payload.get("model") if isinstance(payload.get("model"), str) else model
+            settings.append(row)
             continue
         if kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
             usage = _token_usage(payload)
@@ -166,18 +178,18 @@ def read_codex(path: str | Path) -> list[Message]:
             if role is None:
                 raise error(lineno, f"a message item with the unknown role {payload.get('role')!r}")
             if role == "assistant":
-                turn = _open_turn(turn, drafts)
+                turn = _open_turn(turn, drafts, model, settings)
                 turn.parts.extend(_content_parts(payload, lineno, error))
                 turn.rows.append(row)
             else:
                 drafts.append(_Draft(role, _content_parts(payload, lineno, error) or [TextPart("")], [row]))
                 turn = None
         elif item_type == "reasoning":
-            turn = _open_turn(turn, drafts)
+            turn = _open_turn(turn, drafts, model, settings)
             turn.parts.append(_reasoning_part(payload))
             turn.rows.append(row)
         elif item_type in _CALL_ITEMS:
-            turn = _open_turn(turn, drafts)
+            turn = _open_turn(turn, drafts, model, settings)
             part = _call_part(payload, lineno, error)
             names[part.id] = part.name
             turn.parts.append(part)
@@ -192,7 +204,7 @@ def read_codex(path: str | Path) -> list[Message]:
             )
             turn = None
         else:
-            turn = _open_turn(turn, drafts)
+            turn = _open_turn(turn, drafts, model, settings)
             turn.parts.append(OtherPart(item_type, json.dumps(payload, ensure_ascii=False), native=payload))
             turn.rows.append(row)
     if not drafts:
@@ -201,7 +213,13 @@ def read_codex(path: str | Path) -> list[Message]:
             "in a rollout of the 2025-09 generation)"
         )
     return [
-        Message.from_native(d.role, d.parts, RawRows("codex", tuple(d.rows), True, context), usage=d.usage)
+        Message.from_native(
+            d.role,
+            d.parts,
+            RawRows("codex", tuple(d.rows), True, context, d.preceding),
+            usage=d.usage,
+            model=d.model,
+        )
         for d in drafts
     ]
 
@@ -216,9 +234,13 @@ def _token_usage(payload: dict[str, Any]) -> ReportedUsage | None:
     return ReportedUsage(last["input_tokens"], output if isinstance(output, int) else 0)
 
 
-def _open_turn(turn: _Draft | None, drafts: list[_Draft]) -> _Draft:
+def _open_turn(
+    turn: _Draft | None, drafts: list[_Draft], model: str | None, settings: list[dict[str, Any]]
+) -> _Draft:
+    """The open assistant turn, or a new one that takes the turn_context rows read since the last."""
     if turn is None:
-        turn = _Draft("assistant")
+        turn = _Draft("assistant", model=model, preceding=tuple(settings))
+        settings.clear()
         drafts.append(turn)
     return turn
 
@@ -350,6 +372,8 @@ class _Writer:
                     f"message {index} is a {type(msg).__name__}, not a historykit Message"
                 )
             raw = msg.native if isinstance(msg.native, RawRows) and msg.native.format == "codex" else None
+            if raw is not None:
+                out.extend(raw.preceding)  # the turn's settings (model, policies), as they were
             if raw is not None and msg.is_untouched:
                 out.extend(raw.rows)
                 self.timestamp = raw.rows[-1].get("timestamp", self.timestamp)

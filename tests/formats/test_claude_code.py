@@ -89,7 +89,13 @@ def test_rows_are_written_back_verbatim_and_chained(tmp_path: Path) -> None:
         assert {k: v for k, v in row.items() if k != "parentUuid"} == {
             k: v for k, v in original.items() if k != "parentUuid"
         }
-    assert [r["parentUuid"] for r in written] == [None] + [r["uuid"] for r in written[:-1]]
+    # Each row follows the one before, except Claude Code's compact boundary: the context a resumed
+    # session rebuilds starts there (no parent; the row before it is only its logical parent).
+    previous = [None] + [r["uuid"] for r in written[:-1]]
+    boundary = [n for n, r in enumerate(written) if r.get("subtype") == "compact_boundary"]
+    assert len(boundary) == 1 and written[boundary[0]]["logicalParentUuid"] == previous[boundary[0]]
+    expected = [None if n in boundary else parent for n, parent in enumerate(previous)]
+    assert [r["parentUuid"] for r in written] == expected
     assert read_claude_code(out) == messages
 
 
@@ -304,3 +310,38 @@ def test_whitespace_text_before_thinking_is_not_an_r7_violation(tmp_path: Path) 
     # Real text before the thinking is still out of order.
     refused = read_transcript(_session(tmp_path, "Let me look.")).messages
     assert [v.rule for v in check(refused)] == ["R7"]
+
+
+REAL = DATA / "real"
+"""Real Claude Code session logs (data/real/SOURCE.md)."""
+
+
+def test_the_compact_boundary_row_is_kept_where_claude_code_wrote_it(tmp_path: Path) -> None:
+    from historykit.formats import compaction_boundaries
+
+    source = REAL / "spotter-4d5611e5-compact-boundary.jsonl"
+    messages = read_claude_code(source)
+    assert compaction_boundaries(messages) == [3] and messages[3].native.preceding
+    boundary = next(r for r in _rows(source) if r.get("subtype") == "compact_boundary")
+    # Untouched, and with the summary after it edited (as a processor may): the row stays before it.
+    edited = list(messages)
+    edited[3] = replace(messages[3], parts=(TextPart("a shorter summary"),))
+    for history in (messages, edited):
+        out = tmp_path / "out.jsonl"
+        write_claude_code(history, out)
+        written = _rows(out)
+        at = next(n for n, r in enumerate(written) if r.get("subtype") == "compact_boundary")
+        fields = ("parentUuid", "logicalParentUuid")
+        assert {k: v for k, v in written[at].items() if k not in fields} == {
+            k: v for k, v in boundary.items() if k not in fields
+        }
+        assert written[at]["parentUuid"] is None
+        assert written[at]["logicalParentUuid"] == written[at - 1]["uuid"]
+        assert written[at + 1]["parentUuid"] == boundary["uuid"] and written[at + 1]["isCompactSummary"]
+        assert compaction_boundaries(read_claude_code(out)) == [3]
+
+
+def test_each_answer_knows_its_model() -> None:
+    messages = read_claude_code(REAL / "spotter-tool_heavy.jsonl")
+    assert {m.model for m in messages if m.role == "assistant"} == {"claude-opus-4-6"}
+    assert all(m.model is None for m in messages if m.role != "assistant")

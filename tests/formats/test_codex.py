@@ -63,7 +63,7 @@ def test_rows_are_written_back_verbatim(tmp_path: Path) -> None:
     kept = [
         r
         for r in _rows(CODEX)
-        if r["type"] in ("session_meta", "compacted")
+        if r["type"] in ("session_meta", "compacted", "turn_context")
         or (r["type"] == "response_item" and r["payload"]["type"] != "ghost_snapshot")
     ]
     # Token counts (the recorded usage of a call) travel with their call's items: compared apart.
@@ -149,7 +149,15 @@ def test_any_edit_survives_writing_and_reading(tmp_path: Path, ops: list[str]) -
         edited.append(message)
     out = tmp_path / "edited.jsonl"
     write_codex(edited, out)
-    assert _named(read_codex(out)) == _named(merge_adjacent_assistants(edited))
+    # The model comes from the turn_context rows, which travel with their turn: a dropped turn
+    # takes its own with it, so the model is compared apart (kept turns keep theirs).
+    back = read_codex(out)
+    assert _named(_modelless(back)) == _named(_modelless(merge_adjacent_assistants(edited)))
+    assert {m.model for m in back if m.model} <= {m.model for m in edited if m.model}
+
+
+def _modelless(messages: list[Message]) -> list[Message]:
+    return [replace(m, model=None) for m in messages]
 
 
 def _named(messages: list[Message]) -> list[Message]:
@@ -273,3 +281,16 @@ def test_token_counts_are_the_recorded_usage_of_the_call_they_follow(tmp_path: P
     out = tmp_path / "out.jsonl"
     write_codex(messages, out)
     assert [m.usage for m in read_codex(out)] == [m.usage for m in messages]
+
+
+def test_the_model_and_the_window_the_rollout_records(tmp_path: Path) -> None:
+    from historykit.formats.recorded import recorded_window, transcript_model
+
+    messages = read_codex(CODEX)
+    assert {m.model for m in messages if m.role == "assistant"} == {"gpt-5.1-codex"}
+    assert transcript_model(messages) == "gpt-5.1-codex" and recorded_window(messages) == 258_400
+    # The turn's settings row travels with it: written back, the model still reads.
+    out = tmp_path / "out.jsonl"
+    write_codex(messages, out)
+    assert [r["payload"]["model"] for r in _rows(out) if r["type"] == "turn_context"] == ["gpt-5.1-codex"]
+    assert transcript_model(read_codex(out)) == "gpt-5.1-codex"

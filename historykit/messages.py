@@ -191,6 +191,10 @@ class CompactionMarker:
     """`False` when a user asked for the compaction explicitly."""
     focus: str | None = None
     """What the user asked a manual compaction to keep (`Pipeline.compact(focus=...)`); `None`: no focus."""
+    kept_after: int = 0
+    """A summary's: how many kept messages follow it before what came after the span it covers
+    (the request of the turn its cut fell in: the model reads the summary, then what it is working
+    on). 0 for every other marker."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict, the form adapters and stores keep it in."""
@@ -204,6 +208,7 @@ class CompactionMarker:
             "created_at": self.created_at.isoformat(),
             "automatic": self.automatic,
             "focus": self.focus,
+            "kept_after": self.kept_after,
         }
 
     @classmethod
@@ -223,6 +228,7 @@ class CompactionMarker:
                 automatic=bool(data.get("automatic", True)),
                 # Markers stored before manual compaction had no focus.
                 focus=data.get("focus"),
+                kept_after=int(data.get("kept_after", 0)),
             )
         except KeyError as exc:
             raise InvalidArgumentError(f"compaction marker is missing the field {exc.args[0]!r}") from None

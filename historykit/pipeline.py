@@ -51,6 +51,7 @@ __all__ = [
     "StepNotes",
     "StepReport",
     "native_result",
+    "reported_offset",
 ]
 
 logger = logging.getLogger("historykit")
@@ -121,6 +122,13 @@ class ProcessContext:
     cache_policy: CachePolicy = DEFAULT_CACHE_POLICY
     """Bounds every identity cache a processor keeps (`historykit.identity_cache`): the pipeline's
     `cache_policy`, or the default for a processor run outside a pipeline."""
+    reported_offset: int = 0
+    """What the provider counted of this call's history that `counter` does not see, in tokens:
+    the latest response's reported usage (its request and itself) less the counter's count of the
+    same messages (tool definitions, instructions outside the history, another tokenizer), when
+    the provider counted more (`reported_offset`). Marks in tokens are lowered by it
+    (`Trigger.high_tokens`) and reports add it, so compaction starts where the provider's count
+    says while cuts are measured with the counter. 0 without usage."""
     conversation: ConversationState = field(default_factory=lambda: ConversationState(None))
     """The state of the conversation this call belongs to (`historykit.conversations`): what a
     processor keeps between calls goes in `conversation.memory(self, ...)`, never in the processor,
@@ -481,6 +489,7 @@ class Pipeline(HistoryProcessor):
         warn_at: float | None = None,
         on_warning: Callable[[UsageWarning], None] | None = None,
         cache_policy: CachePolicy | None = None,
+        use_usage: bool = True,
     ) -> None:
         for index, proc in enumerate(processors):
             if not isinstance(proc, HistoryProcessor):
@@ -504,6 +513,12 @@ class Pipeline(HistoryProcessor):
         step in its `ProcessContext`."""
         self.conversations = Conversations(self.cache_policy)
         """What each conversation keeps between calls, by its key (`historykit.conversations`)."""
+        if not isinstance(use_usage, bool):
+            raise ArgumentTypeError(f"use_usage must be True or False, got {use_usage!r}")
+        self.use_usage = use_usage
+        """Count what the provider reported: the latest response's usage stands for everything up to
+        it (`ProcessContext.reported_offset`), so reports, triggers and warnings see the provider's
+        count. `False`: the counter's estimate alone."""
         self.usage = UsageMonitor(warn_at, on_warning)
         """Warns when what a call sends crosses `warn_at` of the window or is over it, once per
         crossing of a conversation (`historykit.usage`): logged, on the report, and to `on_warning`."""
@@ -550,12 +565,21 @@ class Pipeline(HistoryProcessor):
         a runner to process (`_drive` calls `process`, `_adrive` awaits `aprocess`), so the sync and
         the async pipeline are this one piece of code."""
         given = messages
+        if self.use_usage:
+            ctx = replace(ctx, reported_offset=reported_offset(messages, ctx.counter))
         steps: list[StepReport] = []
         for proc in self.processors:
             before = messages
             messages, notes = yield proc, list(before), ctx
             messages = mark_written(before, messages, proc.name, notes, ctx)
-            steps.append(self._step_report(proc.name, before, messages, notes, ctx))
+            step = self._step_report(proc.name, before, messages, notes, ctx)
+            if not notes.markers:
+                # An edit in place (cleared results, deduplicated reads) is a compaction too: the
+                # report (and its span) has a marker for the batch, as the stores have one per message.
+                batch = _batch_marker(before, messages, proc.name, step)
+                if batch is not None:
+                    notes.markers.append(batch)
+            steps.append(step)
         return self._settle_thinking(given, messages, steps, ctx), steps
 
     def _settle_thinking(
@@ -597,10 +621,11 @@ class Pipeline(HistoryProcessor):
         ctx: ProcessContext,
     ) -> StepReport:
         count = ctx.counter.count_message
+        offset = ctx.reported_offset
         return StepReport(
             name,
-            sum(count(m) for m in before),
-            sum(count(m) for m in after),
+            sum(count(m) for m in before) + offset,
+            sum(count(m) for m in after) + offset,
             len(before),
             len(after),
             notes,
@@ -614,6 +639,7 @@ class Pipeline(HistoryProcessor):
             counter=counter or self.counter,
             on_report=on_report,
             cache_policy=self.cache_policy,
+            use_usage=self.use_usage,
         )
         once.conversations = self.conversations
         once.usage = self.usage
@@ -913,6 +939,9 @@ class Pipeline(HistoryProcessor):
         record: Callable[[Report], None] | None = None,
     ) -> PipelineResult[Message]:
         before = steps[0].tokens_before if steps else sum(ctx.counter.count_message(m) for m in neutral)
+        # A pipeline with no step counts on its own (anchored as its steps would be).
+        if not steps and self.use_usage:
+            before += reported_offset(neutral, ctx.counter)
         after = steps[-1].tokens_after if steps else before
         report = Report(
             tuple(steps),
@@ -936,6 +965,37 @@ class Pipeline(HistoryProcessor):
             {} if call.mode == "view" else _placeholder_originals(neutral, processed, self.recall_tools)
         )
         return PipelineResult(processed, report, originals)
+
+
+def reported_offset(messages: Sequence[Message], counter: TokenCounter) -> int:
+    """`ProcessContext.reported_offset` of a call's history: the usage the latest response reported
+    (its request plus itself) less `counter`'s count of the messages up to it, when that is more;
+    0 when it is less, when that response reports none, or when a compaction someone asked for (a
+    marker with `automatic=False`) stands before it: one made outside a model call
+    (`compact_thread`, `compact_conversation`) may have shrunk what that response's usage
+    measured, so it anchors nothing until the next summary.
+
+    A response's own output counts at least what the counter makes of it (some logs record the
+    usage at the start of the stream, with 1 output token)."""
+    at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+    if at is None or messages[at].usage is None:
+        return 0
+    usage = messages[at].usage
+    assert usage is not None
+    if usage.input_tokens <= 0 or any(_asked_for(m) for m in messages[:at]):
+        return 0
+    count = counter.count_message
+    response = count(messages[at])
+    prefix = sum(count(m) for m in messages[:at]) + response
+    # A provider that counts less than the counter does not make compaction come later: the larger
+    # count stands (test models report rough guesses; another tokenizer may count a little less).
+    return max(usage.input_tokens + max(usage.output_tokens, response) - prefix, 0)
+
+
+def _asked_for(message: Message) -> bool:
+    """Whether `message` was written by a compaction someone asked for (`ManualCompaction`)."""
+    marker = message.marker or _summary_marker(message)
+    return marker is not None and not marker.automatic
 
 
 def native_result(
@@ -1048,6 +1108,25 @@ def mark_written(
             if msg.marker != marker:
                 out[at] = replace(msg, marker=marker)
     return out
+
+
+def _batch_marker(
+    before: list[Message], after: list[Message], processor: str, step: StepReport
+) -> CompactionMarker | None:
+    """One marker for every message a step wrote: the span of `before` they replaced, and the
+    step's tokens before and after; `None` when it wrote none."""
+    if len(before) == len(after) and all(a is b for a, b in zip(before, after)):
+        return None
+    replaced = [r for _, r in provenance.written_runs(before, after)]
+    if not replaced:
+        return None
+    return CompactionMarker(
+        covered_from=min(r.start for r in replaced),
+        covered_to=max(r.stop for r in replaced),
+        tokens_before=step.tokens_before,
+        tokens_after=step.tokens_after,
+        strategy=strategy_of(processor),
+    )
 
 
 def _summary_marker(msg: Message) -> CompactionMarker | None:

@@ -223,7 +223,7 @@ def _pydantic_ai_agent(kit: Any, tokens: Sequence[str]) -> Any:
         """Read a file of the repository."""
         return file_content(path)
 
-    model = FunctionModel(arespond, profile={"context_window": WINDOW})
+    model = FunctionModel(arespond)  # the window is the capability's own (`context_window=`)
     return Agent(model, tools=[read_file], capabilities=[kit])
 
 

@@ -76,6 +76,7 @@ PUBLIC: dict[str, list[str]] = {
         "StepNotes",
         "StepReport",
         "native_result",
+        "reported_offset",
     ],
     "historykit.conversations": [
         "ConversationState",
@@ -98,6 +99,7 @@ PUBLIC: dict[str, list[str]] = {
     "historykit.processors.trigger": [
         "DEFAULT_TRIGGER",
         "Trigger",
+        "counted_mark",
     ],
     "historykit.tokens": [
         "COUNT_SCHEME",

@@ -19,7 +19,7 @@ from historykit.identity_cache import IdentityCache
 from historykit.messages import CompactionMarker, Message, SummaryPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors import final_request
-from historykit.processors.trigger import Trigger, TriggerField
+from historykit.processors.trigger import Trigger, TriggerField, counted_mark
 from historykit.processors.turns import (
     Unit,
     UnitKind,
@@ -73,7 +73,7 @@ class PairwiseTruncate(TriggerField, HistoryProcessor):
             state.truncate(point)
         out, notes = state.result()
         if self.fit_final_request:
-            window = ctx.context_window
+            window = counted_mark(ctx.context_window, ctx)  # in the counter's tokens
             if sum(map(ctx.counter.count_message, out)) > window:
                 limit = min(self.trigger.high_tokens(ctx) or window, window)
                 out = final_request.fit_final_request(out, ctx, limit, notes)
@@ -136,6 +136,8 @@ class Cut:
     """The latest summary in the cut region, which a new summary updates."""
     prior_notice: int
     """What the latest truncation notice in the cut region counted."""
+    opener: Piece | None = None
+    """The request of the turn the cut falls in, among `kept`: a summary puts it after itself."""
 
 
 class _Walk:
@@ -242,7 +244,16 @@ class _Walk:
             list(self.covered),
             self.previous_summary,
             self.prior_notice,
+            opener,
         )
+
+
+def _kept_after(message: Message) -> int:
+    """How many kept messages a summary message puts after itself (0 for anything else)."""
+    for part in message.parts:
+        if isinstance(part, SummaryPart) and part.marker is not None:
+            return part.marker.kept_after
+    return 0
 
 
 def latest_marker(messages: Sequence[Message]) -> CompactionMarker | None:
@@ -279,11 +290,12 @@ class CompactionState:
         self.new_prefix: list[Message] | None = None
         """The prefix once a compaction happened at this call; `None` while the input's stands."""
 
-        # The latest compaction already in the history ends the prefix.
+        # The latest compaction already in the history (and the messages a summary keeps right
+        # after itself) ends the prefix.
         self.live_unit = 0
         for index in range(len(self.units) - 1, -1, -1):
             if self.units[index].kind == "compaction":
-                self.live_unit = index + 1
+                self.live_unit = index + 1 + self._kept_units(index)
                 break
         self.live = self.start_of(self.live_unit) if self.live_unit else self.head
         self.prefix_pieces = [self._piece(u) for u in self.units[: self.live_unit]]
@@ -302,6 +314,19 @@ class CompactionState:
         for i in range(1, len(messages)):
             if messages[i].role in ("user", "tool") and messages[i - 1].role in ("user", "tool"):
                 self.run_start[i] = self.run_start[i - 1]
+
+    def _kept_units(self, compaction: int) -> int:
+        """The units a summary keeps right after itself (its marker's `kept_after` messages), when
+        they are whole request units; 0 otherwise (a history edited since)."""
+        unit = self.units[compaction]
+        kept = _kept_after(self.messages[unit.start])
+        end, count = unit.end, 0
+        while kept and end - unit.end < kept:
+            following = compaction + 1 + count
+            if following >= len(self.units) or self.units[following].kind != "request":
+                return 0
+            end, count = self.units[following].end, count + 1
+        return count if end - unit.end == kept else 0
 
     # -- where things are -------------------------------------------------------------------------
 
@@ -339,7 +364,8 @@ class CompactionState:
             marker = latest_marker([self.messages[summary_at]])
             if marker is None:
                 return 0
-            base, first = marker.covered_to, summary_at + 1
+            # The messages it keeps after itself come from before the span it covers.
+            base, first = marker.covered_to, summary_at + 1 + marker.kept_after
         kept = sum(1 for m in self.messages[first : self.live] if notice_count(m) is None)
         return base + kept + notice - self.live
 
@@ -448,14 +474,18 @@ class CompactionState:
         return True
 
     def apply(self, cut: Cut, compaction: Message) -> None:
-        """Make `cut` the state: the prefix becomes head + kept pieces + `compaction`."""
+        """Make `cut` the state: the prefix becomes head + kept pieces + `compaction`; a summary
+        goes before the request of the turn the cut falls in (its marker's `kept_after`), so the
+        model reads the summary and then what it is working on."""
         tokens = self.ctx.counter.count_message(compaction)
         unit = split_units([compaction])[0]
-        self.prefix_pieces = [*cut.kept, _piece((compaction,), unit, tokens)]
+        written = _piece((compaction,), unit, tokens)
+        after = [cut.opener] if cut.opener is not None and _kept_after(compaction) else []
+        before = [p for p in cut.kept if not any(p is a for a in after)]
+        self.prefix_pieces = [*before, written, *after]
         self.new_prefix = [
             *self.messages[: self.head],
-            *(m for p in cut.kept for m in p.messages),
-            compaction,
+            *(m for p in self.prefix_pieces for m in p.messages),
         ]
         self.prefix_tokens = self.cum[self.head] + cut.kept_tokens + tokens
         self.prefix_count = len(self.new_prefix)

@@ -554,7 +554,8 @@ class Summarize(TriggerField, HistoryProcessor):
             + state.cum[point.end]
             - state.cum[cut.start]
         )
-        numbers = (covered_from, covered_to, point.tokens, after)
+        kept_after = len(cut.opener.messages) if cut.opener is not None else 0
+        numbers = (covered_from, covered_to, point.tokens, after, kept_after)
         message = cached.messages.get(numbers)
         if message is None:
             marker = CompactionMarker(
@@ -567,6 +568,7 @@ class Summarize(TriggerField, HistoryProcessor):
                 created_at=self.clock(),
                 automatic=self.automatic and manual is None,
                 focus=manual.focus if manual is not None else None,
+                kept_after=kept_after,
             )
             part = SummaryPart(cached.text, marker, provider_compaction=cached.compaction)
             message = cached.messages[numbers] = Message("user", (part,))
@@ -813,7 +815,7 @@ class _Cached:
     """What the marker records as the model: the summarizer of the chain that wrote it."""
     compaction: ProviderCompaction | None = None
     """The provider's own block, when a native backend wrote the summary."""
-    messages: dict[tuple[int, int, int, int], Message] = field(default_factory=dict)
+    messages: dict[tuple[int, int, int, int, int], Message] = field(default_factory=dict)
     """The summary messages made from it, by marker numbers: the same call gives the same object."""
     tokens: int | None = None
     """Tokens of a message carrying the text, once counted."""

@@ -36,7 +36,7 @@ from historykit._validate import check_fraction, check_instance, check_int
 from historykit.errors import InvalidArgumentError
 from historykit.pipeline import ProcessContext
 
-__all__ = ["DEFAULT_TRIGGER", "Trigger"]
+__all__ = ["DEFAULT_TRIGGER", "Trigger", "counted_mark"]
 
 
 @dataclass(frozen=True)
@@ -133,8 +133,10 @@ class Trigger:
         return replace(self, max_tokens=max(1, mark), max_fraction=None, reserve=None, floor_fraction=None)
 
     def high_tokens(self, ctx: ProcessContext) -> int | None:
-        """The token high-water mark for the run's window (see `mark`)."""
-        return self.mark(ctx.context_window)
+        """The token high-water mark for the run's window (see `mark`), in the counter's tokens:
+        less what the provider counts that the counter does not see (`ProcessContext.reported_offset`)."""
+        mark = self.mark(ctx.context_window)
+        return None if mark is None else counted_mark(mark, ctx)
 
     def fires(self, tokens: int, messages: int, ctx: ProcessContext) -> bool:
         """True when a history of this size crosses the high-water mark."""
@@ -144,9 +146,9 @@ class Trigger:
         return self.max_messages is not None and messages > self.max_messages
 
     def target_tokens(self, ctx: ProcessContext) -> int | None:
-        """Tokens to work down to once the trigger fired."""
-        high = self.high_tokens(ctx)
-        return None if high is None else int(high * self.low_water)
+        """Tokens to work down to once the trigger fired (in the counter's tokens, as `high_tokens`)."""
+        mark = self.mark(ctx.context_window)
+        return None if mark is None else counted_mark(int(mark * self.low_water), ctx)
 
     def target_messages(self) -> int | None:
         """Messages to work down to once the trigger fired."""
@@ -159,6 +161,12 @@ class Trigger:
             return False
         target_n = self.target_messages()
         return target_n is None or messages <= target_n
+
+
+def counted_mark(tokens: int, ctx: ProcessContext) -> int:
+    """A mark in the provider's tokens, in the counter's: less `ctx.reported_offset`, but never below
+    a quarter of it (tool definitions that fill the window leave nothing to compact towards)."""
+    return max(tokens - ctx.reported_offset, tokens // 4, 1)
 
 
 DEFAULT_FRACTION = 0.8

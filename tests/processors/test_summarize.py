@@ -45,6 +45,7 @@ from .support import (
     carry_forward,
     context,
     exchange,
+    replay_both_modes,
     request_points,
     tokens,
     view_only,
@@ -835,3 +836,27 @@ def test_native_histories_persistent_and_view_only_agree(
     assert adapter.to_neutral(view) == adapter.to_neutral(carried)
     if summaries(adapter.to_neutral(view)):
         assert the_summary(adapter.to_neutral(view)).marker is not None
+
+
+def test_a_summary_in_the_middle_of_a_turn_comes_before_the_turns_request() -> None:
+    """When a summary fires inside a tool loop, the model is sent [task, summary, the turn's request,
+    the rest of the turn]: the last thing in the user's voice is still what they asked for (as
+    Claude Code and LangChain place their summaries), in both modes, and later calls parse it."""
+    history = [Message.user("Find the bug in src/."), Message.assistant("On it.")]
+    history.append(Message.user("Now fix the failing test in tests/test_io.py."))
+    for n in range(30):
+        history += exchange(n)
+    summarize = Summarize(trigger=Trigger(max_tokens=tokens(history[:40])), keep_last=3, clock=clock)
+    views = []
+    for step in replay_both_modes(summarize, summarize, history, context()):
+        views.append(step.output)
+    compacted = [v for v in views if summaries(v)]
+    assert compacted, "the summary must fire inside the turn"
+    for view in compacted:
+        at = next(i for i, m in enumerate(view) if any(isinstance(p, SummaryPart) for p in m.parts))
+        requests = [i for i, m in enumerate(view) if m.role == "user" and m.text.startswith("Now fix")]
+        assert requests == [at + 1], [m.role for m in view]
+        assert the_summary(view).marker.kept_after == 1  # type: ignore[union-attr]
+        # The rest of the turn follows it: the exchanges kept verbatim.
+        assert view[at + 2].role == "assistant"
+    assert check_neutral(compacted[-1]) == []

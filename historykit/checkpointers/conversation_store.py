@@ -78,6 +78,7 @@ from historykit.checkpointers.database import (
     prepare_database,
     read_only_reason,
     run_plan,
+    schema_is_current,
 )
 from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, ThreadRow, TokenCountRow
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
@@ -239,11 +240,16 @@ class SQLModelConversationStore(ViewSaving):
         else:
             self._engine = create_engine(database)
         if self._engine is not None:
-            # Eagerly, so a database from a newer historykit is refused when the store is made.
-            # A database that can only be read is checked, never created or migrated.
-            write = read_only_reason(self._engine) is None
-            with self._engine.execution_options(historykit_write=write).begin() as conn:
-                prepare_database(conn, [CORE, CONVERSATIONS])
+            # Eagerly, so a database from a newer historykit is refused when the store is made;
+            # checked in a read transaction (a SQLite reader never waits behind a writer), and only
+            # created or migrated, in a write transaction, when it must be. A database that can
+            # only be read is checked, never created or migrated.
+            with self._engine.execution_options(historykit_write=False).begin() as conn:
+                current = schema_is_current(conn, [CORE, CONVERSATIONS])
+            if not current:
+                write = read_only_reason(self._engine) is None
+                with self._engine.execution_options(historykit_write=write).begin() as conn:
+                    prepare_database(conn, [CORE, CONVERSATIONS])
             self._prepared = True
 
     # ---- token counts ---------------------------------------------------------------------------
@@ -365,8 +371,11 @@ class SQLModelConversationStore(ViewSaving):
         if self._async_engine is not None:
             engine = self._async_engine.execution_options(historykit_write=write)
             if not self._prepared:
-                async with self._async_engine.execution_options(historykit_write=True).begin() as conn:
-                    await conn.run_sync(prepare_database, [CORE, CONVERSATIONS])
+                async with self._async_engine.execution_options(historykit_write=False).begin() as conn:
+                    current = await conn.run_sync(schema_is_current, [CORE, CONVERSATIONS])
+                if not current:
+                    async with self._async_engine.execution_options(historykit_write=True).begin() as conn:
+                        await conn.run_sync(prepare_database, [CORE, CONVERSATIONS])
                 self._prepared = True
             async with engine.begin() as conn:
                 return await conn.run_sync(work)

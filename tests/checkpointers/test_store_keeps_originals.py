@@ -240,3 +240,42 @@ def test_a_chain_of_compactions_expands_to_every_original_in_order(data: st.Data
         history = [*out, *new]
     expanded = [original for message in history for original in provenance.originals_of(message)]
     assert [m.name for m in expanded] == [m.name for m in arrived]
+
+
+def test_a_compaction_racing_a_saved_run_is_refused_and_duplicates_nothing(database_url: str) -> None:
+    """`compact_conversation` keeps the revision it read: a run saved in between wins, the stale
+    compaction is refused (`ConversationConflict`), and compacting again from a new load works."""
+    from pydantic_ai.conversation_store import ConversationConflict
+
+    recording = _multi_turn_sample()
+
+    async def run() -> None:
+        replay = PydanticAIReplay(recording, window=WINDOW)
+        kit = HistoryKit(historykit.default_pipeline())
+        agent = Agent(replay.model, tools=replay.tools, capabilities=[kit])
+        store = SQLModelConversationStore(database_url)
+        replay.start_turn(0)
+        first = await agent.run(
+            replay.prompts[0], conversation=Conversation(conversation_id="chat"), usage_limits=UNLIMITED
+        )
+        await store.save(first)
+        loaded = await store.load("chat")
+        assert loaded is not None
+        compacting = await kit.compact_conversation(loaded, "keep the file names", keep_last=2)
+        # Meanwhile a run continues the conversation and is saved.
+        replay.start_turn(1)
+        racing = await store.load("chat")
+        second = await agent.run(replay.prompts[1], conversation=racing, usage_limits=UNLIMITED)
+        await store.save(second)
+        with pytest.raises(ConversationConflict):
+            await store.save(compacting)
+        again = await kit.compact_conversation(await store.load("chat"), "keep the file names", keep_last=2)
+        await store.save(again)
+        transcript = await store.transcript("chat")
+        await store.aclose()
+        assert transcript is not None and not historykit.check(transcript.messages)
+        prompts = [p.content for m in transcript.messages for p in m.parts if p.part_kind == "user-prompt"]
+        assert len(prompts) == len(set(map(str, prompts))) == 2
+        assert _seen(transcript.messages)[-1] == _seen(second.all_messages())[-1]
+
+    asyncio.run(run())

@@ -13,7 +13,9 @@ HistoryKitError                          except HistoryKitError: anything histor
     ├── CorruptRowError (ValueError)         a stored row that cannot be decoded
     │   └── RefusedTypeError                     a stored value naming a type never built from a database
     ├── ReadOnlyDatabaseError (PermissionError)  a write to a database that can only be read
-    └── UnreachableDatabaseError (ConnectionError)  a database that cannot be opened or reached
+    ├── UnreachableDatabaseError (ConnectionError)  a database that cannot be opened or reached
+    └── WriteConflictError (RuntimeError)    another writer changed the thread since it was read
+        └── ConcurrentRunError                   a second run of a thread the single-writer guard holds
 ```
 
 Each class also derives from the built-in exception callers caught before this module existed
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentTypeError",
+    "ConcurrentRunError",
     "CorruptRowError",
     "HistoryKitError",
     "InvalidArgumentError",
@@ -46,6 +49,7 @@ __all__ = [
     "TranscriptFormatError",
     "UnreachableDatabaseError",
     "UserError",
+    "WriteConflictError",
 ]
 
 
@@ -99,3 +103,13 @@ class ReadOnlyDatabaseError(StoreError, PermissionError):
 
 class UnreachableDatabaseError(StoreError, ConnectionError):
     """A database that cannot be opened (a SQLite file) or reached (a server), with where and why."""
+
+
+class WriteConflictError(StoreError, RuntimeError):
+    """A write checked against the state it was computed from found that another writer changed
+    the thread since (a manual compaction racing a run): nothing was written; read again and retry."""
+
+
+class ConcurrentRunError(WriteConflictError):
+    """A run of a thread another run is writing, refused by the saver's single-writer guard
+    (`SQLModelSaver(single_writer=True)`): nothing of the refused run was written."""

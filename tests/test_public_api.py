@@ -31,6 +31,7 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "historykit.errors": [
         "ArgumentTypeError",
+        "ConcurrentRunError",
         "CorruptRowError",
         "HistoryKitError",
         "InvalidArgumentError",
@@ -43,6 +44,7 @@ PUBLIC: dict[str, list[str]] = {
         "TranscriptFormatError",
         "UnreachableDatabaseError",
         "UserError",
+        "WriteConflictError",
     ],
     "historykit.messages": [
         "COMPACTION_KEY",

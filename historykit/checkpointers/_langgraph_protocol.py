@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from itertools import islice, repeat
 from typing import Any, cast
 
@@ -68,9 +69,14 @@ from historykit.checkpointers.database import (
     Plan,
     Query,
 )
-from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.errors import ArgumentTypeError, ConcurrentRunError, InvalidArgumentError, WriteConflictError
 
-__all__ = []
+__all__ = ["EXPECTED_CHECKPOINT"]
+
+EXPECTED_CHECKPOINT = "historykit_expected_checkpoint"
+"""A `configurable` key: a `put` with it is written only while the thread's latest checkpoint (in its
+namespace) is the one it names, else `WriteConflictError` (`HistoryKitMiddleware.compact_thread`
+sets it; other savers ignore it)."""
 
 
 class LangGraphProtocol(SaverMessages):
@@ -84,9 +90,10 @@ class LangGraphProtocol(SaverMessages):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return self._run(
-            lambda txn: self._put_plan(txn, config, checkpoint, metadata, new_versions), write=True
-        )
+        with self._guarded_put(config, checkpoint):
+            return self._run(
+                lambda txn: self._put_plan(txn, config, checkpoint, metadata, new_versions), write=True
+            )
 
     async def aput(
         self,
@@ -95,9 +102,28 @@ class LangGraphProtocol(SaverMessages):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await self._arun(
-            lambda txn: self._put_plan(txn, config, checkpoint, metadata, new_versions), write=True
-        )
+        with self._guarded_put(config, checkpoint):
+            return await self._arun(
+                lambda txn: self._put_plan(txn, config, checkpoint, metadata, new_versions), write=True
+            )
+
+    @contextmanager
+    def _guarded_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> Iterator[None]:
+        """Tell the single-writer guard (when on) that this checkpoint is being stored, and how it
+        ended: the writes LangGraph saves for it meanwhile wait for it (`_settle`)."""
+        guard = self._db.guard
+        if guard is None:
+            yield
+            return
+        thread_id, _, _ = _thread_of(config, "put")
+        checkpoint_id = str(checkpoint["id"])
+        guard.begin_put(checkpoint_id)
+        stored = False
+        try:
+            yield
+            stored = True
+        finally:
+            guard.end_put(thread_id, checkpoint_id, stored=stored)
 
     def _put_plan(
         self,
@@ -109,6 +135,7 @@ class LangGraphProtocol(SaverMessages):
     ) -> Plan[RunnableConfig]:
         thread_id, ns, parent_id = _thread_of(config, "put")
         yield from self._check_thread_plan(txn, thread_id)
+        yield from self._check_writer_plan(txn, config, thread_id, ns, parent_id, checkpoint["id"])
         codec = self._codec
         values = checkpoint["channel_values"]
         body = {key: value for key, value in checkpoint.items() if key != "channel_values"}
@@ -170,6 +197,71 @@ class LangGraphProtocol(SaverMessages):
         }
 
     @staticmethod
+    def _guarded_target(config: RunnableConfig) -> tuple[str, str, str]:
+        thread_id, ns, checkpoint_id = _thread_of(config, "put_writes")
+        if checkpoint_id is None:
+            raise InvalidArgumentError("put_writes: the config has no configurable 'checkpoint_id'")
+        return thread_id, ns, checkpoint_id
+
+    def _check_writer_plan(
+        self,
+        txn: _Transaction,
+        config: RunnableConfig,
+        thread_id: str,
+        ns: str,
+        parent_id: str | None,
+        checkpoint_id: str,
+    ) -> Plan[None]:
+        """Refuse a checkpoint that does not extend the thread's latest one, when asked to: by the
+        single-writer guard (`single_writer=True`: the root graph's checkpoints of one run at a
+        time), or by a writer that computed it from a given checkpoint (`EXPECTED_CHECKPOINT` in the
+        config: a manual compaction). Run after `_check_thread_plan`, which holds the thread's
+        writers off until the commit (the row lock; SQLite: the file's)."""
+        expected = _configurable(config, "put").get(EXPECTED_CHECKPOINT)
+        guard = self._db.guard if ns == "" else None
+        if expected is None and guard is None:
+            return
+        latest = yield from self._check_expected_plan(config, thread_id, ns)
+        if guard is None:
+            return
+        if guard.refused(parent_id) or latest not in (None, parent_id, checkpoint_id):
+            guard.refuse(thread_id, checkpoint_id)
+            raise self._refused(thread_id, f"a checkpoint after {parent_id} while its latest is {latest}")
+        txn.after_commit(lambda: guard.started(thread_id))
+
+    def _check_expected_plan(self, config: RunnableConfig, thread_id: str, ns: str) -> Plan[str | None]:
+        """The thread's latest checkpoint (in `ns`), after refusing a write computed from another
+        one (`EXPECTED_CHECKPOINT`: a manual compaction), or from one a run is finishing a step
+        after: its next checkpoint, whose id can be older than the update's, would be hidden."""
+        expected = _configurable(config, "put").get(EXPECTED_CHECKPOINT)
+        rows = yield Query(self._sql.latest_checkpoint_id, {"thread_id": thread_id, "ns": ns})
+        latest: str | None = rows[0].checkpoint_id if rows else None
+        if expected is None:
+            return latest
+        if latest != str(expected):
+            raise WriteConflictError(
+                f"thread {thread_id!r} moved on from checkpoint {expected} (its latest is now {latest}) "
+                "while this update was computed from it: nothing was written; read the state again and retry"
+            )
+        busy = yield Query(
+            self._sql.task_writes_exist, {"thread_id": thread_id, "ns": ns, "checkpoint_id": str(expected)}
+        )
+        if busy:
+            raise WriteConflictError(
+                f"thread {thread_id!r} is in the middle of a step after checkpoint {expected} (a run's "
+                "nodes wrote against it): nothing was written; read the state again and retry"
+            )
+        return latest
+
+    @staticmethod
+    def _refused(thread_id: str, what: str) -> ConcurrentRunError:
+        return ConcurrentRunError(
+            f"thread {thread_id!r} is being written by another run: {what} was refused by the saver's "
+            "single-writer guard (single_writer=True), and nothing of it was stored. Wait for the other "
+            "run to finish, then run again (a run forked from an older checkpoint is refused the same way)"
+        )
+
+    @staticmethod
     def _blob(
         thread_id: str, ns: str, channel: str, version: str, encoding: str, data: bytes | None
     ) -> dict[str, Any]:
@@ -186,12 +278,16 @@ class LangGraphProtocol(SaverMessages):
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         if writes:
+            if self._db.guard is not None and not self._settle(*self._guarded_target(config)):
+                raise self._refused(str(config["configurable"]["thread_id"]), "writes of a refused run")
             self._run(lambda txn: self._put_writes_plan(txn, config, writes, task_id, task_path), write=True)
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         if writes:
+            if self._db.guard is not None and not await self._asettle(*self._guarded_target(config)):
+                raise self._refused(str(config["configurable"]["thread_id"]), "writes of a refused run")
             await self._arun(
                 lambda txn: self._put_writes_plan(txn, config, writes, task_id, task_path), write=True
             )
@@ -207,6 +303,8 @@ class LangGraphProtocol(SaverMessages):
         thread_id, ns, checkpoint_id = _thread_of(config, "put_writes")
         if checkpoint_id is None:
             raise InvalidArgumentError("put_writes: the config has no configurable 'checkpoint_id'")
+        if EXPECTED_CHECKPOINT in _configurable(config, "put_writes"):
+            yield from self._check_expected_plan(config, thread_id, ns)
         rows: builtins.list[dict[str, Any]] = []
         logged: builtins.list[BaseMessage] = []
         positions: builtins.list[str] = []
@@ -243,8 +341,14 @@ class LangGraphProtocol(SaverMessages):
                     "data": data,
                 }
             )
+        if logged and not (yield from self._check_thread_plan(txn, thread_id, create=False)):
+            # The thread was deleted while its run went on: the writes are kept as values, as
+            # LangGraph's own savers keep them, and nothing enters the message log, so no message
+            # outlives the delete.
+            for row_index, _, _, _ in as_refs:
+                rows[row_index]["encoding"], rows[row_index]["data"] = self._codec.dumps(writes[row_index][1])
+            logged, as_refs = [], []
         if logged:
-            yield from self._check_thread_plan(txn, thread_id)
             without_id: builtins.list[bool] = []
             seqs, _ = yield from self._log_plan(txn, thread_id, logged, positions, without_id)
             for row_index, first, count, single in as_refs:

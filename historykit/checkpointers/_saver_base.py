@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +25,7 @@ from sqlalchemy.engine import URL, Row
 from historykit.checkpointers._dialect import dialect_of
 from historykit.checkpointers._message_cache import MessageCache
 from historykit.checkpointers._serde import RowCodec
+from historykit.checkpointers._writer_guard import Verdict, WriterGuard
 from historykit.checkpointers.database import (
     DEFAULT_CONNECT_TIMEOUT,
     Plan,
@@ -35,6 +37,7 @@ from historykit.checkpointers.database import (
     read_only_reason,
     run_plan,
     run_plan_async,
+    schema_is_current,
 )
 from historykit.checkpointers.schema import (
     utcnow,
@@ -54,6 +57,11 @@ from historykit.checkpointers._saver_values import (
 )
 
 __all__ = []
+
+_SETTLE_SECONDS = 30.0
+"""How long a write waits for its checkpoint under the single-writer guard (then it is written)."""
+_SETTLE_POLL = 0.005
+"""Seconds between two looks at a checkpoint a write waits for."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,6 +95,7 @@ class _Connections:
         engine_kwargs: Mapping[str, Any],
         cache_threads: int,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        single_writer: bool = False,
     ):
         self.url = url
         self.dialect = dialect_of(normalize_url(url).get_backend_name())
@@ -99,6 +108,9 @@ class _Connections:
             asyncio.AbstractEventLoop, tuple[AsyncEngine, AsyncEngine]
         ] = weakref.WeakKeyDictionary()
         self.ready = False
+        self.single_writer = single_writer
+        self.guard = WriterGuard() if single_writer else None
+        """The single-writer guard's memory of this process's checkpoints (`_writer_guard`)."""
         self.cache = MessageCache(cache_threads)
         self.known_threads: set[str] = set()
         self.counted: dict[str, set[tuple[str, bytes]]] = defaultdict(set)
@@ -146,12 +158,16 @@ class _Connections:
                     )
                 engines = self.engines
         if not self.ready:
-            # A database that can only be read is checked in a read transaction (it is never
-            # created or migrated then: that would be a write).
-            preparing = engines[0] if read_only_reason(engines[0]) else engines[1]
+            # Checked in a read transaction: a reader of a SQLite file never waits behind a writer,
+            # and a database that can only be read answers. Only what is to be created or
+            # migrated takes a write transaction.
             try:
-                with preparing.begin() as conn:
-                    prepare_database(conn, _COMPONENTS)
+                with engines[0].begin() as conn:
+                    current = schema_is_current(conn, _COMPONENTS)
+                if not current:
+                    preparing = engines[0] if read_only_reason(engines[0]) else engines[1]
+                    with preparing.begin() as conn:
+                        prepare_database(conn, _COMPONENTS)
             except sa.exc.OperationalError as exc:
                 raise self.unreachable(exc) from exc
             self.ready = True
@@ -173,10 +189,13 @@ class _Connections:
             )
             self.async_engines[loop] = engines
         if not self.ready:
-            preparing = engines[0] if read_only_reason(engines[0]) else engines[1]
             try:
-                async with preparing.begin() as conn:
-                    await conn.run_sync(prepare_database, _COMPONENTS)
+                async with engines[0].begin() as conn:
+                    current = await conn.run_sync(schema_is_current, _COMPONENTS)
+                if not current:
+                    preparing = engines[0] if read_only_reason(engines[0]) else engines[1]
+                    async with preparing.begin() as conn:
+                        await conn.run_sync(prepare_database, _COMPONENTS)
             except sa.exc.OperationalError as exc:
                 raise self.unreachable(exc) from exc
             self.ready = True
@@ -243,6 +262,42 @@ class SaverBase(BaseCheckpointSaver[str]):
         txn.committed()
         return value
 
+    def _settle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        """Under the single-writer guard, wait until the checkpoint a write is for is stored or
+        refused (`_writer_guard`); whether the write may be saved."""
+        guard = self._db.guard
+        assert guard is not None
+        params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+        deadline = time.monotonic() + _SETTLE_SECONDS
+        while True:
+            verdict = guard.verdict(thread_id, checkpoint_id)
+            if verdict is not Verdict.WAIT and verdict is not Verdict.ASK_DATABASE:
+                return verdict is Verdict.WRITE
+            if verdict is Verdict.ASK_DATABASE and self._run(
+                lambda txn: _exists(self._sql.checkpoint_exists, params), write=False
+            ):
+                return True
+            if time.monotonic() > deadline:
+                return True
+            time.sleep(_SETTLE_POLL)
+
+    async def _asettle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        guard = self._db.guard
+        assert guard is not None
+        params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+        deadline = time.monotonic() + _SETTLE_SECONDS
+        while True:
+            verdict = guard.verdict(thread_id, checkpoint_id)
+            if verdict is not Verdict.WAIT and verdict is not Verdict.ASK_DATABASE:
+                return verdict is Verdict.WRITE
+            if verdict is Verdict.ASK_DATABASE and await self._arun(
+                lambda txn: _exists(self._sql.checkpoint_exists, params), write=False
+            ):
+                return True
+            if time.monotonic() > deadline:
+                return True
+            await asyncio.sleep(_SETTLE_POLL)
+
     def setup(self) -> _Done:
         """Create or migrate the tables now (otherwise the first call does it).
 
@@ -276,14 +331,17 @@ class SaverBase(BaseCheckpointSaver[str]):
             counter = int(str(current).split(".")[0])
         return f"{counter + 1:012}.{random.getrandbits(32):08x}"
 
-    def _check_thread_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
+    def _check_thread_plan(self, txn: _Transaction, thread_id: str, *, create: bool = True) -> Plan[bool]:
         """Make sure the thread's row exists, and that what the cache knows of it still holds.
 
         Another process may have deleted the thread (and maybe started it again) since this
         process cached its messages: the cache's anchor (a number its log held) is then gone, and
         the thread is forgotten before anything refers to a message that is no longer there. On
         PostgreSQL the check locks the thread's row until the commit, so a `delete_thread` waits
-        for this write, or this write sees the deletion.
+        for this write, or this write sees the deletion. Without `create`, a thread this process
+        wrote that is not there any more is left so (`put_writes`: a node's writes never bring back
+        a thread deleted under its run); a thread it does not know is created (a run's first writes
+        can reach the saver before its first checkpoint). Returns whether the thread is there.
         """
         db, cache = self._db, self._db.cache
         anchor = cache.anchor(thread_id)
@@ -293,9 +351,12 @@ class SaverBase(BaseCheckpointSaver[str]):
         else:
             rows = yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": anchor or -1})
         if rows and (anchor is None or rows[0].anchored):
-            return
-        if anchor is not None or thread_id in db.known_threads:
+            return True
+        known = anchor is not None or thread_id in db.known_threads
+        if known:
             self._forget(thread_id)  # deleted by another process: nothing cached holds any more
+        if not rows and not create and known:
+            return False
         if not rows:
             yield Query(
                 self._sql.insert_thread,
@@ -304,6 +365,7 @@ class SaverBase(BaseCheckpointSaver[str]):
             if locks_rows:
                 yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": -1})
         txn.after_commit(lambda: db.known_threads.add(thread_id))
+        return True
 
     def _forget(self, thread_id: str) -> None:
         self._db.cache.forget(thread_id)
@@ -311,3 +373,8 @@ class SaverBase(BaseCheckpointSaver[str]):
         self._db.counted.pop(thread_id, None)
         self._db.count_positions.pop(thread_id, None)
         self._db.counts_loaded.discard(thread_id)
+
+
+def _exists(statement: Any, params: dict[str, Any]) -> Plan[bool]:
+    rows = yield Query(statement, params)
+    return bool(rows)

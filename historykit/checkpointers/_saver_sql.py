@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 import sqlalchemy as sa
+from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from historykit.checkpointers._dialect import dialect_of
 from historykit.checkpointers._message_log import message_log
+from historykit.checkpointers._refs import REFS_ENCODING
 from historykit.checkpointers.schema import (
     CHECKPOINTS,
     CORE,
@@ -33,6 +35,9 @@ FRAMEWORK = "langgraph"
 """`framework` of the rows this saver writes in the shared tables."""
 
 T = TypeVar("T")
+
+_UPDATE_TASK = "__interrupt__"
+"""The task path `update_state` saves its writes under (LangGraph's private `INTERRUPT` name)."""
 
 THREADS = ThreadRow.__table__  # type: ignore[attr-defined]
 MESSAGES = MessageRow.__table__  # type: ignore[attr-defined]
@@ -131,6 +136,15 @@ class _Statements:
             .order_by(c_id.desc())
             .limit(1)
         )
+        self.checkpoint_exists = sa.select(c_id).where(
+            c_thread == bp("thread_id"), c_ns == bp("ns"), c_id == bp("checkpoint_id")
+        )
+        self.latest_checkpoint_id = (
+            sa.select(c_id)
+            .where(c_thread == bp("thread_id"), c_ns == bp("ns"))
+            .order_by(c_id.desc())
+            .limit(1)
+        )
         # Channels and versions as two `IN` lists (the pairs are filtered after): a row-value
         # `(channel, version) IN (...)`, or an OR of pairs, makes SQLite read all of a thread's
         # blobs; this reads only the index entries asked for (versions are unique per channel).
@@ -139,6 +153,19 @@ class _Statements:
             BLOBS.c.checkpoint_ns == bp("ns"),
             BLOBS.c.channel.in_(bp("channels", expanding=True)),
             BLOBS.c.version.in_(bp("versions", expanding=True)),
+        )
+        # A node's writes against a checkpoint: a run is in the middle of the step after it.
+        # (`update_state` saves its own writes there too, under the `__interrupt__` task path.)
+        self.task_writes_exist = (
+            sa.select(WRITES.c.task_id)
+            .where(
+                WRITES.c.thread_id == bp("thread_id"),
+                WRITES.c.checkpoint_ns == bp("ns"),
+                WRITES.c.checkpoint_id == bp("checkpoint_id"),
+                WRITES.c.channel.not_in(list(WRITES_IDX_MAP)),
+                WRITES.c.task_path.not_like(f"~{_UPDATE_TASK}%"),
+            )
+            .limit(1)
         )
         self.select_writes = sa.select(
             WRITES.c.checkpoint_id,
@@ -225,10 +252,16 @@ class _Statements:
 
         self.thread_known = sa.select(THREADS.c.thread_id).where(THREADS.c.thread_id == bp("thread_id"))
         self.transcript_messages = (
-            sa.select(MESSAGES.c.seq, MESSAGES.c.encoding, MESSAGES.c.data)
+            sa.select(MESSAGES.c.seq, MESSAGES.c.encoding, MESSAGES.c.data, MESSAGES.c.position)
             .where(MESSAGES.c.thread_id == bp("thread_id"), MESSAGES.c.framework == FRAMEWORK)
             .order_by(MESSAGES.c.position, MESSAGES.c.seq)
         )
+        self.checkpoint_tree = sa.select(
+            c_ns, c_id, CHECKPOINT_ROWS.c.parent_checkpoint_id, CHECKPOINT_ROWS.c.channel_versions
+        ).where(c_thread == bp("thread_id"))
+        self.message_lists = sa.select(
+            BLOBS.c.checkpoint_ns, BLOBS.c.channel, BLOBS.c.version, BLOBS.c.data
+        ).where(BLOBS.c.thread_id == bp("thread_id"), BLOBS.c.encoding == REFS_ENCODING)
         self.transcript_compactions = (
             sa.select(COMPACTIONS)
             .where(COMPACTIONS.c.thread_id == bp("thread_id"), COMPACTIONS.c.framework == FRAMEWORK)

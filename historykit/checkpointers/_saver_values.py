@@ -4,11 +4,12 @@ and the small records its plans pass each other.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -22,6 +23,7 @@ from langgraph.checkpoint.base import (
 from historykit.checkpointers._message_cache import KnownList
 from historykit.checkpointers._refs import (
     Refs,
+    Run,
     expand_runs,
 )
 from historykit.checkpointers.database import (
@@ -173,32 +175,139 @@ def _with_view(transcript: Transcript, latest: CheckpointTuple | None) -> Transc
 
 
 def _calls_before_results(
-    entries: Sequence[tuple[int, BaseMessage]],
+    entries: Sequence[tuple[int, BaseMessage]], written: Container[int] = ()
 ) -> builtins.list[tuple[int, BaseMessage]]:
-    """`entries` with every tool result after the AI message that calls it.
+    """`entries` with every tool result after the AI message that calls it, and without the
+    results whose call the log does not hold.
 
     Transcript positions come from the checkpoints and writes that had each message; when a run
     stops between LangGraph's out-of-order background saves, a tool result can be logged from its
-    write while the call is only logged later (from the next checkpoint, on resume), at a later
-    position. The result then moves to just after its call.
+    write while the call is only logged later (from the next checkpoint, on resume), or not yet:
+    the result moves to just after its call, or waits until the call is logged. A result answers
+    the nearest call of its id before it (subgraphs reuse ids), else the first one after it. A call
+    answered twice keeps its last original answer: a run killed after its tool's write was saved,
+    but before the checkpoint it was written against, is re-run from the checkpoint before, and a
+    deterministic model calls the tool again under the same id; the first answer belongs to a
+    checkpoint that never existed. (`written`: the numbers of the messages a compaction wrote;
+    their copies of a result are kept, and split from the originals afterwards.)
     """
-    caller: dict[str, int] = {}
+    callers: dict[str, builtins.list[int]] = defaultdict(list)
     for i, (_, message) in enumerate(entries):
         if isinstance(message, AIMessage):
             for call in message.tool_calls:
-                caller.setdefault(str(call.get("id")), i)
-    if not caller:
-        return list(entries)
-    waiting: dict[int, builtins.list[tuple[int, BaseMessage]]] = defaultdict(list)
+                callers[str(call.get("id"))].append(i)
+    moved: dict[int, builtins.list[int]] = defaultdict(list)  # caller -> results moved after it
+    answered_by: dict[int, int] = {}  # result -> the caller it answers
+    last_answer: dict[tuple[int, str], int] = {}  # (caller, call id) -> its last original result
+    for i, (seq, message) in enumerate(entries):
+        if not isinstance(message, ToolMessage):
+            continue
+        places = callers.get(str(message.tool_call_id))
+        if not places:
+            continue  # held back: its call is not logged (yet)
+        before = bisect.bisect_left(places, i) - 1
+        caller = places[before] if before >= 0 else places[0]
+        answered_by[i] = caller
+        if caller > i:
+            moved[caller].append(i)
+        if seq not in written:
+            last_answer[(caller, str(message.tool_call_id))] = i
     out: builtins.list[tuple[int, BaseMessage]] = []
+
+    def kept(i: int) -> bool:
+        seq, message = entries[i]
+        call_id = str(getattr(message, "tool_call_id", ""))
+        return seq in written or last_answer.get((answered_by[i], call_id)) == i
+
     for i, entry in enumerate(entries):
-        message = entry[1]
-        if isinstance(message, ToolMessage) and caller.get(str(message.tool_call_id), -1) > i:
-            waiting[caller[str(message.tool_call_id)]].append(entry)
+        if isinstance(entry[1], ToolMessage):
+            if i in answered_by and answered_by[i] < i and kept(i):
+                out.append(entry)
             continue
         out.append(entry)
-        out.extend(waiting.pop(i, ()))
+        out.extend(entries[j] for j in moved.get(i, ()) if kept(j))
     return out
+
+
+class _Checkpoint(NamedTuple):
+    """What the transcript's order needs of a checkpoint: where it is in the tree, and the message
+    lists of its state (`(namespace, channel, version)` of each reference blob it holds)."""
+
+    checkpoint_id: str
+    parent_id: str | None
+    lists: builtins.list[tuple[str, str, str]]
+    namespace: str = ""
+
+
+def _transcript_order(
+    checkpoints: Sequence[_Checkpoint], lists: Mapping[tuple[str, str, str], Sequence[Run]]
+) -> Callable[[int, str | None], tuple[Any, ...]]:
+    """A sort key for the thread's messages (`key(seq, position)`) that keeps each branch of its
+    checkpoints together, in conversation order.
+
+    The checkpoints are walked depth first (children by id, so one run's checkpoints are in the
+    order they were made), and a message sorts at its transcript position (`_position`: the state of
+    the checkpoint that first had it, or the writes saved after a checkpoint) taken in that walk.
+    Checkpoint ids grow with time, so a single run reads as it did. Two runs of one thread at once
+    (a double submit) write two branches from one checkpoint, whose ids interleave: the walk keeps
+    each run's turns in one piece. A write saved after a checkpoint sorts where the state after it
+    took it in (with its branch: each run's user message), or after the checkpoint if none did. A root
+    checkpoint of the root graph starts a tree of its own (two runs on an empty thread); any other
+    checkpoint without a stored parent (a subgraph's, one whose parent was deleted) hangs under the
+    checkpoint before it by id, and so does a position whose checkpoint is gone: where it was in
+    time."""
+    ids = sorted(checkpoint.checkpoint_id for checkpoint in checkpoints)
+    by_id = {checkpoint.checkpoint_id: checkpoint for checkpoint in checkpoints}
+    children: dict[str | None, builtins.list[str]] = defaultdict(list)
+    for index, checkpoint_id in enumerate(ids):
+        checkpoint = by_id[checkpoint_id]
+        parent = checkpoint.parent_id
+        if parent not in by_id or parent == checkpoint_id:
+            # The root graph's first checkpoint of a run on an empty thread is a root of its own
+            # (two such runs at once make two trees); anything else hangs where it was in time.
+            rooted = checkpoint.namespace == "" and parent is None
+            parent = ids[index - 1] if index and not rooted else None
+        children[parent].append(checkpoint_id)
+    rank: dict[str, int] = {}
+    stack = list(reversed(children[None]))
+    while stack:
+        checkpoint_id = stack.pop()
+        if checkpoint_id in rank:
+            continue
+        rank[checkpoint_id] = len(rank)
+        stack.extend(reversed(children[checkpoint_id]))
+
+    def place_in(checkpoint_id: str, seq: int) -> str | None:
+        """Where the state of `checkpoint_id` holds message `seq`, as a position's tail (the one
+        `_position` gives a state's message), or `None`."""
+        for ns, channel, version in by_id[checkpoint_id].lists:
+            index = 0
+            for first, length in lists.get((ns, channel, version), ()):
+                if first <= seq < first + length:
+                    return f"000000000|{ns}|{channel}|{index + seq - first:09d}"
+                index += length
+        return None
+
+    def order(seq: int, position: str | None) -> tuple[Any, ...]:
+        if position is None:
+            return (-1, 0, "")
+        checkpoint_id, _, rest = position.partition("|")
+        at = rank.get(checkpoint_id)
+        if at is None:
+            before = bisect.bisect_left(ids, checkpoint_id) - 1
+            return (rank[ids[before]] if before >= 0 else -1, 2, position)
+        if rest.startswith("000000001|"):
+            # A write saved after a checkpoint sorts where the next state took it in: with the
+            # branch that did, after what that state already held (a run that went on after its
+            # thread was deleted brings the older messages back in that state).
+            for child in children.get(checkpoint_id, ()):
+                place = place_in(child, seq)
+                if place is not None:
+                    return (rank[child], 0, place)
+            return (at, 1, rest)
+        return (at, 0, rest)
+
+    return order
 
 
 _Page = tuple[list[CheckpointTuple], tuple[str, str, str] | None, bool]

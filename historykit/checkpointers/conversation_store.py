@@ -78,6 +78,7 @@ from historykit.checkpointers.database import (
     prepare_database,
     read_only_reason,
     run_plan,
+    schema_is_current,
 )
 from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, ThreadRow, TokenCountRow
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
@@ -151,7 +152,7 @@ class ViewSaving(ConversationStore):
         result = conversation if isinstance(conversation, AgentRunResult) else None
         # A result builds a new `Conversation` on every access: take it once, as the base class does.
         held = result.conversation if result is not None else cast(Conversation, conversation)
-        if held.new_message_index is None or not any(_written_by_compaction(m) for m in held.messages):
+        if not any(_written_by_compaction(m) for m in held.messages):
             return await super().save(conversation, scope=scope)
         await self._save_unstored_originals(held, scope)
         # Compare with the stored history rather than append after the loaded messages: the run
@@ -166,9 +167,7 @@ class ViewSaving(ConversationStore):
         """Save the originals the run replaced before any save saw them (`historykit.provenance`)
         after the stored history, as one more step of it: the view saved next leaves that history
         as a branch, so its messages stay stored and in the transcript."""
-        expanded = [
-            original for message in conversation.messages for original in provenance.originals_of(message)
-        ]
+        expanded = [original for message in conversation.messages for original in _originals_of(message)]
         held = {id(message) for message in conversation.messages}
         if all(id(message) in held for message in expanded):
             return  # nothing this process replaced: every original is in the history, or stored before
@@ -241,11 +240,16 @@ class SQLModelConversationStore(ViewSaving):
         else:
             self._engine = create_engine(database)
         if self._engine is not None:
-            # Eagerly, so a database from a newer historykit is refused when the store is made.
-            # A database that can only be read is checked, never created or migrated.
-            write = read_only_reason(self._engine) is None
-            with self._engine.execution_options(historykit_write=write).begin() as conn:
-                prepare_database(conn, [CORE, CONVERSATIONS])
+            # Eagerly, so a database from a newer historykit is refused when the store is made;
+            # checked in a read transaction (a SQLite reader never waits behind a writer), and only
+            # created or migrated, in a write transaction, when it must be. A database that can
+            # only be read is checked, never created or migrated.
+            with self._engine.execution_options(historykit_write=False).begin() as conn:
+                current = schema_is_current(conn, [CORE, CONVERSATIONS])
+            if not current:
+                write = read_only_reason(self._engine) is None
+                with self._engine.execution_options(historykit_write=write).begin() as conn:
+                    prepare_database(conn, [CORE, CONVERSATIONS])
             self._prepared = True
 
     # ---- token counts ---------------------------------------------------------------------------
@@ -367,8 +371,11 @@ class SQLModelConversationStore(ViewSaving):
         if self._async_engine is not None:
             engine = self._async_engine.execution_options(historykit_write=write)
             if not self._prepared:
-                async with self._async_engine.execution_options(historykit_write=True).begin() as conn:
-                    await conn.run_sync(prepare_database, [CORE, CONVERSATIONS])
+                async with self._async_engine.execution_options(historykit_write=False).begin() as conn:
+                    current = await conn.run_sync(schema_is_current, [CORE, CONVERSATIONS])
+                if not current:
+                    async with self._async_engine.execution_options(historykit_write=True).begin() as conn:
+                        await conn.run_sync(prepare_database, [CORE, CONVERSATIONS])
                 self._prepared = True
             async with engine.begin() as conn:
                 return await conn.run_sync(work)
@@ -473,6 +480,37 @@ def _marker_of(message: ModelMessage, entry_id: str, conversation_id: str) -> Co
         raise InvalidArgumentError(f"{where} carries a malformed compaction marker: {exc}") from exc
 
 
+def _originals_of(message: ModelMessage) -> list[ModelMessage]:
+    """The original messages `message` stands in for (`historykit.provenance`), in order.
+
+    A request Pydantic AI rebuilt when a run started (it merges consecutive requests into a new
+    object around the same parts) has no record of its own, but its parts have: it is split into
+    what each part stands for, and a request of its own original parts where they were."""
+    originals = provenance.originals_of(message)
+    if originals != (message,) or not isinstance(message, ModelRequest):
+        return list(originals)
+    recorded = [provenance.part_originals(part) for part in message.parts]
+    if not any(recorded):
+        return [message]
+    out: list[ModelMessage] = []
+    own: list[Any] = []
+    seen: set[tuple[int, ...]] = set()
+    for part, record in zip(message.parts, recorded):
+        key = tuple(map(id, record[0])) if record is not None else ()
+        if record is not None and key not in seen:
+            # Parts of one recorded message share one record: its originals go in once.
+            seen.add(key)
+            if own:
+                out.append(replace(message, parts=own, metadata=None))
+                own = []
+            out.extend(record[0])
+        if record is None or record[1]:
+            own.append(part)
+    if own:
+        out.append(replace(message, parts=own, metadata=None))
+    return out
+
+
 def _written_by_compaction(message: ModelMessage) -> bool:
     """Whether a historykit compaction wrote `message` (its marker is on it), read without raising."""
     if isinstance(message.metadata, dict) and (
@@ -481,7 +519,8 @@ def _written_by_compaction(message: ModelMessage) -> bool:
         return True
     if not isinstance(message, ModelRequest):
         return False
-    holders = [getattr(part, "metadata", None) for part in message.parts]
+    parts = message.parts if isinstance(message.parts, (list, tuple)) else ()  # a malformed one fails later
+    holders = [getattr(part, "metadata", None) for part in parts]
     return any(isinstance(h, dict) and (COMPACTION_KEY in h or EDIT_KEY in h) for h in holders)
 
 

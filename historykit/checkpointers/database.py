@@ -73,6 +73,7 @@ __all__ = [
     "read_only_reason",
     "run_plan",
     "run_plan_async",
+    "schema_is_current",
     "session",
 ]
 
@@ -148,6 +149,8 @@ def _read_only_sqlite(url: URL) -> tuple[URL, str | None]:
     filesystem), also `immutable=1` unless a `-wal` file holds transactions: WAL readers otherwise
     need to create the `-shm` file there.
     """
+    if url.query.get("mode") in ("ro", ("ro",)) or url.query.get("immutable") in ("1", ("1",)):
+        return url, "its URL opens it read-only"
     if not url.database or url.database.startswith("file:") or url.query.get("mode"):
         return url, None
     path = Path(url.database).expanduser().resolve()
@@ -364,6 +367,34 @@ def prepare_database(conn: Connection, components: Sequence[SchemaComponent]) ->
             _prepare_component(conn, component, recorded.get(component.name))
 
 
+def schema_is_current(conn: Connection, components: Sequence[SchemaComponent]) -> bool:
+    """Whether every component's tables are there at its current version, checked without writing
+    (a read transaction: on SQLite a reader never waits behind a writer, and a read-only file can
+    answer). `False` when something is to be created or migrated (`prepare_database`, in a write
+    transaction); a newer version or a missing table or column raises as `prepare_database` does.
+    """
+    if not sa.inspect(conn).has_table(SCHEMA_TABLE.name):
+        return False
+    recorded = {row.component: row.version for row in conn.execute(sa.select(SCHEMA_TABLE))}
+    for component in components:
+        version = recorded.get(component.name)
+        if version is None or version < component.version:
+            return False
+        _check_version(component, version)
+    for component in components:
+        _check_tables(conn, component)
+    return True
+
+
+def _check_version(component: SchemaComponent, recorded: int) -> None:
+    if recorded > component.version:
+        raise SchemaVersionError(
+            f"the database's historykit component {component.name!r} has schema version {recorded}, "
+            f"written by a newer historykit; this version reads up to version {component.version}. "
+            "Upgrade historykit to open it."
+        )
+
+
 def _prepare_component(conn: Connection, component: SchemaComponent, recorded: int | None) -> None:
     tables = [model.__table__ for model in component.tables]  # type: ignore[attr-defined]
     for table in tables:
@@ -388,12 +419,7 @@ def _prepare_component(conn: Connection, component: SchemaComponent, recorded: i
             )
         )
         return
-    if recorded > component.version:
-        raise SchemaVersionError(
-            f"the database's historykit component {component.name!r} has schema version {recorded}, "
-            f"written by a newer historykit; this version reads up to version {component.version}. "
-            "Upgrade historykit to open it."
-        )
+    _check_version(component, recorded)
     if recorded < component.version:
         for target in range(recorded + 1, component.version + 1):
             step = component.migrations.get(target)

@@ -45,12 +45,12 @@ Example:
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Row
 
 from historykit.checkpointers._langgraph_protocol import (
     LangGraphProtocol,
@@ -69,7 +69,10 @@ from historykit.checkpointers._saver_sql import (
 )
 from historykit.checkpointers._saver_values import (
     _calls_before_results,
+    _Checkpoint,
     _key,
+    _parse_json,
+    _transcript_order,
     _with_view,
 )
 from historykit.checkpointers._serde import RowCodec, default_serializer
@@ -118,6 +121,7 @@ class SQLModelSaver(LangGraphProtocol, SaverMaintenance):
         cached_threads: int = 32,
         engine_kwargs: Mapping[str, Any] | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        single_writer: bool = False,
     ) -> None:
         """Args:
         url: `sqlite:///path.db` or `postgresql+psycopg://user@host/db` (`postgresql://` works too).
@@ -130,10 +134,18 @@ class SQLModelSaver(LangGraphProtocol, SaverMaintenance):
         connect_timeout: seconds a server connection may take to open (whole seconds, at least 2
             on PostgreSQL): a server that accepts and never answers fails then with
             `UnreachableDatabaseError` (a `ConnectionError`).
+        single_writer: one run per thread at a time: a checkpoint of the root graph that does not
+            extend the thread's latest one (a second run started while another one writes: a
+            double submit) is refused with `ConcurrentRunError`, and so is the rest of that run.
+            Without it, two runs at once are both stored, as LangGraph's own savers store them,
+            and the transcript keeps each run's turns together. A run forked from an older
+            checkpoint (time travel) is refused too while the guard is on.
         """
         super().__init__(serde=serde or default_serializer())
         self._codec_cache = RowCodec(self.serde)
-        self._db = _Connections(url, busy_timeout, engine_kwargs or {}, cached_threads, connect_timeout)
+        self._db = _Connections(
+            url, busy_timeout, engine_kwargs or {}, cached_threads, connect_timeout, single_writer
+        )
         self._sql = _statements(self._db.dialect.name)
 
     def __enter__(self) -> SQLModelSaver:
@@ -165,11 +177,38 @@ class SQLModelSaver(LangGraphProtocol, SaverMaintenance):
             return None
         return _with_view(transcript, await self.aget_tuple({"configurable": {"thread_id": key}}))
 
+    def _in_conversation_order(
+        self, thread_id: str, rows: Sequence[Row[Any]]
+    ) -> Plan[builtins.list[Row[Any]]]:
+        """The thread's message rows in conversation order (`_transcript_order`): read with the
+        tree of its checkpoints and the reference lists of their states."""
+        tree = yield Query(self._sql.checkpoint_tree, {"thread_id": thread_id})
+        blobs = yield Query(self._sql.message_lists, {"thread_id": thread_id})
+        lists = {
+            (row.checkpoint_ns, row.channel, row.version): self._decode_refs(
+                f"blob {row.channel!r}@{row.version} of thread {thread_id!r} (historykit_blob)", row.data
+            ).runs
+            for row in blobs
+        }
+        checkpoints = []
+        for row in tree:
+            where = f"channel_versions of checkpoint {row.checkpoint_id} of thread {thread_id!r}"
+            versions = _parse_json(row.channel_versions, where)
+            held = [
+                (row.checkpoint_ns, channel, str(version)) for channel, version in sorted(versions.items())
+            ]
+            checkpoints.append(
+                _Checkpoint(row.checkpoint_id, row.parent_checkpoint_id, held, row.checkpoint_ns)
+            )
+        order = _transcript_order(checkpoints, lists)
+        return sorted(rows, key=lambda row: (order(row.seq, row.position), row.seq))
+
     def _transcript_plan(self, thread_id: str) -> Plan[Transcript | None]:
         thread = yield Query(self._sql.thread_known, {"thread_id": thread_id})
         if not thread:
             return None
         rows = yield Query(self._sql.transcript_messages, {"thread_id": thread_id})
+        rows = yield from self._in_conversation_order(thread_id, rows)
         compaction_rows = yield Query(self._sql.transcript_compactions, {"thread_id": thread_id})
         cache = self._db.cache
         known, _, _ = cache.lookup(thread_id, {row.seq for row in rows})
@@ -192,7 +231,7 @@ class SQLModelSaver(LangGraphProtocol, SaverMaintenance):
                 )
         originals: builtins.list[BaseMessage] = []
         compactions: builtins.list[StoredCompaction] = []
-        for seq, message in _calls_before_results(entries):
+        for seq, message in _calls_before_results(entries, markers):
             marker_row = markers.get(seq)
             if marker_row is None:
                 originals.append(message)

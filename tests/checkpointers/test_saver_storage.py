@@ -184,7 +184,11 @@ def test_without_the_cache_equal_messages_still_map_to_one_row(sqlite_url: str) 
 def test_written_messages_are_logged_once_whichever_form_comes_first(sqlite_url: str) -> None:
     saver = SQLModelSaver(sqlite_url)
     thread = Thread(saver)
-    first = thread.put([HumanMessage("go", id="h")])
+    # The call the results answer (a result whose call the log lacks waits out of the transcript).
+    call = AIMessage(
+        "", id="a", tool_calls=[{"name": "f", "args": {}, "id": "c1"}, {"name": "f", "args": {}, "id": "c2"}]
+    )
+    first = thread.put([HumanMessage("go", id="h"), call])
     # A node returns a tool result without an id; its write is saved as references to the log.
     result = ToolMessage("result " + "r" * 3000, tool_call_id="c1")
     saver.put_writes(first, [("messages", [result])], "tools-task")
@@ -192,9 +196,9 @@ def test_written_messages_are_logged_once_whichever_form_comes_first(sqlite_url:
     assert write.encoding == "historykit.refs" and len(write.data) < 60
     # LangGraph gives it an id as it enters the state (the same object), then stores the state.
     result.id = "given-by-add-messages"
-    second = thread.put([HumanMessage("go", id="h"), result])
+    second = thread.put([HumanMessage("go", id="h"), call, result])
     rows = query(sqlite_url, "SELECT native_id FROM historykit_message ORDER BY seq")
-    assert [row.native_id for row in rows] == ["h", "given-by-add-messages"]  # completed in place
+    assert [row.native_id for row in rows] == ["h", "a", "given-by-add-messages"]  # completed in place
     # The write still reads back as written (no id): replaying it gives an id again, as LangGraph did.
     loaded = saver.get_tuple(first)
     assert loaded is not None and loaded.pending_writes is not None
@@ -203,12 +207,13 @@ def test_written_messages_are_logged_once_whichever_form_comes_first(sqlite_url:
     # The other order: the next checkpoint (with the id given) is saved before the write of the
     # message without it (LangGraph saves writes and checkpoints from several threads).
     late = ToolMessage("late " + "l" * 3000, tool_call_id="c2", id="late-id")
-    third = thread.put([HumanMessage("go", id="h"), result, late])
+    third = thread.put([HumanMessage("go", id="h"), call, result, late])
     saver.put_writes(second, [("messages", [late.model_copy(update={"id": None})])], "tools-task")
-    assert query(sqlite_url, "SELECT COUNT(*) FROM historykit_message")[0][0] == 3
+    assert query(sqlite_url, "SELECT COUNT(*) FROM historykit_message")[0][0] == 4
     # One row, at the write's (earlier) place; the write reads back without the id.
     assert [m.id for m in saver.transcript(thread.thread_id).messages] == [
         "h",
+        "a",
         "given-by-add-messages",
         "late-id",
     ]
@@ -275,8 +280,10 @@ def test_any_sequence_of_history_edits_reads_back_exactly(
     current: list[BaseMessage] = []
     parent: RunnableConfig | None = None
     puts: list[tuple[RunnableConfig, list[BaseMessage]]] = []
+    parents: list[int | None] = []  # the put each put followed (time travel: an older one)
     writes: dict[int, list[BaseMessage]] = {}  # put index -> messages written after it
     entered: dict[int, list[BaseMessage]] = {}  # ... as they entered the state (given ids)
+    travelled_to = None
     for op, *args in edits:
         if op == "write" and puts:
             # A node's output, saved as a write of the last checkpoint; without ids, LangGraph
@@ -313,6 +320,7 @@ def test_any_sequence_of_history_edits_reads_back_exactly(
         elif op == "travel" and puts:
             parent, old = puts[args[0] % len(puts)]
             current = list(old)
+            travelled_to: int | None = args[0] % len(puts)
         elif op == "copies" and current:
             # Equal messages that are new objects: found by hash, not by identity.
             current = [m.model_copy(deep=True) for m in current] + [
@@ -321,7 +329,8 @@ def test_any_sequence_of_history_edits_reads_back_exactly(
         elif op == "empty":
             current = []
         config = thread.put(current, parent=parent)
-        parent = None
+        parents.append(travelled_to if parent is not None else (len(puts) - 1 if puts else None))
+        parent, travelled_to = None, None
         puts.append((config, list(current)))
 
     cold = SQLModelSaver(property_db, cached_threads=0)
@@ -337,12 +346,27 @@ def test_any_sequence_of_history_edits_reads_back_exactly(
                 [fingerprint(writes[index])] if index in writes else []
             )
 
-    # The transcript: every distinct message once, in the order the thread first had it (a
-    # checkpoint's messages, then those written after it).
+    # The transcript: every distinct message once, in the order the thread first had it, each
+    # branch of the checkpoints in one piece (depth first: a checkpoint's messages, then those
+    # written after it, then its branches, oldest first), without the tool results whose call
+    # the thread never had.
+    children: dict[int | None, list[int]] = {}
+    for index, parent_index in enumerate(parents):
+        children.setdefault(parent_index, []).append(index)
+    walk: list[int] = []
+    stack = list(reversed(children.get(None, [])))
+    while stack:
+        index = stack.pop()
+        walk.append(index)
+        stack.extend(reversed(children.get(index, [])))
     seen: dict[str, BaseMessage] = {}
-    for index, (_, messages) in enumerate(puts):
-        for m in [*messages, *entered.get(index, [])]:
+    for index in walk:
+        for m in [*puts[index][1], *entered.get(index, [])]:
             seen.setdefault(json.dumps([m.type, m.model_dump()], sort_keys=True, default=str), m)
+    called = {c["id"] for m in seen.values() if isinstance(m, AIMessage) for c in m.tool_calls}
+    for key, m in list(seen.items()):
+        if isinstance(m, ToolMessage) and m.tool_call_id not in called:
+            del seen[key]
     transcript = cold.transcript(thread.thread_id)
     assert fingerprint(transcript.logged()) == fingerprint(list(seen.values()))
     summaries = [m for m in seen.values() if COMPACTION_KEY in m.additional_kwargs]

@@ -102,7 +102,7 @@ from langgraph.types import Command
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window
 from historykit.conversations import ConversationState, conversation_key
-from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.errors import ArgumentTypeError, InvalidArgumentError, WriteConflictError
 from historykit.messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
 from historykit.pipeline import (
     Call,
@@ -209,6 +209,35 @@ def state_update(
     return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *new, *appended]
 
 
+COMPACT_ATTEMPTS = 3
+"""How many times `compact_thread` compacts a thread a run keeps moving on before it gives up."""
+
+EXPECTED_CHECKPOINT = "historykit_expected_checkpoint"
+"""The `configurable` key `SQLModelSaver.put` reads: the update is written only while the thread's
+latest checkpoint is the one named (else `WriteConflictError`); other savers ignore it."""
+
+
+def _anchored(config: RunnableConfig, snapshot: Any) -> RunnableConfig:
+    """`config` pointing at the checkpoint `snapshot` was read from: the compaction of its messages is
+    written after that checkpoint, and only while it is still the thread's latest (a saver that
+    checks `EXPECTED_CHECKPOINT` refuses it once a run moved on; the others fork from it)."""
+    read = dict(getattr(snapshot, "config", None) or {}).get("configurable") or {}
+    checkpoint_id = read.get("checkpoint_id")
+    if not checkpoint_id:
+        return config
+    configurable = {**(config.get("configurable") or {}), **read, EXPECTED_CHECKPOINT: checkpoint_id}
+    return cast(RunnableConfig, {**config, "configurable": configurable})
+
+
+def _moved_on(config: RunnableConfig) -> WriteConflictError:
+    thread = (config.get("configurable") or {}).get("thread_id")
+    return WriteConflictError(
+        f"compact_thread: a run kept writing thread {thread!r} while it was compacted ({COMPACT_ATTEMPTS} "
+        "attempts, each computed from a state the run had moved on from): nothing was written; compact "
+        "it when the run is over, or with compact(focus, thread_id=...) at its next call"
+    )
+
+
 def _with_unique_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     # New messages (a summary, a notice) come without an id, and a processor's merge may leave two
     # with one id: either would make add_messages append or replace the wrong message.
@@ -299,11 +328,20 @@ class _Glue(Glue):
             report = middleware.compact_thread(agent, config, "keep the details of the auth refactor")
             ```
         """
-        old, key = self._thread_messages(graph.get_state(config))
-        result = self._compact_stored(old, config, focus, keep_last, model)
-        update = state_update(old, result.messages)
-        if update:
-            graph.update_state(config, {key: update}, as_node=as_node)
+        for _ in range(COMPACT_ATTEMPTS):
+            snapshot = graph.get_state(config)
+            old, key = self._thread_messages(snapshot)
+            result = self._compact_stored(old, config, focus, keep_last, model)
+            update = state_update(old, result.messages)
+            if not update:
+                break
+            try:
+                graph.update_state(_anchored(config, snapshot), {key: update}, as_node=as_node)
+                break
+            except WriteConflictError:
+                continue  # a run moved the thread on: compact what it holds now
+        else:
+            raise _moved_on(config)
         self._deliver(result)
         return result.report
 
@@ -318,14 +356,23 @@ class _Glue(Glue):
         as_node: str | None = None,
     ) -> Report:
         """`compact_thread` for async graphs and checkpointers (`aget_state` / `aupdate_state`)."""
-        old, key = self._thread_messages(await graph.aget_state(config))
-        self._check_persistent()
-        neutral = _ADAPTER.to_neutral(old)
-        call = self._call(model, self._stored(config), ManualCompaction(focus, keep_last))
-        result = native_result(_ADAPTER, old, neutral, await self.pipeline.arun_call(neutral, call))
-        update = state_update(old, result.messages)
-        if update:
-            await graph.aupdate_state(config, {key: update}, as_node=as_node)
+        for _ in range(COMPACT_ATTEMPTS):
+            snapshot = await graph.aget_state(config)
+            old, key = self._thread_messages(snapshot)
+            self._check_persistent()
+            neutral = _ADAPTER.to_neutral(old)
+            call = self._call(model, self._stored(config), ManualCompaction(focus, keep_last))
+            result = native_result(_ADAPTER, old, neutral, await self.pipeline.arun_call(neutral, call))
+            update = state_update(old, result.messages)
+            if not update:
+                break
+            try:
+                await graph.aupdate_state(_anchored(config, snapshot), {key: update}, as_node=as_node)
+                break
+            except WriteConflictError:
+                continue  # a run moved the thread on: compact what it holds now
+        else:
+            raise _moved_on(config)
         self._deliver(result)
         return result.report
 

@@ -76,7 +76,8 @@ class Summarize(TriggerField, HistoryProcessor):
     the summary, so the last thing in the user's voice is still what they asked for; the marker's
     `kept_after` says so), and the final request. The summary has sections for the task, the
     user's messages and constraints (verbatim: whatever the summarizer writes, missing ones are
-    added, see `complete_summary`), decisions, files touched (every file written or edited is added), done and pending work, and open errors.
+    added, see `complete_summary`), decisions, files touched (every file written or edited is
+    added), done and pending work, and open errors.
 
     An earlier summary is updated, not summarized: the summarizer gets it with the new messages,
     and the new marker extends its covered range. A failing summarizer is retried with exponential

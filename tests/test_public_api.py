@@ -43,6 +43,7 @@ PUBLIC: dict[str, list[str]] = {
         "TranscriptFormatError",
         "UnreachableDatabaseError",
         "UserError",
+        "WrongFrameworkError",
     ],
     "historykit.messages": [
         "COMPACTION_KEY",

@@ -95,12 +95,28 @@ def read_file(name: str) -> str:
 
 
 pipeline = Pipeline(
-    [Summarize(trigger=Trigger(max_tokens=1_500), keep_last=2, summarizer=summarize, summary_tokens=60, min_gain=200), Repair()]
+    [
+        Summarize(
+            trigger=Trigger(max_tokens=1_500),
+            keep_last=2,
+            summarizer=summarize,
+            summary_tokens=60,
+            min_gain=200,
+        ),
+        Repair(),
+    ]
 )
-kit = HistoryKit(pipeline, persist=mode == "persistent", context_window=100_000, on_report=(print if os.environ.get("SHOW") else None))
+kit = HistoryKit(
+    pipeline,
+    persist=mode == "persistent",
+    context_window=100_000,
+    on_report=(print if os.environ.get("SHOW") else None),
+)
 model = FunctionModel(model_function)
 if wrapper == "capability":
-    agent: Agent[None, str] = Agent(model, name="reader", capabilities=[kit, DBOSDurability()], tools=[read_file])
+    agent: Agent[None, str] = Agent(
+        model, name="reader", capabilities=[kit, DBOSDurability()], tools=[read_file]
+    )
     runner: Any = agent
 else:
     agent = Agent(model, name="reader", capabilities=[kit], tools=[read_file])

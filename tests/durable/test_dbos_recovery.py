@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,9 @@ def _run(role: str, database: str, wrapper: str, mode: str, workdir: Path, kill_
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT, env=env, cwd=workdir)
     if kill_at:
-        assert done.returncode == -9, f"the process was to die in model call {kill_at}:\n{done.stderr[-3000:]}"
+        assert done.returncode == -9, (
+            f"the process was to die in model call {kill_at}:\n{done.stderr[-3000:]}"
+        )
         return ""
     assert done.returncode == 0, done.stderr[-3000:]
     return str(json.loads(done.stdout.strip().splitlines()[-1])["output"])
@@ -78,7 +80,9 @@ def _summary_numbers(request: dict[str, Any]) -> list[str]:
 _BASELINES: dict[tuple[str, str], tuple[str, list[dict[str, Any]], int]] = {}
 
 
-def _baseline(wrapper: str, mode: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[dict[str, Any]], int]:
+def _baseline(
+    wrapper: str, mode: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, list[dict[str, Any]], int]:
     """The uninterrupted run of the same workflow (once per wrapper and mode): its output, its
     requests, its summarizer calls."""
     key = (wrapper, mode)
@@ -131,7 +135,9 @@ def test_a_recovered_workflow_sends_what_the_killed_one_would_have(
         else str(request.getfixturevalue("postgres_database"))
     )
     expected_output, expected, expected_calls = _baseline(wrapper, mode, tmp_path_factory)
-    assert len(expected) == 18 and expected_calls >= 3, "the scenario must summarize before and after the kill"
+    assert len(expected) == 18 and expected_calls >= 3, (
+        "the scenario must summarize before and after the kill"
+    )
     before = [r for r in expected[: KILL_AT - 1] if _summary_numbers(r)]
     after = [r for r in expected[KILL_AT:] if _summary_numbers(r) != _summary_numbers(expected[KILL_AT - 1])]
     assert before and after, "a summary must be carried across the kill and another written after it"
@@ -146,7 +152,9 @@ def test_a_recovered_workflow_sends_what_the_killed_one_would_have(
     # DBOS replays the steps that completed: the first request sent again is the one in flight.
     assert _without(recovered[0], PER_PROCESS) == _without(killed[-1], PER_PROCESS)
     # Every request is the uninterrupted run's, summary texts included.
-    assert [_without(r, PER_RUN) for r in [*killed[:-1], *recovered]] == [_without(r, PER_RUN) for r in expected]
+    assert [_without(r, PER_RUN) for r in [*killed[:-1], *recovered]] == [
+        _without(r, PER_RUN) for r in expected
+    ]
     calls = len((tmp_path / "summaries.txt").read_text().splitlines())
     assert calls == expected_calls, "the recovery summarized again what the killed process had summarized"
     assert output == expected_output

@@ -380,7 +380,9 @@ def test_wrappers_and_fallbacks_take_the_binding_of_the_models_that_answer() -> 
     assert model_binds_thinking_blocks(binding) is True
     assert model_binds_thinking_blocks(InstrumentedModel(binding)) is True
     assert model_binds_thinking_blocks(FallbackModel(plain, binding)) is True
-    assert model_binds_thinking_blocks(InstrumentedModel(FallbackModel(plain, FunctionModel(respond)))) is False
+    assert (
+        model_binds_thinking_blocks(InstrumentedModel(FallbackModel(plain, FunctionModel(respond)))) is False
+    )
     assert model_binds_thinking_blocks(FallbackModel(FallbackModel(plain, binding), plain)) is True
 
 

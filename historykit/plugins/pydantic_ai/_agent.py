@@ -78,6 +78,7 @@ from pydantic_ai import messages as _pai_messages
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
+from historykit import provenance
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window
 from historykit.conversations import ConversationState, conversation_key
@@ -93,7 +94,6 @@ from historykit.pipeline import (
 )
 from historykit.plugins._glue import Glue, WrongFramework, pipeline_of
 from historykit.plugins._overflow import arecompact, context_overflow
-from historykit import provenance
 from historykit.plugins.pydantic_ai._adapter import PydanticAIAdapter
 from historykit.plugins.pydantic_ai._durable import (
     Engine,
@@ -118,7 +118,7 @@ try:
     from pydantic_ai.capabilities import durable_operation as _durable_operation
 except ImportError:  # pragma: no cover - a Pydantic AI without durable operations: they run in place
 
-    def _durable_operation(name: str) -> Callable[[_F], _F]:
+    def _durable_operation(name: str) -> Callable[[_F], _F]:  # type: ignore[misc]
         return lambda method: method
 
 
@@ -438,7 +438,9 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         return await self._run_view(request)
 
     @_durable_operation("recompact")
-    async def _recompact_operation(self, ctx: RunContext[Any], request: RecompactRequest) -> ViewResult | None:
+    async def _recompact_operation(
+        self, ctx: RunContext[Any], request: RecompactRequest
+    ) -> ViewResult | None:
         """A compact-and-retry after a context overflow, as a durable unit."""
         return await self._run_recompact(request)
 
@@ -460,7 +462,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             self.pipeline.remember_neutral_view(raw, _ADAPTER.to_neutral(previous.messages), call)
         result = native_result(_ADAPTER, given, neutral, await self.pipeline.arun_call(neutral, call))
         self._deliver(result)
-        return ViewResult.encode(given, result.messages, result.originals)
+        return ViewResult.encode(given, result.messages, dict(result.originals))
 
     async def _run_recompact(self, request: RecompactRequest) -> ViewResult | None:
         call = request.request.call()
@@ -473,7 +475,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         result = native_result(_ADAPTER, given, neutral, retried)
         self._deliver(result)
         window = self.pipeline.state_of(call).window
-        return ViewResult.encode(given, result.messages, result.originals, window)
+        return ViewResult.encode(given, result.messages, dict(result.originals), window)
 
     async def _run_recall(self, handle: str, offset: int, conversation: str | None) -> str:
         assert self._recall is not None  # the recall tool exists only with it
@@ -483,7 +485,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     async def _durably(self, engine: Engine, ctx: RunContext[Any], operation: str, *args: Any) -> Any:
         """Run `operation` as the engine's durable unit (`durable_engine` chose how)."""
         if engine == "capability":
-            method = {
+            method: Any = {
                 "view": self._view_operation,
                 "recompact": self._recompact_operation,
                 "recall": self._recall_operation,
@@ -491,8 +493,11 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             return await method(ctx, *args)
         from dbos import DBOS
 
-        body = {"view": self._run_view, "recompact": self._run_recompact, "recall": self._run_recall}[operation]
-        return await DBOS.run_step_async({"name": f"historykit.{self.id}.{operation}"}, body, *args)
+        body = {"view": self._run_view, "recompact": self._run_recompact, "recall": self._run_recall}[
+            operation
+        ]
+        step: Any = DBOS.run_step_async
+        return await step({"name": f"historykit.{self.id}.{operation}"}, body, *args)
 
     async def _request_view(
         self, ctx: RunContext[Any], given: list[ModelMessage], model: Any

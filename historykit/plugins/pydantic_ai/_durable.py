@@ -228,7 +228,7 @@ def durable_engine(ctx: Any, capability_id: str | None, operation: str) -> Engin
     `"dbos"` in a DBOS workflow of the legacy `DBOSAgent`. Raises `UserError` inside a Temporal
     workflow or Prefect flow that no durability capability serves (the legacy `TemporalAgent`,
     `PrefectAgent`), where the pipeline could only run as workflow code."""
-    operations = getattr(ctx, "_durable_operations", None)
+    operations: Any = getattr(ctx, "_durable_operations", None)
     bound = bool(operations) and capability_id is not None and (capability_id, operation) in operations
     if bound:
         return "capability" if _in_capability_container(ctx) else None

@@ -5,6 +5,7 @@ HistoryKitError                          except HistoryKitError: anything histor
 ├── UserError                            historykit was called wrongly; the message says how to call it
 │   ├── InvalidArgumentError (ValueError)    a value out of range, an unknown option, a bad URL
 │   └── ArgumentTypeError (TypeError)        a value of the wrong type (a message of no known framework)
+│       └── WrongFrameworkError (AttributeError)  one framework's glue handed to another framework
 ├── TranscriptFormatError (ValueError)   a transcript file in no known format, or broken in its own
 ├── ReplayMismatchError (LookupError)    a replay (historykit.testing) asked for what its recording lacks
 └── StoreError                           the database behind a saver or a conversation store
@@ -50,6 +51,7 @@ __all__ = [
     "UnreachableDatabaseError",
     "UserError",
     "WriteConflictError",
+    "WrongFrameworkError",
 ]
 
 
@@ -67,6 +69,15 @@ class InvalidArgumentError(UserError, ValueError):
 
 class ArgumentTypeError(UserError, TypeError):
     """A value of the wrong type, such as an item that is not a message of the history's framework."""
+
+
+class WrongFrameworkError(ArgumentTypeError, AttributeError):
+    """One framework's glue handed to another (the Pydantic AI capability to LangChain's `create_agent`).
+
+    Raised when the other framework reads the hook it expects (`historykit.plugins._glue.WrongFramework`).
+    Also an `AttributeError`, so a tool that only inspects members (`inspect.getmembers`, `hasattr`,
+    as Pydantic AI's durable execution does on every capability) sees no such hook instead of failing.
+    """
 
 
 class TranscriptFormatError(HistoryKitError, ValueError):

@@ -45,6 +45,7 @@ PUBLIC: dict[str, list[str]] = {
         "UnreachableDatabaseError",
         "UserError",
         "WriteConflictError",
+        "WrongFrameworkError",
     ],
     "historykit.messages": [
         "COMPACTION_KEY",

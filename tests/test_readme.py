@@ -272,6 +272,10 @@ def _needs(block: Block) -> str | None:
         return "the Pydantic AI 1.x recipe: 2.x has capabilities instead (make test-pai1 runs it on 1.x)"
     if major < 2 and re.search(r"pydantic_ai\.conversation|SQLModelConversationStore", block.code):
         return "the conversation store needs Pydantic AI 2.x"
+    if major < 2 and "pydantic_ai.durable_exec" in block.code:
+        return "the durability capabilities need Pydantic AI 2.x"
+    if "temporalio.client" in block.code:
+        return "needs a Temporal server (its dev and test servers are downloads this machine cannot make)"
     return None
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from historykit.context_window import ContextWindow, resolve_context_window
 from historykit.conversations import ConversationState
-from historykit.errors import ArgumentTypeError
+from historykit.errors import ArgumentTypeError, WrongFrameworkError
 from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
 from historykit.plugins._overflow import shrunk_window
 
@@ -84,9 +84,11 @@ class Glue:
 class WrongFramework:
     """A class attribute that another framework reads when it is handed this glue by mistake.
 
-    Reading it raises `ArgumentTypeError` with `message`, which names the glue to use instead; so
-    passing the Pydantic AI capability to a LangChain agent (which reads `wrap_tool_call` off each
-    middleware's class) fails with that advice rather than an `AttributeError`.
+    Reading it raises `WrongFrameworkError` (an `ArgumentTypeError`) with `message`, which names the
+    glue to use instead; so passing the Pydantic AI capability to a LangChain agent (which reads
+    `wrap_tool_call` off each middleware's class) fails with that advice. The error is an
+    `AttributeError` too: code that only looks at members (`inspect.getmembers`, `hasattr`; Pydantic
+    AI collects every capability's durable operations that way) finds no such attribute and goes on.
 
     Example:
         ```python
@@ -100,7 +102,7 @@ class WrongFramework:
         """Why the object does not fit, and what to use instead."""
 
     def __get__(self, obj: object, owner: type | None = None) -> Any:
-        raise ArgumentTypeError(self.message)
+        raise WrongFrameworkError(self.message)
 
 
 def refuse_call(message: str) -> Callable[..., Any]:

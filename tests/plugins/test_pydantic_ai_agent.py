@@ -18,6 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 from historykit import Pipeline, Report, TokenCounter, check, default_pipeline
+from historykit.errors import InvalidArgumentError
 from historykit.messages import SummaryPart, ToolResultPart
 from historykit.plugins.pydantic_ai import (
     HistoryKit,
@@ -330,3 +331,66 @@ def test_tool_results_the_model_sees_are_the_files_or_short_notices() -> None:
         assert len(text) < 400 and any(path in text for path in files)
     edits = {s.processor for r in reports for s in r.steps if s.notes.replaced}
     assert edits & {"DedupeFileReads", "ClearToolResults"}
+
+
+def _failing(messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+    from pydantic_ai.exceptions import ModelAPIError
+
+    raise ModelAPIError("primary", "the primary model is down")
+
+
+@needs_profile_window
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
+@pytest.mark.parametrize("wrapped", [False, True], ids=["fallback", "instrumented-fallback"])
+def test_a_fallback_model_agent_budgets_for_the_models_that_may_answer(persist: bool, wrapped: bool) -> None:
+    """A `FallbackModel` has no profile of its own (reading it raises): the window is the smallest of
+    its candidates (any may answer), so the backup that answers never gets a request over its own."""
+    from pydantic_ai.models.fallback import FallbackModel
+    from pydantic_ai.models.instrumented import InstrumentedModel
+
+    fn = FileReadingModel(turns=60)
+    primary = FunctionModel(_failing, profile={"context_window": 200_000})
+    backup = fn.model(window=WINDOW)
+    model: Model = FallbackModel(primary, backup)
+    if wrapped:
+        model = InstrumentedModel(model)
+    reports: list[Report] = []
+    kit = HistoryKit(pipeline(), persist=persist, on_report=reports.append)
+    result = agent_with(model, capabilities=[kit]).run_sync("Read the files.", usage_limits=NO_LIMIT)  # type: ignore[arg-type]
+
+    assert result.output.startswith("All files read")
+    assert {(r.context_window, r.window_source) for r in reports} == {(WINDOW, "model profile")}
+    assert any(r.markers for r in reports), "the run must compact for the window to matter"
+    assert max(fn.sizes) <= WINDOW
+    assert check(fn.received[-1]) == []
+
+
+def test_wrappers_and_fallbacks_take_the_binding_of_the_models_that_answer() -> None:
+    from pydantic_ai.models.fallback import FallbackModel
+    from pydantic_ai.models.instrumented import InstrumentedModel
+
+    from historykit.plugins.pydantic_ai import model_binds_thinking_blocks
+
+    def respond(messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+        return pai.ModelResponse([pai.TextPart("ok")])
+
+    plain = FunctionModel(respond)
+    binding = FunctionModel(respond, model_name="claude-fable-5-1")
+    assert model_binds_thinking_blocks(plain) is False
+    assert model_binds_thinking_blocks(binding) is True
+    assert model_binds_thinking_blocks(InstrumentedModel(binding)) is True
+    assert model_binds_thinking_blocks(FallbackModel(plain, binding)) is True
+    assert (
+        model_binds_thinking_blocks(InstrumentedModel(FallbackModel(plain, FunctionModel(respond)))) is False
+    )
+    assert model_binds_thinking_blocks(FallbackModel(FallbackModel(plain, binding), plain)) is True
+
+
+def test_the_capability_and_its_recall_toolset_have_stable_ids() -> None:
+    kit = HistoryKit(Repair(), recall=True)
+    assert kit.id == "historykit"
+    assert kit.get_toolset().id == "historykit_recall"
+    other = HistoryKit(Repair(), recall=True, id="second")
+    assert other.get_toolset().id == "second_recall"
+    with pytest.raises(InvalidArgumentError, match="id must be a non-empty str"):
+        HistoryKit(Repair(), id="")

@@ -71,13 +71,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import Any, TypeVar
 
 from pydantic_ai import messages as _pai_messages
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
+from historykit import provenance
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window
 from historykit.conversations import ConversationState, conversation_key
@@ -92,15 +93,34 @@ from historykit.pipeline import (
     native_result,
 )
 from historykit.plugins._glue import Glue, WrongFramework, pipeline_of
-from historykit.plugins._overflow import arecompact
+from historykit.plugins._overflow import arecompact, context_overflow
 from historykit.plugins.pydantic_ai._adapter import PydanticAIAdapter
+from historykit.plugins.pydantic_ai._durable import (
+    Engine,
+    LastViews,
+    RecompactRequest,
+    ViewRequest,
+    ViewResult,
+    durable_engine,
+    refuse_background,
+)
 from historykit.recall import Recall, recall_option
 from historykit.view import Mode
+
+_F = TypeVar("_F")
 
 try:
     from pydantic_ai.capabilities import AbstractCapability as _AbstractCapability
 except ImportError:  # pragma: no cover - Pydantic AI 1.x before capabilities: only HistoryKitProcessor
     _AbstractCapability = None  # type: ignore[assignment,misc]
+
+try:
+    from pydantic_ai.capabilities import durable_operation as _durable_operation
+except ImportError:  # pragma: no cover - a Pydantic AI without durable operations: they run in place
+
+    def _durable_operation(name: str) -> Callable[[_F], _F]:  # type: ignore[misc]
+        return lambda method: method
+
 
 try:
     from pydantic_ai.exceptions import RetryModelRequest as _RetryModelRequest
@@ -133,8 +153,48 @@ call its handler only once there). 1.x capabilities have no attempts: `wrap_mode
 its handler a second time."""
 
 
+def _served_models(model: Any) -> list[Any]:
+    """The models that may actually answer a request sent to `model`, in the order they are tried.
+
+    A wrapper (`WrapperModel`: `InstrumentedModel`, a durable engine's model, your own) is seen
+    through to the model it sends to; a `FallbackModel` stands for its candidates, each seen through
+    in turn (a nested one flattened). Any other model is its own.
+    """
+    out: list[Any] = []
+    pending = [model]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:  # pragma: no cover - a wrapper that wraps itself
+            continue
+        seen.add(id(current))
+        # `vars()`, not `getattr`: a `WrapperModel` forwards unknown attributes to the model it wraps.
+        own = vars(current) if hasattr(current, "__dict__") else {}
+        wrapped = own.get("wrapped")
+        candidates = own.get("models")
+        if wrapped is not None and _is_model(wrapped):
+            pending.insert(0, wrapped)
+        elif isinstance(candidates, list) and candidates and all(_is_model(m) for m in candidates):
+            pending[:0] = candidates
+        else:
+            out.append(current)
+    return out
+
+
+def _is_model(value: object) -> bool:
+    try:
+        from pydantic_ai.models import Model
+    except ImportError:  # pragma: no cover - Pydantic AI is what calls this
+        return False
+    return isinstance(value, Model)
+
+
 def model_context_window(model: Any) -> ContextWindow | None:
     """The context window a Pydantic AI model states about itself, with its source; `None` if unknown.
+
+    For a wrapper, the window of the model it sends to; for a `FallbackModel`, the smallest window
+    among its candidates (any of them may answer, and a history that fits the smallest fits them all:
+    Pydantic AI's own `FallbackModel.context_window`), ignoring candidates with no known window.
 
     Example:
         ```python
@@ -145,6 +205,11 @@ def model_context_window(model: Any) -> ContextWindow | None:
         # ContextWindow(tokens=8000, source='model profile')
         ```
     """
+    windows = [w for m in _served_models(model) if (w := _own_context_window(m)) is not None]
+    return min(windows, key=lambda w: w.tokens) if windows else None
+
+
+def _own_context_window(model: Any) -> ContextWindow | None:
     stated = getattr(model, "context_window", None)
     if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
         return ContextWindow(stated, "model profile")
@@ -159,11 +224,22 @@ def model_binds_thinking_blocks(model: Any) -> bool | None:
     """Whether a Pydantic AI model binds replayed thinking to the history (R13, `historykit.binding`).
 
     The profile flag `anthropic_binds_thinking_blocks` (Pydantic AI 2.68 and later) when the profile
-    has it; else the model's name; `None` for no model (the messages' model names then decide).
+    has it; else the model's name; `None` for no model (the messages' model names then decide). For a
+    wrapper, the model it sends to; for a `FallbackModel`, `True` when any candidate binds: the
+    thinking a binding candidate would be sent after an edit is invalid there, and a candidate of
+    another provider is never sent it (Pydantic AI drops another provider's thinking).
     """
     if model is None:
         return None
-    profile = getattr(model, "profile", None)
+    verdicts = [_own_binding(m) for m in _served_models(model)]
+    return any(verdicts) if verdicts else None
+
+
+def _own_binding(model: Any) -> bool:
+    try:
+        profile = getattr(model, "profile", None)
+    except NotImplementedError:  # pragma: no cover - a model with no profile of its own that is no wrapper
+        profile = None
     flag = profile.get("anthropic_binds_thinking_blocks") if isinstance(profile, dict) else None
     if flag is None and profile is not None and not isinstance(profile, dict):
         flag = getattr(profile, "anthropic_binds_thinking_blocks", None)
@@ -319,6 +395,12 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     recall: Recall | bool = False
     """`True` or a `Recall`: add the recall tool, and make placeholders name it with a handle
     (`historykit.recall`); `False`: placeholders say "call the tool again"."""
+    _: KW_ONLY
+    id: str | None = "historykit"
+    """The capability's stable identity within an agent (Pydantic AI's `AbstractCapability.id`):
+    durable engines name its operations after it (`historykit.plugins.pydantic_ai._durable`), and
+    the recall toolset's `id` is derived from it (`"<id>_recall"`). Give each `HistoryKit` of one
+    agent its own; never change it while runs of the agent may be recovered."""
     last_report: Report | None = field(default=None, init=False, repr=False, compare=False)
     """The report of the latest call."""
     _manual: dict[str | None, ManualCompaction] = field(
@@ -328,6 +410,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         default_factory=dict, init=False, repr=False, compare=False
     )
     _recall: Recall | None = field(default=None, init=False, repr=False, compare=False)
+    _last_views: LastViews = field(default_factory=LastViews, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if _AbstractCapability is None:  # pragma: no cover - Pydantic AI 1.x before capabilities
@@ -340,10 +423,119 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         self._recall = recall_option(self.recall)
         if self._recall is not None:
             self._recall.install(self.pipeline.processors)
+        if self.id is not None and (not isinstance(self.id, str) or not self.id):
+            raise InvalidArgumentError(f"id must be a non-empty str or None, got {self.id!r}")
 
     def get_toolset(self) -> Any:
         """The recall tool, when `recall` is on (Pydantic AI adds a capability's toolset to the agent)."""
         return None if self._recall is None else _recall_toolset(self._recall, self)
+
+    # -- durable execution (`historykit.plugins.pydantic_ai._durable`) -----------------------------
+
+    @_durable_operation("view")
+    async def _view_operation(self, ctx: RunContext[Any], request: ViewRequest) -> ViewResult:
+        """One model request's pipeline call: the engine's durable unit under a durability capability."""
+        return await self._run_view(request)
+
+    @_durable_operation("recompact")
+    async def _recompact_operation(
+        self, ctx: RunContext[Any], request: RecompactRequest
+    ) -> ViewResult | None:
+        """A compact-and-retry after a context overflow, as a durable unit."""
+        return await self._run_recompact(request)
+
+    @_durable_operation("recall")
+    async def _recall_operation(
+        self, ctx: RunContext[Any], handle: str, offset: int, conversation: str | None
+    ) -> str:
+        """A recall look-up that reads the store (`Recall.store`), as a durable unit."""
+        return await self._run_recall(handle, offset, conversation)
+
+    async def _run_view(self, request: ViewRequest) -> ViewResult:
+        call = request.call()
+        given = request.messages
+        neutral = _ADAPTER.to_neutral(given)
+        previous = request.previous
+        if previous is not None:
+            # Continue from the view the run's previous call was sent, whatever this worker saw.
+            raw = neutral[: previous.raw_length]
+            self.pipeline.remember_neutral_view(raw, _ADAPTER.to_neutral(previous.messages), call)
+        result = native_result(_ADAPTER, given, neutral, await self.pipeline.arun_call(neutral, call))
+        self._deliver(result)
+        return ViewResult.encode(given, result.messages, dict(result.originals))
+
+    async def _run_recompact(self, request: RecompactRequest) -> ViewResult | None:
+        call = request.request.call()
+        given = request.request.messages
+        neutral = _ADAPTER.to_neutral(given)
+        error = _overflow_error(request.overflow)
+        retried = await arecompact(self.pipeline, neutral, error, call, _ADAPTER.to_neutral(request.rejected))
+        if retried is None:
+            return None
+        result = native_result(_ADAPTER, given, neutral, retried)
+        self._deliver(result)
+        window = self.pipeline.state_of(call).window
+        return ViewResult.encode(given, result.messages, dict(result.originals), window)
+
+    async def _run_recall(self, handle: str, offset: int, conversation: str | None) -> str:
+        assert self._recall is not None  # the recall tool exists only with it
+        state = self.state_of(conversation) if conversation is not None else None
+        return await self._recall.alookup(handle, offset, state=state, store_key=conversation)
+
+    async def _durably(self, engine: Engine, ctx: RunContext[Any], operation: str, *args: Any) -> Any:
+        """Run `operation` as the engine's durable unit (`durable_engine` chose how)."""
+        if engine == "capability":
+            method: Any = {
+                "view": self._view_operation,
+                "recompact": self._recompact_operation,
+                "recall": self._recall_operation,
+            }[operation]
+            return await method(ctx, *args)
+        from dbos import DBOS
+
+        body = {"view": self._run_view, "recompact": self._run_recompact, "recall": self._run_recall}[
+            operation
+        ]
+        step: Any = DBOS.run_step_async
+        return await step({"name": f"historykit.{self.id}.{operation}"}, body, *args)
+
+    async def _request_view(
+        self, ctx: RunContext[Any], given: list[ModelMessage], model: Any
+    ) -> tuple[list[ModelMessage], _Step]:
+        """The view this request sends, made in place or, inside a durable workflow or flow, as
+        the engine's durable unit; and what a retry after an overflow starts again from."""
+        conversation = _conversation(ctx)
+        call = self.call_for(model, conversation, self._take_manual(conversation))
+        engine = durable_engine(ctx, self.id, "view")
+        if engine is None:
+            neutral = _ADAPTER.to_neutral(given)
+            result = native_result(_ADAPTER, given, neutral, await self.pipeline.arun_call(neutral, call))
+            self._deliver(result)
+            self._keep_originals_of(conversation, result)
+            return list(result.messages), _Step(given, neutral, call)
+        refuse_background(self.pipeline.processors)
+        run = getattr(ctx, "run_id", None)
+        request = ViewRequest.of(given, call, conversation, self._last_views.get(run))
+        recorded: ViewResult = await self._durably(engine, ctx, "view", request)
+        processed = self._apply_recorded(conversation, given, recorded)
+        if call.mode == "view":
+            self._last_views.keep(run, len(given), processed)
+        return processed, _Step(given, None, call, request=request)
+
+    def _apply_recorded(
+        self, conversation: str | None, given: list[ModelMessage], recorded: ViewResult
+    ) -> list[ModelMessage]:
+        """The view a durable unit gave back (run now, or its recorded result on a replay), with
+        what the workflow keeps of it: recall's originals, a shrunk window, what the view replaced."""
+        processed = recorded.decode(given)
+        provenance.record(given, processed)
+        if conversation is not None:
+            state = self.state_of(conversation)
+            if self._recall is not None and recorded.originals:
+                self._recall.keep(state, recorded.originals)
+            if recorded.window is not None:
+                state.window = recorded.window
+        return processed
 
     def _keep_originals(self, ctx: RunContext[Any], result: PipelineResult[Any]) -> None:
         self._keep_originals_of(_conversation(ctx), result)
@@ -406,16 +598,14 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         if not self.persist and not _BEFORE_HOOK_IS_REQUEST_ONLY:
             return request_context  # 1.x writes these messages back: view-only works in wrap_model_request
         given = list(request_context.messages)
-        result, neutral, call = await self.process(given, request_context.model, _conversation(ctx))
-        processed = result.messages
+        processed, step = await self._request_view(ctx, given, request_context.model)
         # What a retry after a context overflow starts again from.
-        self._steps[_step(ctx)] = _Step(given, neutral, call)
+        self._steps[_step(ctx)] = step
         # 2.x: these messages are the request's alone, so the provider's block can go in (1.x would
         # write it into the history: there `wrap_model_request` adds it).
         request_context.messages = (
             with_provider_compaction(processed) if _BEFORE_HOOK_IS_REQUEST_ONLY else list(processed)
         )
-        self._keep_originals(ctx, result)
         if self.persist and _BEFORE_HOOK_IS_REQUEST_ONLY:
             # 2.x keeps `request_context.messages` to this request; the run's history is ctx.messages.
             ctx.messages[:] = processed
@@ -454,6 +644,17 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     ) -> list[ModelMessage] | None:
         """The step's view again for a smaller window (`historykit.plugins._overflow`), delivered and
         its originals kept; `None` when `error` is no context overflow."""
+        if step.request is not None:  # the step's view was a durable unit: so is its retry
+            overflow = context_overflow(error)
+            engine = durable_engine(ctx, self.id, "recompact")
+            if overflow is None or engine is None:
+                return None
+            request = RecompactRequest(step.request, list(rejected), overflow.message)
+            recorded: ViewResult | None = await self._durably(engine, ctx, "recompact", request)
+            if recorded is None:
+                return None
+            return self._apply_recorded(_conversation(ctx), step.native, recorded)
+        assert step.given is not None  # converted when the step's view was made in place
         retried = await arecompact(self.pipeline, step.given, error, step.call, _ADAPTER.to_neutral(rejected))
         if retried is None:
             return None
@@ -497,16 +698,25 @@ class _Step:
     """A request step's input and call, kept until it is answered, for a retry after an overflow."""
 
     native: list[ModelMessage]
-    given: list[Message]
-    """`native`, converted once."""
+    given: list[Message] | None
+    """`native`, converted once; `None` when the view was a durable unit (converted there)."""
     call: Call
     retried: list[ModelMessage] | None = None
     """The view the retry sends, once the step has been retried."""
+    request: ViewRequest | None = None
+    """The durable unit's request, when the step's view was one (`_durable`)."""
 
 
-def _recall_toolset(recall: Recall, kit: _Glue) -> Any:
+def _recall_toolset(recall: Recall, kit: HistoryKit) -> Any:
     """A toolset with the recall tool: the original output a placeholder's handle names, searched
-    in the run's own conversation only."""
+    in the run's own conversation only.
+
+    Under a durable engine the tool runs in the workflow or flow (its metadata says so to Temporal
+    and Prefect, which would run it in an activity or task): the run's history and the originals the
+    recorded views kept are there, and looking in them is deterministic. Only a look-up that reads
+    the store (`Recall.store`) is a durable unit (the capability's `recall` operation). Run in an
+    activity anyway (the engine's per-tool configuration), it finds no history there and looks in
+    the originals this process kept and the store."""
     from pydantic_ai.tools import Tool
     from pydantic_ai.toolsets import FunctionToolset
 
@@ -518,17 +728,53 @@ def _recall_toolset(recall: Recall, kit: _Glue) -> Any:
             offset: Where to start in the output, for the next part of a long one.
         """
         conversation = _conversation(ctx)
-        return await recall.alookup(
-            handle,
-            offset,
-            state=kit.state_of(conversation) if conversation is not None else None,
-            history=_ADAPTER.to_neutral(ctx.messages),
-            store_key=conversation,
+        state = kit.state_of(conversation) if conversation is not None else None
+        history = _ADAPTER.to_neutral(_run_history(ctx))
+        reads_store = (
+            recall.store is not None
+            and conversation is not None
+            and isinstance(handle, str)
+            and not Recall._known(handle, state, None, history)
         )
+        engine = durable_engine(ctx, kit.id, "recall") if reads_store else None
+        if engine is not None:
+            answer: str = await kit._durably(engine, ctx, "recall", handle, offset, conversation)
+            return answer
+        return await recall.alookup(handle, offset, state=state, history=history, store_key=conversation)
 
-    return FunctionToolset(
-        [Tool(recall_output, takes_ctx=True, name=recall.name, description=recall.description)]
+    tool = Tool(
+        recall_output,
+        takes_ctx=True,
+        name=recall.name,
+        description=recall.description,
+        metadata={engine: False for engine in _WORKFLOW_SIDE_ENGINES},
     )
+    toolset_id = f"{kit.id}_recall" if kit.id is not None else None
+    return FunctionToolset([tool], id=toolset_id)
+
+
+_WORKFLOW_SIDE_ENGINES = ("temporal", "prefect")
+"""The durable engines whose tool metadata key (`False`: no activity or task) keeps the recall tool
+in the workflow or flow; DBOS runs function tools there already."""
+
+
+def _run_history(ctx: RunContext[Any]) -> list[ModelMessage]:
+    """The run's history; none inside a durable unit whose run context does not carry it (a
+    Temporal activity raises on `ctx.messages`: the history would ride in every payload)."""
+    from pydantic_ai.exceptions import UserError as _PydanticAIUserError
+
+    try:
+        return list(ctx.messages)
+    except _PydanticAIUserError:
+        return []
+
+
+def _overflow_error(message: str) -> Exception:
+    """The context-length error a durable unit's compact-and-retry re-reads (`context_overflow`):
+    the provider's message as Pydantic AI's own error class for it, which carries it whole."""
+    from pydantic_ai.exceptions import ModelContextWindowExceededError
+
+    return ModelContextWindowExceededError("historykit", message)
 
 
 def with_provider_compaction(messages: Sequence[ModelMessage]) -> list[ModelMessage]:

@@ -1,0 +1,174 @@
+"""`HistoryKit` with Pydantic AI's durability capabilities and wrappers, without a crash.
+
+- every durability capability accepts it (Pydantic AI inspects every capability's members);
+- Temporal: the agent registers historykit's operations as activities, and its workflow module
+  passes Temporal's sandbox validation offline (Temporal's test server is a download, so no
+  workflow runs here: see the README's "Durable execution" section for what stays unproven);
+- the deprecated `TemporalAgent` wrapper, which binds no capability operations, is refused inside
+  a workflow with a clear error;
+- in a DBOS workflow a `Summarize(background_at=...)` is refused, and a sync summarizer runs inside
+  the step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai import messages as pai
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+
+from historykit import Pipeline
+from historykit.errors import UserError
+from historykit.messages import Message
+from historykit.plugins.pydantic_ai import HistoryKit
+from historykit.processors import Repair, Summarize, Trigger
+
+durable_exec = pytest.importorskip("pydantic_ai.durable_exec")
+
+
+def _capabilities() -> list[Any]:
+    found: list[Any] = []
+    for module, name in (("dbos", "DBOSDurability"), ("temporal", "TemporalDurability")):
+        try:
+            found.append(getattr(__import__(f"pydantic_ai.durable_exec.{module}", fromlist=[name]), name))
+        except ImportError:  # pragma: no cover - the engine's SDK is a test dependency
+            continue
+    return found
+
+
+@pytest.mark.parametrize("durability", _capabilities(), ids=lambda c: c.__name__)
+def test_every_durability_capability_takes_a_history_kit(durability: Any) -> None:
+    agent = Agent(TestModel(), name="reader", capabilities=[HistoryKit(Repair(), recall=True), durability()])
+    assert agent.run_sync("hi").output  # outside a workflow the run is an ordinary one
+
+
+def test_member_inspection_sees_no_langchain_hook() -> None:
+    """What Pydantic AI's durable execution does to every capability: no error, no such hook."""
+    from historykit.plugins._glue import WrongFramework
+
+    members = dict(inspect.getmembers(HistoryKit))
+    assert isinstance(members["wrap_tool_call"], WrongFramework)  # the trap itself, never a hook
+    assert not hasattr(HistoryKit, "wrap_tool_call")
+
+
+def test_temporal_registers_historykits_operations_as_activities() -> None:
+    from temporalio import activity
+
+    from tests.durable.temporal_workflow import agent
+
+    durability = durable_exec.temporal.TemporalDurability.from_agent(agent)
+    names = {activity._Definition.must_from_callable(a).name for a in durability.temporal_activities}
+    assert {
+        "agent__reader__capability__historykit__view",
+        "agent__reader__capability__historykit__recompact",
+        "agent__reader__capability__historykit__recall",
+        "agent__reader__toolset__historykit_recall__call_tool",
+    } <= names
+    recall_tool = HistoryKit(Repair(), recall=True).get_toolset().tools["recall"]
+    assert recall_tool.metadata == {"temporal": False, "prefect": False}  # looked up in the workflow
+
+
+def test_the_temporal_workflow_passes_the_sandbox_validation() -> None:
+    from pydantic_ai.durable_exec.temporal import _workflow_runner
+    from temporalio import workflow
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    from tests.durable.temporal_workflow import Conversation
+
+    runner = _workflow_runner(SandboxedWorkflowRunner())
+    # historykit is passed through, as the README's recipe says (its workflow-side code is
+    # deterministic; re-imported in the sandbox it subclasses a proxied object); the workflow module
+    # is imported again inside the sandbox and builds the agent there.
+    runner = replace(runner, restrictions=runner.restrictions.with_passthrough_modules("historykit"))
+    definition = workflow._Definition.must_from_class(Conversation)
+
+    async def validate() -> None:  # a worker validates on its event loop
+        runner.prepare_workflow(definition)
+
+    asyncio.run(validate())
+
+
+def test_the_deprecated_temporal_agent_is_refused_inside_a_workflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    import temporalio.workflow
+
+    agent = Agent(TestModel(), name="reader", capabilities=[HistoryKit(Repair())])
+    monkeypatch.setattr(temporalio.workflow, "in_workflow", lambda: True)
+    with pytest.raises(UserError, match=r"capabilities=\[HistoryKit\(\.\.\.\), TemporalDurability\(\)\]"):
+        agent.run_sync("hi")
+
+
+def _reader(messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+    reads = sum(isinstance(p, pai.ToolReturnPart) for m in messages for p in m.parts)
+    if reads < 6 and not any(
+        isinstance(p, pai.ToolReturnPart) and "6" in p.tool_call_id for p in messages[-1].parts
+    ):
+        n = len(messages)
+        return pai.ModelResponse([pai.ToolCallPart("read_file", {"name": str(n)}, tool_call_id=f"call-{n}")])
+    return pai.ModelResponse([pai.TextPart("done")])
+
+
+def test_in_a_dbos_workflow_background_summaries_are_refused_and_sync_summarizers_run_in_the_step(
+    tmp_path: Path,
+) -> None:
+    dbos = pytest.importorskip("dbos")
+    from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+    threads: list[tuple[str, int | None]] = []
+
+    def summarize(messages: list[Message]) -> str:
+        threads.append((threading.current_thread().name, dbos.DBOS.step_id))
+        return "## Task\nread\n## Done\nread some files"
+
+    def agent_with(summarizer: Summarize, name: str) -> Agent[None, str]:
+        agent: Agent[None, str] = Agent(
+            FunctionModel(_reader),
+            name=name,
+            capabilities=[HistoryKit(Pipeline([summarizer])), DBOSDurability()],
+        )
+
+        @agent.tool_plain
+        def read_file(name: str) -> str:
+            """Read a file."""
+            return f"file {name}: " + " ".join(f"word{i}" for i in range(200))
+
+        return agent
+
+    trigger = Trigger(max_tokens=900)
+    background = agent_with(Summarize(trigger=trigger, background_at=0.5, summary_tokens=50), "background")
+    foreground = agent_with(
+        Summarize(trigger=trigger, keep_last=1, summarizer=summarize, summary_tokens=50, min_gain=100),
+        "foreground",
+    )
+    dbos.DBOS(
+        config={
+            "name": "historykit-durable-agents",
+            "system_database_url": f"sqlite:///{tmp_path / 'db.sqlite'}",
+        }
+    )
+
+    @dbos.DBOS.workflow()
+    async def run(which: str) -> str:
+        agent = background if which == "background" else foreground
+        return (await agent.run("Read the files")).output
+
+    async def main() -> None:
+        dbos.DBOS.launch()
+        with pytest.raises(UserError, match=r"background_at=\.\.\.\) starts background summaries"):
+            await run("background")
+        assert await run("foreground") == "done"
+
+    try:
+        asyncio.run(main())
+    finally:
+        dbos.DBOS.destroy(destroy_registry=True)
+    assert threads, "the run must summarize"
+    # The sync summarizer ran on a worker thread, inside the DBOS step of the pipeline call.
+    assert all(name != threading.main_thread().name and step is not None for name, step in threads)

@@ -14,7 +14,8 @@ The cache never disagrees with the database:
   C-level dict comparison, shared strings compare by identity): a message edited in place since
   it was stored or read is a new message to `put`, and a read hands out a fresh copy instead of
   the edited object. (A running graph's step, `known_prefix(verify=False)`, takes the previous
-  step's objects by identity: LangGraph's reducers replace messages and never edit them.) So an edit is written when it is `put`, older checkpoints keep what they
+  step's objects by identity: LangGraph's reducers replace messages and never edit them.)
+  So an edit is written when it is `put`, older checkpoints keep what they
   had, and a caller reusing an object in another thread changes nothing stored;
 - entries are per thread, and an object of one thread is never handed out for another;
 - the saver checks, in each write transaction, that the thread's log still holds a number this

@@ -764,6 +764,7 @@ def print_report(results: list[Result], steps: list[int], notes: list[str]) -> N
                 print()
     print_ratios(by_key, steps, modes, states)
     print_targets(by_key, steps)
+    print_server_targets(by_key, steps)
 
 
 def print_ratios(
@@ -886,6 +887,78 @@ def print_targets(by_key: dict[tuple[str, str, str], Result], steps: list[int]) 
             f"{own.step_ms_early:.2f} ms at step {EARLY_STEP}, {own.step_ms:.2f} ms at step {n} "
             f"({own.step_ms / own.step_ms_early:.2f}x)"
         )
+
+
+SERVER_PAIRS = (("historykit-sqlite", "sqlite"), ("historykit-pg", "postgres"))
+"""historykit's saver and the official one on the same backend, compared by the server targets."""
+
+
+def _own(result: Result | None, reference: Result | None, n: int) -> float | None:
+    """A saver's own CPU per step at milestone `n`: the step's CPU minus LangGraph's alone
+    (the by-reference memory saver) at the same step, both in one long-running process."""
+    m = milestone_at(result, n) if result else None
+    ref = milestone_at(reference, n) if reference else None
+    if m is None or ref is None or m.steps != n or ref.steps != n:
+        return None
+    return max(m.cpu_ms - ref.cpu_ms, 0.01)
+
+
+def print_server_targets(by_key: dict[tuple[str, str, str], Result], steps: list[int]) -> None:
+    """The saver rows of issue 23's "Done means", graph mode, plain state, from this one run:
+    own CPU per step against the official saver at step 50 (<= 1/3) and at 1,000 (<= 1/10), its
+    growth from 50 to the largest milestone (<= 1.3x), the cold `get_state` (>= 2x faster) and the
+    database size (<= 1.0x the serialized payload)."""
+    reference = by_key.get(("reference", "plain", "graph"))
+    last = max(steps)
+    print()
+    print("Server targets (graph mode, plain state; own CPU = step CPU minus LangGraph alone, in ms):")
+    for ours_name, theirs_name in SERVER_PAIRS:
+        ours, theirs = by_key.get((ours_name, "plain", "graph")), by_key.get((theirs_name, "plain", "graph"))
+        if ours is None:
+            continue
+        checks: list[tuple[str, bool | None, str]] = []
+        for n, bound in ((EARLY_STEP, 1 / 3), (1000, 1 / 10)):
+            mine, official = _own(ours, reference, n), _own(theirs, reference, n)
+            if mine is None or official is None:
+                checks.append((f"own CPU at {n} <= {bound:.2g}x {theirs_name}", None, "not measured"))
+                continue
+            ratio = mine / official
+            checks.append(
+                (
+                    f"own CPU at {n} <= {bound:.2g}x {theirs_name}",
+                    ratio <= bound,
+                    f"{mine:.2f} / {official:.2f} ms = {ratio:.2f}x",
+                )
+            )
+        early, late = _own(ours, reference, EARLY_STEP), _own(ours, reference, last)
+        checks.append(
+            (
+                f"own CPU growth {EARLY_STEP} -> {last} <= 1.3x",
+                None if early is None or late is None else late / early <= 1.3,
+                "not measured"
+                if early is None or late is None
+                else f"{early:.2f} -> {late:.2f} ms = {late / early:.2f}x",
+            )
+        )
+        m_ours = milestone_at(ours, last)
+        m_theirs = milestone_at(theirs, last) if theirs else None
+        if m_ours and m_theirs and m_ours.cold_read_ms and m_theirs.cold_read_ms:
+            speedup = m_theirs.cold_read_ms / m_ours.cold_read_ms
+            checks.append(
+                (
+                    f"cold get_state at {last} >= 2x faster than {theirs_name}",
+                    speedup >= 2 and m_theirs.steps == last,
+                    f"{m_ours.cold_read_ms:.1f} vs {m_theirs.cold_read_ms:.1f} ms"
+                    f"{'' if m_theirs.steps == last else f' (theirs at {m_theirs.steps})'} = {speedup:.2f}x",
+                )
+            )
+        if m_ours and m_ours.db_bytes is not None and m_ours.steps == last:
+            size = m_ours.db_bytes / m_ours.payload_bytes
+            checks.append((f"DB size at {last} <= 1.0x payload", size <= 1.0, f"{size:.2f}x"))
+        print(f"  {ours_name}:")
+        for what, ok, value in checks:
+            verdict = "----" if ok is None else ("PASS" if ok else "MISS")
+            print(f"    {verdict}  {what:<48} {value}")
 
 
 # ---------------------------------------------------------------------------------------------

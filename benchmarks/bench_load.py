@@ -92,7 +92,9 @@ class LoadResult:
     def latency(self, q: float, upto: int | None = None) -> float:
         values = self.latencies if upto is None else self.step_latencies(upto)
         if not values:
-            return float("nan")
+            return float("nan")  # no step completed: reported as such, not a crash
+        if len(values) == 1:
+            return values[0]
         return statistics.quantiles(values, n=1000, method="inclusive")[round(q * 1000) - 1]
 
     def step_latencies(self, upto: int) -> list[float]:
@@ -237,9 +239,10 @@ async def verify(kind: str, saver: Any, result: LoadResult) -> None:
         messages = [] if state is None else state.checkpoint["channel_values"].get("messages", [])
         problem = expected_problem(messages, steps, f"{thread} state")
         if problem is None and kind == HISTORYKIT:
-            problem = expected_problem(
-                (await saver.atranscript(thread)).messages, steps, f"{thread} transcript"
-            )
+            # A conversation that completed no step has no thread, and no transcript.
+            transcript = await saver.atranscript(thread)
+            logged = [] if transcript is None else transcript.messages
+            problem = expected_problem(logged, steps, f"{thread} transcript")
         if problem:
             result.incomplete.append(problem)
 
@@ -398,6 +401,14 @@ def compare(ours: LoadResult, theirs: LoadResult, label: str) -> list[str]:
         f"{theirs.latency(0.99) * 1e3:.1f} ms"
         + (" (official capped: its run covers only the early, cheaper steps)" if theirs.capped else "")
     )
+    cpu_ours = ours.cpu_seconds / max(ours.total_steps, 1) * 1e3
+    cpu_theirs = theirs.cpu_seconds / max(theirs.total_steps, 1) * 1e3
+    if cpu_theirs:
+        met = cpu_ours <= 0.5 * cpu_theirs and ours.latency(0.99) <= theirs.latency(0.99) and not ours.errors
+        lines.append(
+            f"  client CPU a step {cpu_ours:.1f} vs {cpu_theirs:.1f} ms = {cpu_ours / cpu_theirs:.2f}x "
+            f"(target <= 0.5x, p99 <= the official's, 0 errors: {'PASS' if met else 'MISS'})"
+        )
     k = min(ours.common_steps, theirs.common_steps)
     if k and (theirs.capped or ours.capped):
         ours_k, theirs_k = ours.throughput(k), theirs.throughput(k)

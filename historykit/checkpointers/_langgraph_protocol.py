@@ -151,6 +151,11 @@ class LangGraphProtocol(SaverMessages):
         blobs: builtins.list[dict[str, Any]] = []
         message_channels: builtins.list[_MessageChannel] = []
         cache = self._db.cache
+        # A running graph's step ("loop") holds the objects of the step before, which LangGraph's
+        # reducers never edit in place: they are taken by identity. An edit made between runs
+        # (`update_state` after editing what `get_state` returned, a new run's input) is found by
+        # comparing each object with the form it was stored in.
+        verify = metadata.get("source") != "loop"
         for channel, version in new_versions.items():
             if channel not in values:
                 continue
@@ -159,7 +164,7 @@ class LangGraphProtocol(SaverMessages):
             inner = value.value if snapshot else value
             if type(inner) is list and inner:
                 # The head LangGraph handed us last time is known to be messages: check the rest.
-                known = cache.known_prefix(thread_id, (ns, channel), inner)
+                known = cache.known_prefix(thread_id, (ns, channel), inner, verify=verify)
                 if all(map(isinstance, islice(inner, len(known.messages), None), repeat(BaseMessage))):
                     message_channels.append(_MessageChannel(channel, str(version), inner, snapshot, known))
                     continue

@@ -13,7 +13,9 @@ The cache never disagrees with the database:
   ever sees. An object is only taken for a stored message while its fields equal that form (one
   C-level dict comparison, shared strings compare by identity): a message edited in place since
   it was stored or read is a new message to `put`, and a read hands out a fresh copy instead of
-  the edited object. So an edit is written when it is `put`, older checkpoints keep what they
+  the edited object. (A running graph's step, `known_prefix(verify=False)`, takes the previous
+  step's objects by identity: LangGraph's reducers replace messages and never edit them.)
+  So an edit is written when it is `put`, older checkpoints keep what they
   had, and a caller reusing an object in another thread changes nothing stored;
 - entries are per thread, and an object of one thread is never handed out for another;
 - the saver checks, in each write transaction, that the thread's log still holds a number this
@@ -187,9 +189,15 @@ class MessageCache:
             for message, hit in zip(messages, hits)
         ]
 
-    def known_prefix(self, thread_id: str, key: Hashable, messages: Sequence[Any]) -> KnownList:
+    def known_prefix(
+        self, thread_id: str, key: Hashable, messages: Sequence[Any], *, verify: bool = True
+    ) -> KnownList:
         """The part of the last list remembered under `key` that `messages` starts with, as the
-        very objects, unchanged: those messages need no lookup at all."""
+        very objects, unchanged: those messages need no lookup at all.
+
+        Without `verify`, the objects are taken as unchanged without comparing them with their
+        forms: a running graph's step, whose messages LangGraph's reducers replace and never edit
+        in place, costs what the step adds, not a pass over the history."""
         with self._lock:
             entry = self._get(thread_id, create=False)
             remembered = entry.lists.get(key) if entry is not None else None
@@ -201,7 +209,8 @@ class MessageCache:
         if not all(map(operator.is_, head, known.messages)):
             count = next(i for i, (a, b) in enumerate(zip(head, known.messages)) if a is not b)
             head = head[:count]
-        count = _all_same(head, remembered)
+        if verify:
+            count = _all_same(head, remembered)
         if count == len(known.messages):
             return known
         if count == 0:

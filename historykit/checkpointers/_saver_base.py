@@ -11,7 +11,7 @@ import threading
 import time
 import weakref
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -265,23 +265,36 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _settle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
         """Under the single-writer guard, wait until the checkpoint a write is for is stored or
         refused (`_writer_guard`); whether the write may be saved."""
-        guard = self._db.guard
-        assert guard is not None
-        params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
-        deadline = time.monotonic() + _SETTLE_SECONDS
+        steps = self._settle_steps(thread_id, ns, checkpoint_id)
+        answer: bool | None = None
         while True:
-            verdict = guard.verdict(thread_id, checkpoint_id)
-            if verdict is not Verdict.WAIT and verdict is not Verdict.ASK_DATABASE:
-                return verdict is Verdict.WRITE
-            if verdict is Verdict.ASK_DATABASE and self._run(
-                lambda txn: _exists(self._sql.checkpoint_exists, params), write=False
-            ):
-                return True
-            if time.monotonic() > deadline:
-                return True
-            time.sleep(_SETTLE_POLL)
+            try:
+                step = steps.send(answer)
+            except StopIteration as done:
+                return bool(done.value)
+            if step is None:
+                time.sleep(_SETTLE_POLL)
+                answer = None
+            else:
+                answer = self._run(_just(step), write=False)
 
     async def _asettle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        steps = self._settle_steps(thread_id, ns, checkpoint_id)
+        answer: bool | None = None
+        while True:
+            try:
+                step = steps.send(answer)
+            except StopIteration as done:
+                return bool(done.value)
+            if step is None:
+                await asyncio.sleep(_SETTLE_POLL)
+                answer = None
+            else:
+                answer = await self._arun(_just(step), write=False)
+
+    def _settle_steps(self, thread_id: str, ns: str, checkpoint_id: str) -> Generator[Any, Any, bool]:
+        """The wait of `_settle`, written once: yields a plan to ask the database whether the
+        checkpoint is stored (sent back its answer), or `None` to sleep a moment."""
         guard = self._db.guard
         assert guard is not None
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
@@ -290,13 +303,11 @@ class SaverBase(BaseCheckpointSaver[str]):
             verdict = guard.verdict(thread_id, checkpoint_id)
             if verdict is not Verdict.WAIT and verdict is not Verdict.ASK_DATABASE:
                 return verdict is Verdict.WRITE
-            if verdict is Verdict.ASK_DATABASE and await self._arun(
-                lambda txn: _exists(self._sql.checkpoint_exists, params), write=False
-            ):
+            if verdict is Verdict.ASK_DATABASE and (yield _exists(self._sql.checkpoint_exists, params)):
                 return True
             if time.monotonic() > deadline:
                 return True
-            await asyncio.sleep(_SETTLE_POLL)
+            yield None
 
     def setup(self) -> _Done:
         """Create or migrate the tables now (otherwise the first call does it).
@@ -373,6 +384,11 @@ class SaverBase(BaseCheckpointSaver[str]):
         self._db.counted.pop(thread_id, None)
         self._db.count_positions.pop(thread_id, None)
         self._db.counts_loaded.discard(thread_id)
+
+
+def _just(plan: Plan[T]) -> Callable[[_Transaction], Plan[T]]:
+    """What `_run` takes, for a plan that needs no transaction hooks."""
+    return lambda txn: plan
 
 
 def _exists(statement: Any, params: dict[str, Any]) -> Plan[bool]:

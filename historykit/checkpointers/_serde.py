@@ -35,6 +35,7 @@ import enum
 import hashlib
 import importlib
 import sys
+import threading
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -246,6 +247,32 @@ def _reader_for(serde: SerializerProtocol) -> SerializerProtocol:
     return StateSerializer(allowed_types=keys)
 
 
+COMPRESS_FROM = 256
+"""Messages serialized to at least this many bytes are stored compressed (when that is smaller)."""
+ZSTD_SUFFIX = ";zstd"
+"""Appended to a row's `encoding` when its bytes are Zstandard-compressed (older rows: never)."""
+_CODERS = threading.local()
+
+
+def _zstd() -> Any:
+    """This thread's Zstandard compressor (a compressor is not to be shared between threads)."""
+    compressor = getattr(_CODERS, "compressor", None)
+    if compressor is None:
+        import zstandard
+
+        compressor = _CODERS.compressor = zstandard.ZstdCompressor(level=3)
+    return compressor
+
+
+def _unzstd() -> Any:
+    decompressor = getattr(_CODERS, "decompressor", None)
+    if decompressor is None:
+        import zstandard
+
+        decompressor = _CODERS.decompressor = zstandard.ZstdDecompressor()
+    return decompressor
+
+
 class RowCodec:
     """A serializer bound to the saver, with hashing and clear errors for undecodable rows."""
 
@@ -270,16 +297,23 @@ class RowCodec:
         return encoding, data
 
     def dumps_hashed(self, obj: Any) -> tuple[str, bytes, str]:
-        """Encoding, stored bytes, and the SHA-256 of the unencrypted serialized form."""
+        """Encoding, stored bytes, and the SHA-256 of the unencrypted serialized form (a message:
+        compressed with Zstandard when that makes it smaller, then encrypted when the serializer
+        encrypts; the hash is of the plain form, so a message is found whatever its storage)."""
         try:
             encoding, plain = self._plain.dumps_typed(obj)
         except (TypeError, ValueError, RecursionError) as exc:
             raise _unstorable(obj, exc) from exc
         digest = hashlib.sha256(encoding.encode() + b"\0" + plain).hexdigest()
+        stored_encoding, stored = encoding, plain
+        if len(plain) >= COMPRESS_FROM:
+            packed = _zstd().compress(plain)
+            if len(packed) < len(plain):
+                stored_encoding, stored = encoding + ZSTD_SUFFIX, packed
         if self._cipher is None:
-            return encoding, plain, digest
-        cipher_name, ciphertext = self._cipher.encrypt(plain)
-        return f"{encoding}+{cipher_name}", ciphertext, digest
+            return stored_encoding, stored, digest
+        cipher_name, ciphertext = self._cipher.encrypt(stored)
+        return f"{stored_encoding}+{cipher_name}", ciphertext, digest
 
     def loads(self, encoding: str, data: bytes | None, *, where: str) -> Any:
         """Decode a stored value; `CorruptRowError` naming `where` when it cannot be decoded (a
@@ -304,6 +338,14 @@ class RowCodec:
                     f"{where} cannot be decrypted (cipher {cipher_name!r}): {type(exc).__name__}: {exc}"
                 ) from exc
             encoding = plain_encoding
+        if encoding.endswith(ZSTD_SUFFIX):
+            try:
+                payload = _unzstd().decompress(payload)
+            except Exception as exc:
+                raise CorruptRowError(
+                    f"{where} cannot be decompressed (encoding {encoding!r}): {type(exc).__name__}: {exc}"
+                ) from exc
+            encoding = encoding[: -len(ZSTD_SUFFIX)]
         try:
             return self._reader.loads_typed((encoding, payload))
         except RefusedTypeError as exc:

@@ -381,9 +381,22 @@ def schema_is_current(conn: Connection, components: Sequence[SchemaComponent]) -
         if version is None or version < component.version:
             return False
         _check_version(component, version)
+    # The tables and columns are inspected once per database and process: again only when the
+    # recorded versions (or, on SQLite, the file's schema cookie) changed since.
+    key = (conn.engine.url.render_as_string(hide_password=False), tuple(c.name for c in components))
+    sqlite = conn.dialect.name == "sqlite"
+    cookie = conn.exec_driver_sql("PRAGMA schema_version").scalar() if sqlite else None
+    fingerprint = (tuple(sorted(recorded.items())), cookie)
+    if _CHECKED.get(key) == fingerprint:
+        return True
     for component in components:
         _check_tables(conn, component)
+    _CHECKED[key] = fingerprint
     return True
+
+
+_CHECKED: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] = {}
+"""The databases whose tables this process inspected, with what they were checked at."""
 
 
 def _check_version(component: SchemaComponent, recorded: int) -> None:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +19,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from historykit.checkpointers import SQLModelSaver
 from historykit.checkpointers.database import CorruptRowError, create_engine
+from tests.checkpointers.read_only_mount import run_read_only, skip_without_namespaces
 
 
 def _echo_graph(saver: SQLModelSaver, *, subgraph: bool = False) -> Any:
@@ -242,11 +240,7 @@ except ReadOnlyDatabaseError as exc:
 @pytest.mark.parametrize("writer", ["closed", "still open"])
 def test_a_database_on_a_read_only_filesystem_is_readable(tmp_path: Path, writer: str) -> None:
     """Closed: the file alone (opened immutable); still open: its -wal file holds the thread."""
-    if shutil.which("unshare") is None:
-        pytest.skip("needs unshare to mount a read-only filesystem")
-    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip(f"user namespaces are not available: {probe.stderr.decode().strip()}")
+    skip_without_namespaces()
     folder = tmp_path / "ro"
     folder.mkdir()
     url = f"sqlite:///{folder / 'agent.db'}"
@@ -257,19 +251,7 @@ def test_a_database_on_a_read_only_filesystem_is_readable(tmp_path: Path, writer
     assert (folder / "agent.db-wal").exists() is (writer == "still open")
     script = tmp_path / "reader.py"
     script.write_text(_READ_ONLY_READER)
-    command = (
-        f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} && "
-        f"{sys.executable} {script} {url}"
-    )
-    done = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", command],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).parents[2],
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = run_read_only(folder, script, url)
     assert lines[0] == "['hi', 'echo: hi']"
     assert lines[1] == "2 3"
     assert "refused:" in lines[2] and "opened read-only because its directory" in lines[2]

@@ -6,10 +6,7 @@ connection is writing at once (WAL), without waiting for the writer."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sqlite3
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -21,11 +18,13 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from historykit.checkpointers import SQLModelConversationStore, SQLModelSaver
+from tests.checkpointers.read_only_mount import run_read_only, skip_without_namespaces
 
 _READER = """
 import asyncio, sys
 from pydantic_ai.conversation import Conversation
 from historykit.checkpointers import SQLModelConversationStore, SQLModelSaver
+from tests.checkpointers.read_only_mount import run_read_only, skip_without_namespaces
 from historykit.errors import ReadOnlyDatabaseError
 
 async def main():
@@ -50,11 +49,7 @@ def test_a_store_on_a_read_only_filesystem_is_readable(tmp_path: Path, writer: s
     """Closed: the file alone (opened immutable); still open: its -wal file holds the conversation.
     The folder read-only (a read-only filesystem), or only the database file (a file the store's
     user cannot write, in a folder it can)."""
-    if shutil.which("unshare") is None:
-        pytest.skip("needs unshare to mount a read-only filesystem")
-    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip(f"user namespaces are not available: {probe.stderr.decode().strip()}")
+    skip_without_namespaces()
     folder = tmp_path / "ro"
     folder.mkdir()
     url = f"sqlite:///{folder / 'chat.db'}"
@@ -69,20 +64,7 @@ def test_a_store_on_a_read_only_filesystem_is_readable(tmp_path: Path, writer: s
     assert (folder / "chat.db-wal").exists() is (writer == "still open")
     script = tmp_path / "reader.py"
     script.write_text(_READER)
-    target = folder if mounted == "folder" else folder / "chat.db"
-    command = (
-        f"mount --bind {target} {target} && mount -o remount,bind,ro {target} && "
-        f"{sys.executable} {script} {url}"
-    )
-    done = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", command],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).parents[2],
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = run_read_only(folder if mounted == "folder" else folder / "chat.db", script, url)
     assert lines[0] == "2 ['chat']"
     assert lines[1] == "2"
     why = "its directory" if mounted == "folder" else "the file"

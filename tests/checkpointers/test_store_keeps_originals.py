@@ -47,12 +47,14 @@ def _recipe(url: str, replay: PydanticAIReplay) -> dict[str, Any]:
     section = README.read_text().split("### Pydantic AI 2.x", 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match is not None, "the README's Pydantic AI 2.x recipe has no code block"
-    code = match.group(1)
-    for old, new in (
-        ('"openai:gpt-5"', "replay.model, tools=replay.tools"),
-        ('"sqlite:///chat.db"', repr(url)),
-        ("on_report=print", ""),
-    ):
+    # The recipe's definitions; the turns it runs as an example (`main()`), if any, are this test's.
+    code = match.group(1).split("async def main", 1)[0]
+    swaps = [('"sqlite:///chat.db"', repr(url)), ("on_report=print", "")]
+    if "Agent(model," in code:  # the model named once, then handed to the agent
+        swaps += [('model = "openai:gpt-5"', ""), ("Agent(model,", "Agent(replay.model, tools=replay.tools,")]
+    else:
+        swaps.append(('"openai:gpt-5"', "replay.model, tools=replay.tools"))
+    for old, new in swaps:
         assert old in code, f"the recipe no longer has {old}: update this test"
         code = code.replace(old, new)
     # The replay answers as many calls as the session made, more than Pydantic AI's default limit.

@@ -346,8 +346,8 @@ def _install_names(spec: str) -> set[str]:
 
 
 def test_each_import_is_installed_by_historykit_all_or_the_providers_table() -> None:
-    """What a block imports comes with `historykit[all]` or with a package the README's "Models and
-    providers" table says to install; every provider a block names a model of is in that table."""
+    """What a block imports comes with `historykit[all]`, with a package the README's "Models and
+    providers" table says to install or with the durable execution section's install line; every provider a block names a model of is in that table."""
     import importlib.metadata
 
     from packaging.utils import canonicalize_name
@@ -355,6 +355,9 @@ def test_each_import_is_installed_by_historykit_all_or_the_providers_table() -> 
     rows = table(section("Models and providers"), "provider")
     named = [spec for row in rows for cell in (row[2], row[4]) for spec in re.findall(r"`([^`<]+)`", cell)]
     assert "langchain-anthropic" in named and "pydantic-ai-slim[anthropic]" in named
+    # The durable execution engines come with the extras the section's install line names.
+    named += re.findall(r'`pip install "([^"]+)"`', section("Durable execution"))
+    assert "pydantic-ai-slim[dbos]" in named
     installed = _install_names("historykit[all]").union(*(_install_names(spec) for spec in named))
     distributions = importlib.metadata.packages_distributions()
     for block in BLOCKS:

@@ -145,16 +145,18 @@ def test_one_structured_summary_with_the_constraints_verbatim_and_a_marker() -> 
     assert "I'll switch to the streaming parser instead." in sections["Decisions"]
     assert "Fixed the off-by-one in parse()." in sections["Done"]
     assert any(item.startswith("src/f0_0.py (read)") for item in sections["Files touched"])
-    # One summary message, in the user's voice, right before the verbatim tail of keep_last units.
+    # One summary message, in the user's voice, after the head; then the request of the turn the
+    # cut falls in (the model reads the summary, then what it is working on), then the verbatim tail
+    # of keep_last units.
     at = next(i for i, m in enumerate(out) if is_summary_message(m))
     assert out[at].role == "user" and len(out[at].parts) == 1
-    assert out[at + 1 :] == history[len(history) - 6 :]  # 3 exchanges of 2 messages
-    # What stays before it: the head and the request of the turn the cut falls in.
-    assert out[:at] == [*history[:2], history[history.index(out[at - 1])]]
-    assert out[at - 1].text.startswith(LATER_CONSTRAINTS[2])
+    assert out[:at] == history[:2]
+    assert out[at + 1] is history[history.index(out[at + 1])]
+    assert out[at + 1].text.startswith(LATER_CONSTRAINTS[2])
+    assert out[at + 2 :] == history[len(history) - 6 :]  # 3 exchanges of 2 messages
     marker = summary.marker
     assert marker is not None
-    assert (marker.covered_from, marker.covered_to) == (2, len(history) - 6)
+    assert (marker.covered_from, marker.covered_to, marker.kept_after) == (2, len(history) - 6, 1)
     assert (marker.tokens_before, marker.tokens_after) == (tokens(history), tokens(out))
     assert (marker.strategy, marker.model, marker.created_at, marker.automatic) == (
         "summarize",

@@ -355,7 +355,9 @@ class LangGraphProtocol(SaverMessages):
             logged, as_refs = [], []
         if logged:
             without_id: builtins.list[bool] = []
-            seqs, _ = yield from self._log_plan(txn, thread_id, logged, positions, without_id)
+            seqs, _ = yield from self._log_plan(
+                txn, thread_id, logged, positions, without_id, written_to=(ns, checkpoint_id)
+            )
             for row_index, first, count, single in as_refs:
                 rows[row_index]["encoding"] = REFS_ENCODING
                 rows[row_index]["data"] = encode_refs(

@@ -97,10 +97,13 @@ class SaverMessages(SaverBase):
         messages: Sequence[BaseMessage],
         positions: Sequence[str],
         without_id: builtins.list[bool] | None = None,
+        written_to: tuple[str, str] | None = None,
     ) -> Plan[tuple[builtins.list[int], builtins.list[Any]]]:
         """The log number of each message, adding to the log the ones it lacks (at `positions` of
         the transcript), with the private copy of each message's stored form (`None` for one that
         cannot be copied); `without_id` learns which messages had no id as they were stored.
+        `written_to`: `(ns, checkpoint id)` of the node's writes the messages come from; without
+        it, the messages are one channel's list of a checkpoint, whose order their positions follow.
 
         Objects the cache knows, unchanged, cost a lookup; the others are serialized and hashed,
         and looked up in (or added to) the log.
@@ -140,6 +143,27 @@ class SaverMessages(SaverBase):
                 seqs[i], stored_position, _ = found[digest]
                 if stored_position is None or positions[i] < stored_position:
                     lower[seqs[i]] = min(positions[i], lower.get(seqs[i], positions[i]))
+        stored = [hit.position if hit is not None else None for hit in hits]  # where each is now
+        for i, digest in unknown:
+            stored[i] = found[digest].position
+        if lower and written_to is not None:
+            placed = {seq for seq, at in zip(seqs, stored, strict=True) if at is not None}
+            if placed & lower.keys() and not (
+                yield from self._checkpoint_exists_plan(thread_id, *written_to)
+            ):
+                # Writes of a checkpoint that is gone: the thread was deleted under the run, and
+                # the run's next checkpoint logged its state again. They move no message before it.
+                lower = {seq: at for seq, at in lower.items() if seq not in placed}
+        moved: dict[int, str] = {}
+        if written_to is None:  # a channel's list (the writes of a step are several lists at once)
+            moved = _in_list_order(
+                seqs,
+                positions,
+                [lower.get(seq, at) for seq, at in zip(seqs, stored, strict=True)],
+                [_is_original(message) for message in messages],
+            )
+        for seq in moved:
+            lower.pop(seq, None)
         if lower:
             # A message first logged from a later write (they are saved concurrently) moves up to
             # the earliest place it had.
@@ -147,6 +171,11 @@ class SaverMessages(SaverBase):
                 self._sql.lower_position,
                 [{"t": thread_id, "s": seq, "p": position} for seq, position in lower.items()],
             )
+        if moved:
+            yield Query(
+                self._sql.set_position, [{"t": thread_id, "s": seq, "p": at} for seq, at in moved.items()]
+            )
+        lower.update(moved)
         learned = [
             (seqs[i], messages[i], forms[i], lower.get(seqs[i], found[digest].position), found[digest].same)
             for i, digest in unknown
@@ -161,6 +190,12 @@ class SaverMessages(SaverBase):
         if without_id is not None:
             without_id[:] = [message_id is None for message_id in ids]
         return seqs, forms
+
+    def _checkpoint_exists_plan(self, thread_id: str, ns: str, checkpoint_id: str) -> Plan[bool]:
+        rows = yield Query(
+            self._sql.checkpoint_exists, {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+        )
+        return bool(rows)
 
     def _serialize(self, message: BaseMessage) -> tuple[Any, str | None, str, bytes, str]:
         """`(form, id, encoding, data, hash)` of a message as one consistent form, `form` being a
@@ -390,3 +425,37 @@ class SaverMessages(SaverBase):
         if not isinstance(message, BaseMessage):
             raise CorruptRowError(f"{where} decodes to a {type(message).__name__}, not a LangChain message")
         return message
+
+
+def _is_original(message: BaseMessage) -> bool:
+    """Not written by a compaction (no marker): a summary sits where it was made, and an edited
+    copy where its original is, whatever list holds them."""
+    kwargs = message.additional_kwargs
+    return not kwargs or (kwargs.get(COMPACTION_KEY) is None and kwargs.get(EDIT_KEY) is None)
+
+
+def _in_list_order(
+    seqs: Sequence[int], slots: Sequence[str], stored: Sequence[str | None], originals: Sequence[bool]
+) -> dict[int, str]:
+    """The originals of one list to move to their slot in it, so that the log's positions follow
+    the list's order: `{seq: slot}`.
+
+    A message logged earlier may sit before messages that precede it in this list: after a
+    thread was deleted under a running graph, the run's next checkpoint logs the whole state
+    again at its own positions, while a node's write of the step before (logged after the delete)
+    keeps the earlier one. Each position is at most the message's slot here, and slots grow along
+    the list, so moving a message that falls behind the ones before it to its slot restores the
+    order without touching any other.
+    """
+    moved: dict[int, str] = {}
+    latest: str | None = None
+    seen: set[int] = set()
+    for seq, slot, at, original in zip(seqs, slots, stored, originals, strict=True):
+        if seq in seen or not original:  # a message twice in one list stays where it first is
+            continue
+        seen.add(seq)
+        if at is not None and latest is not None and at < latest:
+            moved[seq] = at = slot
+        if at is not None:
+            latest = at
+    return moved

@@ -97,6 +97,11 @@ class _Statements:
             .where(MESSAGES.c.thread_id == bp("t"), MESSAGES.c.seq == bp("s"), MESSAGES.c.native_id.is_(None))
             .values(hash=bp("h"), encoding=bp("e"), data=bp("d"), native_id=bp("n"))
         )
+        self.set_position = (
+            sa.update(MESSAGES)
+            .where(MESSAGES.c.thread_id == bp("t"), MESSAGES.c.seq == bp("s"))
+            .values(position=bp("p"))
+        )
         self.lower_position = (
             sa.update(MESSAGES)
             .where(
@@ -128,6 +133,9 @@ class _Statements:
             dialect.read_json(CHECKPOINT_ROWS.c.channel_versions),
         )
         self.get_checkpoint = sa.select(*self.checkpoint_columns).where(
+            c_thread == bp("thread_id"), c_ns == bp("ns"), c_id == bp("checkpoint_id")
+        )
+        self.checkpoint_exists = sa.select(sa.literal(1)).where(
             c_thread == bp("thread_id"), c_ns == bp("ns"), c_id == bp("checkpoint_id")
         )
         self.latest_checkpoint = (

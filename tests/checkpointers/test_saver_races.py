@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
@@ -167,6 +168,7 @@ def test_compact_thread_racing_a_run_duplicates_nothing(database_url: str) -> No
 _CRASHING_RUN = """
 import os, signal, sys, time
 sys.path.insert(0, sys.argv[2])
+import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from historykit.checkpointers import SQLModelSaver
@@ -253,6 +255,43 @@ def test_a_write_after_the_thread_was_deleted_leaves_no_orphan(database_url: str
     assert fresh.transcript("deleted") is None, "a message outlived its thread's delete"
 
 
+@pytest.mark.parametrize("writes_first", [False, True], ids=["checkpoint-first", "writes-first"])
+def test_a_run_going_on_after_a_delete_keeps_its_state_order(database_url: str, writes_first: bool) -> None:
+    """The thread is deleted between a step's checkpoint and the next: the run's next checkpoint
+    logs its whole state again, and the node's writes of the step before (saved concurrently, in
+    either order) must not move their message before that state (found by the delete race below:
+    the answer came first in the transcript)."""
+    writer, deleter = SQLModelSaver(database_url), SQLModelSaver(database_url)
+    config = {"configurable": {"thread_id": "deleted", "checkpoint_ns": ""}}
+    question, answer = HumanMessage("question", id="h"), AIMessage("answer", id="a")
+    first = empty_checkpoint()
+    first["channel_values"] = {"messages": [question]}
+    first["channel_versions"] = {"messages": writer.get_next_version(None, None)}
+    saved = writer.put(config, first, {"source": "loop", "step": 0}, dict(first["channel_versions"]))
+    deleter.delete_thread("deleted")
+    second = empty_checkpoint()  # a newer id: LangGraph's ids grow with time
+    second["channel_values"] = {"messages": [question, answer]}
+    second["channel_versions"] = {
+        "messages": writer.get_next_version(first["channel_versions"]["messages"], None)
+    }
+
+    def put_writes() -> None:
+        # Written first, by a saver that never saw the thread (another worker's): it starts the
+        # thread again, and the next checkpoint's state is logged after the answer.
+        (SQLModelSaver(database_url) if writes_first else writer).put_writes(
+            saved, [("messages", [answer])], "model"
+        )
+
+    if writes_first:
+        put_writes()
+    writer.put(saved, second, {"source": "loop", "step": 1}, dict(second["channel_versions"]))
+    if not writes_first:
+        put_writes()
+    transcript = SQLModelSaver(database_url).transcript("deleted")
+    assert transcript is not None
+    assert [m.id for m in transcript.messages] == ["h", "a"]
+
+
 def test_a_delete_racing_running_agents_leaves_no_orphan(database_url: str) -> None:
     config = {"configurable": {"thread_id": "deleted"}}
     writer, deleter = SQLModelSaver(database_url), SQLModelSaver(database_url)
@@ -262,7 +301,9 @@ def test_a_delete_racing_running_agents_leaves_no_orphan(database_url: str) -> N
         while not stop.is_set():
             # A run that meets the delete halfway may fail; it must not leave orphans.
             with contextlib.suppress(Exception):
-                _agent(writer, n, 2).invoke({"messages": [HumanMessage(f"More {attempt}.{n}")]}, config)
+                _agent(writer, 100 * attempt + n, 2).invoke(
+                    {"messages": [HumanMessage(f"More {attempt}.{n}")]}, config
+                )
             n += 1
 
     for attempt in range(5):

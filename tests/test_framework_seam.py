@@ -25,7 +25,7 @@ FRAMEWORK_BOUND = {
     "checkpointers/_saver_base.py": "the LangGraph checkpointer's base (BaseCheckpointSaver)",
     "checkpointers/_saver_messages.py": "the LangGraph checkpointer's messages in and out of the log",
     "checkpointers/_saver_values.py": "the LangGraph checkpointer's channel values",
-    "checkpointers/_saver_sql.py": "the LangGraph checkpointer's statements (LangGraph's index of special writes)",
+    "checkpointers/_saver_sql.py": "the LangGraph checkpointer's statements (its index of special writes)",
     "checkpointers/saver.py": "the LangGraph checkpointer (SQLModelSaver)",
     "checkpointers/conversation_store.py": "the Pydantic AI conversation store",
     "demo/": "the demo application, which runs agents of both frameworks",

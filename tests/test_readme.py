@@ -347,7 +347,8 @@ def _install_names(spec: str) -> set[str]:
 
 def test_each_import_is_installed_by_historykit_all_or_the_providers_table() -> None:
     """What a block imports comes with `historykit[all]`, with a package the README's "Models and
-    providers" table says to install or with the durable execution section's install line; every provider a block names a model of is in that table."""
+    providers" table says to install or with the durable execution section's install line; every
+    provider a block names a model of is in that table."""
     import importlib.metadata
 
     from packaging.utils import canonicalize_name

@@ -43,6 +43,28 @@ def read_calls(path: Path) -> dict[str, list[Any]]:
     return by_thread
 
 
+def reference_calls(
+    tmp_path: Path, labels: list[str], turns: int, persist: bool, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, list[Any]]:
+    """The requests of the same conversations run in this process on `InMemorySaver`, uninterrupted
+    and one thread after the other: what every deployment must send."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from tests.deploy import agent_app
+
+    calls = tmp_path / "reference-calls.jsonl"
+    calls.unlink(missing_ok=True)
+    monkeypatch.setenv(agent_app.CALLS_VARIABLE, str(calls))
+    monkeypatch.setenv(agent_app.PERSIST_VARIABLE, "1" if persist else "0")
+    graph = agent_app.build(InMemorySaver())
+    for label in labels:
+        config = {"configurable": {"thread_id": label}}
+        for turn in range(turns):
+            graph.invoke({"messages": [HumanMessage(agent_app.prompt(label, turn))]}, config)
+    return read_calls(calls)
+
+
 class DevServer:
     """One `langgraph dev` process after another on a project directory (so its own thread records,
     `.langgraph_api/`, survive a restart as they would for a developer), each on a new free port."""

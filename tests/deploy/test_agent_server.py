@@ -19,13 +19,12 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 
 from historykit import check
 from historykit.checkpointers import SQLModelSaver
 from historykit.plugins.langchain import private_state_keys
 from tests.deploy import agent_app
-from tests.deploy.conftest import DevServer, read_calls
+from tests.deploy.conftest import DevServer, read_calls, reference_calls
 
 pytestmark = pytest.mark.slow
 
@@ -40,19 +39,6 @@ and writes them to `.langgraph_api/` every 10 s: killed sooner after a run, it s
 snapshot where the run is still pending and runs it a second time (its prompt is then in the thread
 twice, whatever the checkpointer: the checkpoints were stored). A production server keeps its runs
 in PostgreSQL; here the kill comes once the snapshot holds every finished run."""
-
-
-def reference_calls(tmp_path: Path, persist: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
-    """The requests of the same conversations run in this process on `InMemorySaver`, uninterrupted."""
-    calls = tmp_path / "reference-calls.jsonl"
-    monkeypatch.setenv(agent_app.CALLS_VARIABLE, str(calls))
-    monkeypatch.setenv(agent_app.PERSIST_VARIABLE, "1" if persist else "0")
-    graph = agent_app.build(InMemorySaver())
-    for label in labels():
-        config = {"configurable": {"thread_id": label}}
-        for turn in range(TURNS):
-            graph.invoke({"messages": [HumanMessage(agent_app.prompt(label, turn))]}, config)
-    return read_calls(calls)
 
 
 def labels() -> list[str]:
@@ -71,7 +57,9 @@ async def drive(server: DevServer, thread_ids: Mapping[str, str]) -> None:
             # After a SIGKILL the server may have lost its record of the thread (not the checkpoints).
             await client.threads.create(thread_id=thread_id, if_exists="do_nothing")
 
-        async def turns(label: str, thread_id: str, first: int = turn, end: int = last) -> None:
+        async def turns(
+            label: str, thread_id: str, first: int = turn, end: int = last, client: Any = client
+        ) -> None:
             for n in range(first, end):
                 result = await client.runs.wait(
                     thread_id,
@@ -96,7 +84,9 @@ def _no_private_keys(values: Any, where: str) -> None:
     assert not leaked, f"{where} shows historykit's private keys {sorted(leaked)}"
 
 
-async def inspect_through_the_api(server: DevServer, thread_ids: Mapping[str, str], url: str) -> None:
+async def inspect_through_the_api(
+    server: DevServer, thread_ids: Mapping[str, str], url: str, persist: bool
+) -> None:
     from langgraph_sdk import get_client
 
     client = get_client(url=server.url, timeout=300)
@@ -112,15 +102,17 @@ async def inspect_through_the_api(server: DevServer, thread_ids: Mapping[str, st
             assert history[0]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
             for entry in history:
                 _no_private_keys(entry["values"], f"the history of {label}")
-            # The saver has them, and the graph reads them: hidden, not dropped.
-            stored = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
-            assert stored is not None
-            assert private_state_keys() & set(stored.checkpoint["channel_values"])
+            if not persist:
+                # The saver has the view, and the graph reads it: hidden, not dropped.
+                stored = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
+                assert stored is not None
+                assert {"historykit_view", "historykit_view_of"} <= set(stored.checkpoint["channel_values"])
 
             copy = await client.threads.copy(thread_id)
             copied = await client.threads.get_state(copy["thread_id"])
             assert copied["values"]["messages"] == state["values"]["messages"]
-            original, duplicate = await saver.atranscript(thread_id), await saver.atranscript(copy["thread_id"])
+            original = await saver.atranscript(thread_id)
+            duplicate = await saver.atranscript(copy["thread_id"])
             assert original is not None and duplicate is not None
             assert [m.content for m in duplicate.messages] == [m.content for m in original.messages]
             await client.threads.delete(copy["thread_id"])
@@ -164,7 +156,7 @@ def test_the_agent_server_keeps_every_turn_across_restarts(
         if backend == "sqlite"
         else request.getfixturevalue("deploy_postgres_url")
     )
-    expected = reference_calls(tmp_path, persist, monkeypatch)
+    expected = reference_calls(tmp_path, labels(), TURNS, persist, monkeypatch)
     calls = tmp_path / "server-calls.jsonl"
     server = dev_server(
         {
@@ -177,7 +169,7 @@ def test_the_agent_server_keeps_every_turn_across_restarts(
     thread_ids = {label: str(uuid.uuid4()) for label in labels()}
     try:
         asyncio.run(drive(server, thread_ids))
-        asyncio.run(inspect_through_the_api(server, thread_ids, url))
+        asyncio.run(inspect_through_the_api(server, thread_ids, url, persist))
     except BaseException:
         print(server.log_tail())
         raise

@@ -169,7 +169,9 @@ class LangGraphProtocol(SaverMessages):
                 # The head LangGraph handed us last time is known to be messages: check the rest.
                 known = cache.known_prefix(thread_id, (ns, channel), inner, verify=verify)
                 if all(map(isinstance, islice(inner, len(known.messages), None), repeat(BaseMessage))):
-                    message_channels.append(_MessageChannel(channel, stored_version(version), inner, snapshot, known))
+                    message_channels.append(
+                        _MessageChannel(channel, stored_version(version), inner, snapshot, known)
+                    )
                     continue
             encoding, data = codec.dumps(value)
             blobs.append(self._blob(thread_id, ns, channel, stored_version(version), encoding, data))
@@ -440,7 +442,9 @@ class LangGraphProtocol(SaverMessages):
         # `None`, `{}` and a config without a `configurable` list every thread, as `InMemorySaver`
         # does (LangGraph's Agent Server and the MySQL savers' suites call `list({})`).
         if config is not None and not isinstance(config, Mapping):
-            raise ArgumentTypeError(f"list: expected a RunnableConfig dict or None, got {type(config).__name__}")
+            raise ArgumentTypeError(
+                f"list: expected a RunnableConfig dict or None, got {type(config).__name__}"
+            )
         if config and config.get("configurable") is not None:
             configurable = _configurable(config, "list")
             if configurable.get("thread_id") is not None:

@@ -25,8 +25,8 @@ from sqlalchemy.engine import URL, Row
 from historykit.checkpointers._dialect import dialect_of
 from historykit.checkpointers._message_cache import MessageCache
 from historykit.checkpointers._serde import RowCodec
-from historykit.checkpointers._writer_guard import Verdict, WriterGuard
 from historykit.checkpointers._versions import new_version
+from historykit.checkpointers._writer_guard import Verdict, WriterGuard
 from historykit.checkpointers.database import (
     DEFAULT_CONNECT_TIMEOUT,
     Plan,

@@ -59,18 +59,42 @@ def loaded_version(version: str) -> str:
     return version
 
 
+_MEMO_SIZE = 65_536
+_stored_memo: dict[str, str] = {}
+_loaded_memo: dict[str, str] = {}
+
+
+def _memoized(convert: Any, memo: dict[str, str]) -> Any:
+    """`convert` remembered: a checkpoint repeats the versions of the channels it did not change,
+    and of every channel in `versions_seen`, so most conversions were made before."""
+
+    def convert_once(version: str) -> str:
+        found = memo.get(version)
+        if found is None:
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            found = memo[version] = convert(version)
+        return found
+
+    return convert_once
+
+
 def _map(versions: Mapping[str, Any], convert: Any) -> dict[str, Any]:
     return {channel: convert(v) if isinstance(v, str) else v for channel, v in versions.items()}
 
 
+_stored_fast = _memoized(stored_version, _stored_memo)
+_loaded_fast = _memoized(loaded_version, _loaded_memo)
+
+
 def stored_checkpoint(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
     """A checkpoint's body with its `channel_versions` and `versions_seen` in the stored form."""
-    return _convert_checkpoint(checkpoint, stored_version)
+    return _convert_checkpoint(checkpoint, _stored_fast)
 
 
 def loaded_checkpoint(checkpoint: dict[str, Any]) -> dict[str, Any]:
     """A stored checkpoint's body with its versions in the form LangGraph is given."""
-    return _convert_checkpoint(checkpoint, loaded_version)
+    return _convert_checkpoint(checkpoint, _loaded_fast)
 
 
 def _convert_checkpoint(checkpoint: Mapping[str, Any], convert: Any) -> dict[str, Any]:

@@ -6,7 +6,8 @@ Three threads take 20 turns each, concurrently, and the server is restarted twic
 (SIGTERM, then SIGKILL). Afterwards: every prompt the server accepted is in the thread's transcript
 once and in order, the transcript and the state pass `check()`, compaction happened, every model
 request is the one an uninterrupted in-process run sends, `get_state`, the history and the thread's
-values show none of historykit's private keys, and the copy and delete endpoints work.
+values show none of historykit's private keys, and the copy and delete endpoints work. And a
+thread goes from a process of its own to the server and back.
 """
 
 from __future__ import annotations
@@ -121,13 +122,13 @@ async def inspect_through_the_api(
         await saver.aclose()
 
 
-def check_the_store(url: str, thread_ids: Mapping[str, str], persist: bool) -> None:
+def check_the_store(url: str, thread_ids: Mapping[str, str], persist: bool, turns: int = TURNS) -> None:
     with SQLModelSaver(url) as saver:
         for label, thread_id in thread_ids.items():
             transcript = saver.transcript(thread_id)
             assert transcript is not None
             prompts = [m.content for m in transcript.messages if isinstance(m, HumanMessage)]
-            assert prompts == [agent_app.prompt(label, n) for n in range(TURNS)], label
+            assert prompts == [agent_app.prompt(label, n) for n in range(turns)], label
             assert check(transcript.messages) == [], label
             state = saver.get_tuple({"configurable": {"thread_id": thread_id}})
             assert state is not None
@@ -183,3 +184,58 @@ def test_the_agent_server_keeps_every_turn_across_restarts(
     for label in labels():
         assert len(served[label]) == 2 * TURNS
         assert served[label] == expected[label], f"{label}: the server sent other requests"
+
+
+def test_a_thread_started_outside_the_server_continues_inside_it_and_back(
+    tmp_path: Path, dev_server: Callable[[Mapping[str, str]], DevServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns 0-4 in this process with `SQLModelSaver`, 5-9 through the server (whose checkpointer
+    adapter writes its own channel versions), 10-14 in this process again."""
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    label, turns = "m", 15
+    expected = reference_calls(tmp_path, [label], turns, False, monkeypatch)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv(agent_app.CALLS_VARIABLE, str(calls))
+    thread_id = str(uuid.uuid4())
+    config = {"configurable": {"thread_id": thread_id}}
+
+    def here(first: int, end: int) -> None:
+        with SQLModelSaver(url) as saver:
+            graph = agent_app.build(saver)
+            for turn in range(first, end):
+                graph.invoke({"messages": [HumanMessage(agent_app.prompt(label, turn))]}, config)
+
+    async def there(first: int, end: int) -> None:
+        from langgraph_sdk import get_client
+
+        client = get_client(url=server.url, timeout=300)
+        await client.threads.create(thread_id=thread_id, if_exists="do_nothing")
+        for turn in range(first, end):
+            await client.runs.wait(
+                thread_id,
+                "agent",
+                input={"messages": [{"role": "user", "content": agent_app.prompt(label, turn)}]},
+                raise_error=True,
+            )
+
+    here(0, 5)
+    server = dev_server({"HISTORYKIT_CHECKPOINTER_URL": url, agent_app.CALLS_VARIABLE: str(calls)})
+    server.start()
+    try:
+        asyncio.run(there(5, 10))
+    except BaseException:
+        print(server.log_tail())
+        raise
+    finally:
+        server.stop()
+    with SQLModelSaver(url) as saver:
+        latest = saver.get_tuple(config)
+        assert latest is not None
+        versions = [*latest.checkpoint["channel_versions"].values()]
+        # The server's versions (a float after the counter) beside historykit's, all one width.
+        assert any(v.count(".") == 2 for v in versions)
+        assert {len(v.split(".")[0]) for v in versions} == {32}
+    here(10, 15)
+
+    assert read_calls(calls) == expected
+    check_the_store(url, {label: thread_id}, persist=False, turns=turns)

@@ -48,7 +48,8 @@ def hide_private_state(graph: G) -> G:
 
     if not isinstance(graph, Pregel):
         raise ArgumentTypeError(
-            f"hide_private_state expects a compiled LangGraph graph (create_agent's), got {type(graph).__name__}"
+            "hide_private_state expects a compiled LangGraph graph (create_agent's), "
+            f"got {type(graph).__name__}"
         )
     private = private_state_keys()
     shown = graph.stream_channels_list

@@ -11,15 +11,16 @@ import subprocess
 import sys
 import time
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from tests.conftest import postgres_admin_url
+# The PostgreSQL fixtures of the persistence tests: a database for the session, emptied per test.
+from tests.checkpointers.conftest import new_postgres_database, postgres_database, postgres_url
+
+__all__ = ["new_postgres_database", "postgres_database", "postgres_url"]
 
 APP = Path(__file__).resolve().parent / "agent_app.py"
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
@@ -150,32 +151,10 @@ def dev_server(tmp_path: Path) -> Iterator[Callable[[Mapping[str, str]], DevServ
         server.stop(kill=True)
 
 
-@pytest.fixture(scope="session")
-def deploy_postgres_database() -> Iterator[str]:
-    """A PostgreSQL database for the deployment tests, dropped at the end of the session."""
-    admin = postgres_admin_url()
-    import psycopg
-
-    name = f"historykit_deploy_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        url = sa.make_url(admin).set(drivername="postgresql+psycopg", database=name)
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def deploy_postgres_url(deploy_postgres_database: str) -> str:
-    """The deployment tests' PostgreSQL database, emptied of historykit's tables."""
-    engine = sa.create_engine(deploy_postgres_database)
-    try:
-        with engine.begin() as conn:
-            for name in sa.inspect(conn).get_table_names():
-                if name.startswith("historykit"):
-                    conn.execute(sa.text(f'DROP TABLE IF EXISTS "{name}" CASCADE'))
-    finally:
-        engine.dispose()
-    return deploy_postgres_database
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each backend in turn: a new SQLite file, then the session's PostgreSQL database emptied of
+    historykit's tables (`tests/checkpointers/conftest.py`)."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return f"sqlite:///{tmp_path / 'agents.db'}"

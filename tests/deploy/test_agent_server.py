@@ -143,20 +143,14 @@ def check_the_store(url: str, thread_ids: Mapping[str, str], persist: bool, turn
 
 
 @pytest.mark.parametrize("persist", [False, True], ids=["view-only", "persistent"])
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_the_agent_server_keeps_every_turn_across_restarts(
-    backend: str,
+    backend_url: str,
     persist: bool,
     tmp_path: Path,
     dev_server: Callable[[Mapping[str, str]], DevServer],
     monkeypatch: pytest.MonkeyPatch,
-    request: pytest.FixtureRequest,
 ) -> None:
-    url = (
-        f"sqlite:///{tmp_path / 'agents.db'}"
-        if backend == "sqlite"
-        else request.getfixturevalue("deploy_postgres_url")
-    )
+    url = backend_url
     expected = reference_calls(tmp_path, labels(), TURNS, persist, monkeypatch)
     calls = tmp_path / "server-calls.jsonl"
     server = dev_server(

@@ -85,13 +85,13 @@ def workers(tmp_path: Path) -> Iterator[Any]:
 @pytest.mark.postgres
 @pytest.mark.parametrize("persist", [False, True], ids=["view-only", "persistent"])
 def test_four_workers_hand_every_thread_around(
-    persist: bool, tmp_path: Path, deploy_postgres_url: str, workers: Any, monkeypatch: pytest.MonkeyPatch
+    persist: bool, tmp_path: Path, postgres_url: str, workers: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = labels(THREADS)
     expected = reference_calls(tmp_path, names, TURNS, persist, monkeypatch)
     calls = tmp_path / "worker-calls.jsonl"
     env = {agent_app.CALLS_VARIABLE: str(calls), agent_app.PERSIST_VARIABLE: "1" if persist else "0"}
-    inboxes, outbox = workers(WORKERS, deploy_postgres_url, env)
+    inboxes, outbox = workers(WORKERS, postgres_url, env)
     thread_ids = {label: f"thread-{label}" for label in names}
     served_by: dict[str, list[int]] = {label: [] for label in names}
     errors = []
@@ -111,7 +111,7 @@ def test_four_workers_hand_every_thread_around(
     # Every turn went to another worker than the turn before.
     assert all(a != b for ws in served_by.values() for a, b in itertools.pairwise(ws))
 
-    assert_stored_once_in_order(deploy_postgres_url, thread_ids, TURNS)
+    assert_stored_once_in_order(postgres_url, thread_ids, TURNS)
     served = read_calls(calls)
     assert sorted(served) == sorted(expected)
     for label in names:
@@ -119,15 +119,10 @@ def test_four_workers_hand_every_thread_around(
         assert served[label] == expected[label], f"{label}: the workers sent other requests"
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_two_savers_in_one_process_take_turns(
-    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    backend_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = (
-        f"sqlite:///{tmp_path / 'agents.db'}"
-        if backend == "sqlite"
-        else request.getfixturevalue("deploy_postgres_url")
-    )
+    url = backend_url
     names, turns = labels(2), 12
     expected = reference_calls(tmp_path, names, turns, persist=False, monkeypatch=monkeypatch)
     calls = tmp_path / "calls.jsonl"

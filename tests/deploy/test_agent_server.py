@@ -13,6 +13,7 @@ thread goes from a process of its own to the server and back.
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,9 +31,12 @@ from tests.deploy.conftest import DevServer, read_calls, reference_calls
 pytestmark = pytest.mark.slow
 
 THREADS = 3
-TURNS = 20
-RESTARTS = {7: False, 14: True}
-"""Before these turns the server is stopped and started again: False is SIGTERM, True SIGKILL."""
+TURNS = int(os.environ.get("HISTORYKIT_DEPLOY_TURNS", "20"))
+"""Turns per thread (`HISTORYKIT_DEPLOY_TURNS` for a longer run)."""
+_RESTART_COUNT = int(os.environ.get("HISTORYKIT_DEPLOY_RESTARTS", "2"))
+RESTARTS = {TURNS * (n + 1) // (_RESTART_COUNT + 1): n % 2 == 1 for n in range(_RESTART_COUNT)}
+"""Before these turns (evenly spaced; `HISTORYKIT_DEPLOY_RESTARTS` of them, 2 by default) the server
+is stopped and started again: SIGTERM (False) and SIGKILL (True) in turn."""
 
 AT_REST = 12.0
 """Seconds to wait before a SIGKILL. `langgraph dev` keeps its own records (threads, runs) in memory

@@ -179,6 +179,7 @@ PUBLIC: dict[str, list[str]] = {
         "replay",
     ],
     "historykit.checkpointers": [
+        "AgentServerCheckpointer",
         "CorruptRowError",
         "DatabaseInspector",
         "ReadOnlyDatabaseError",
@@ -194,6 +195,12 @@ PUBLIC: dict[str, list[str]] = {
         "create_async_engine",
         "create_engine",
         "prepare_database",
+    ],
+    "historykit.checkpointers.agent_server": [
+        "AgentServerCheckpointer",
+        "DEFAULT_URL",
+        "URL_VARIABLE",
+        "checkpointer",
     ],
     "historykit.checkpointers.inspection": [
         "ConversationState",
@@ -270,6 +277,8 @@ PUBLIC: dict[str, list[str]] = {
         "chat_model_binds_thinking",
         "chat_model_context_window",
         "context_overflow",
+        "hide_private_state",
+        "private_state_keys",
         "state_update",
         "with_provider_compaction",
     ],

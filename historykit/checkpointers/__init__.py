@@ -11,6 +11,10 @@ Example:
 
     saver = SQLModelSaver("sqlite:///agent.db")
     ```
+
+LangGraph's Agent Server takes the saver from `langgraph.json`:
+`"checkpointer": {"path": "historykit.checkpointers.agent_server.checkpointer"}`
+(`AgentServerCheckpointer`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from historykit.checkpointers._serde import RefusedTypeError, StateSerializer
+    from historykit.checkpointers.agent_server import AgentServerCheckpointer
     from historykit.checkpointers.conversation_store import SQLModelConversationStore
     from historykit.checkpointers.database import (
         CorruptRowError,
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
     from historykit.checkpointers.transcript import StoredCompaction, Transcript
 
 __all__ = [
+    "AgentServerCheckpointer",
     "CorruptRowError",
     "DatabaseInspector",
     "ReadOnlyDatabaseError",
@@ -54,6 +60,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "AgentServerCheckpointer": "historykit.checkpointers.agent_server",
     "SQLModelSaver": "historykit.checkpointers.saver",
     "SQLModelConversationStore": "historykit.checkpointers.conversation_store",
     "DatabaseInspector": "historykit.checkpointers.inspection",

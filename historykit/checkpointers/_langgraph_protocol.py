@@ -64,6 +64,7 @@ from historykit.checkpointers._saver_values import (
     _thread_of,
     _written_value,
 )
+from historykit.checkpointers._versions import loaded_checkpoint, stored_checkpoint, stored_version
 from historykit.checkpointers.database import (
     CorruptRowError,
     Plan,
@@ -137,6 +138,8 @@ class LangGraphProtocol(SaverMessages):
         yield from self._check_thread_plan(txn, thread_id)
         yield from self._check_writer_plan(txn, config, thread_id, ns, parent_id, checkpoint["id"])
         codec = self._codec
+        # Versions are stored in historykit's short form (`_versions`): LangGraph was given the long one.
+        checkpoint = cast(Checkpoint, stored_checkpoint(checkpoint))
         values = checkpoint["channel_values"]
         body = {key: value for key, value in checkpoint.items() if key != "channel_values"}
         if all(type(v) is str for v in checkpoint["channel_versions"].values()):
@@ -166,10 +169,12 @@ class LangGraphProtocol(SaverMessages):
                 # The head LangGraph handed us last time is known to be messages: check the rest.
                 known = cache.known_prefix(thread_id, (ns, channel), inner, verify=verify)
                 if all(map(isinstance, islice(inner, len(known.messages), None), repeat(BaseMessage))):
-                    message_channels.append(_MessageChannel(channel, str(version), inner, snapshot, known))
+                    message_channels.append(
+                        _MessageChannel(channel, stored_version(version), inner, snapshot, known)
+                    )
                     continue
             encoding, data = codec.dumps(value)
-            blobs.append(self._blob(thread_id, ns, channel, str(version), encoding, data))
+            blobs.append(self._blob(thread_id, ns, channel, stored_version(version), encoding, data))
 
         if message_channels:
             stored = yield from self._store_messages_plan(
@@ -436,7 +441,13 @@ class LangGraphProtocol(SaverMessages):
         """Validate `list`'s arguments and turn them into SQL conditions (and a Python filter for
         the values SQLite's JSON functions cannot compare)."""
         conditions: builtins.list[sa.ColumnElement[bool]] = []
-        if config is not None:
+        # `None`, `{}` and a config without a `configurable` list every thread, as `InMemorySaver`
+        # does (LangGraph's Agent Server and the MySQL savers' suites call `list({})`).
+        if config is not None and not isinstance(config, Mapping):
+            raise ArgumentTypeError(
+                f"list: expected a RunnableConfig dict or None, got {type(config).__name__}"
+            )
+        if config and config.get("configurable") is not None:
             configurable = _configurable(config, "list")
             if configurable.get("thread_id") is not None:
                 conditions.append(CHECKPOINT_ROWS.c.thread_id == str(configurable["thread_id"]))
@@ -627,6 +638,7 @@ class LangGraphProtocol(SaverMessages):
             if not isinstance(body, dict) or "id" not in body:
                 raise CorruptRowError(f"{where} decodes to a {type(body).__name__} that is not a checkpoint")
             body.setdefault("channel_versions", dict(versions[(thread_id, ns, checkpoint_id)]))
+            body = loaded_checkpoint(body)
             channel_values: dict[str, Any] = {}
             for channel, version in versions[(thread_id, ns, checkpoint_id)].items():
                 key = (thread_id, ns, channel, str(version))

@@ -25,6 +25,7 @@ from sqlalchemy.engine import URL, Row
 from historykit.checkpointers._dialect import dialect_of
 from historykit.checkpointers._message_cache import MessageCache
 from historykit.checkpointers._serde import RowCodec
+from historykit.checkpointers._versions import new_version
 from historykit.checkpointers._writer_guard import Verdict, WriterGuard
 from historykit.checkpointers.database import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -331,8 +332,8 @@ class SaverBase(BaseCheckpointSaver[str]):
     def get_next_version(self, current: str | int | float | None, channel: None) -> str:
         """`"<counter>.<random>"`: ordered, and distinct on two branches forked from one checkpoint.
 
-        Zero-padded to a fixed width so versions compare as strings; shorter than the official
-        savers' (a dozen of them are stored with every checkpoint), and still ordered after them.
+        Zero-padded to the official savers' width (32 digits), which LangGraph's Agent Server
+        writes too, so versions of either compare as strings; stored shortened (`_versions`).
         """
         if current is None:
             counter = 0
@@ -340,7 +341,7 @@ class SaverBase(BaseCheckpointSaver[str]):
             counter = int(current)
         else:
             counter = int(str(current).split(".")[0])
-        return f"{counter + 1:012}.{random.getrandbits(32):08x}"
+        return new_version(counter + 1, random.getrandbits(32))
 
     def _check_thread_plan(self, txn: _Transaction, thread_id: str, *, create: bool = True) -> Plan[bool]:
         """Make sure the thread's row exists, and that what the cache knows of it still holds.

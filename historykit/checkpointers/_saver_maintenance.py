@@ -33,8 +33,8 @@ from historykit.errors import ArgumentTypeError, InvalidArgumentError
 __all__ = ["PruneStrategy"]
 
 
-PruneStrategy = Literal["keep_latest", "keep_last", "delete"]
-"""What `prune` keeps of each thread."""
+PruneStrategy = Literal["keep_latest", "keep_last", "delete", "delete_all"]
+"""What `prune` keeps of each thread (`delete_all`, LangGraph's Agent Server's name, is `delete`)."""
 
 
 class SaverMaintenance(SaverBase):
@@ -142,7 +142,8 @@ class SaverMaintenance(SaverBase):
         """Delete old checkpoints of these threads; their messages stay in the log (`transcript`).
 
         Strategies: `keep_latest` keeps the newest checkpoint of each namespace; `keep_last` keeps
-        the `keep_last` newest; `delete` removes every checkpoint, write and blob. With a
+        the `keep_last` newest; `delete` (or `delete_all`, what LangGraph's Agent Server asks for)
+        removes every checkpoint, write and blob. With a
         `DeltaChannel`, the ancestors (and writes) a kept checkpoint needs to rebuild its state,
         back to the nearest stored snapshot, are kept too.
         """
@@ -174,15 +175,16 @@ class SaverMaintenance(SaverBase):
             if keep_last is None:
                 raise InvalidArgumentError("prune(strategy='keep_last') needs keep_last=N")
             keep = keep_last
-        elif strategy == "delete":
+        elif strategy in ("delete", "delete_all"):
             if keep_last is not None:
                 raise InvalidArgumentError(
-                    "prune(strategy='delete') deletes every checkpoint; keep_last does not apply"
+                    f"prune(strategy={strategy!r}) deletes every checkpoint; keep_last does not apply"
                 )
             keep = None
         else:
             raise InvalidArgumentError(
-                f"unknown prune strategy {strategy!r}: use 'keep_latest', 'keep_last' or 'delete'"
+                f"unknown prune strategy {strategy!r}: use 'keep_latest', 'keep_last', 'delete' "
+                "or 'delete_all'"
             )
         return keep, list(dict.fromkeys(_key(t, "thread id", "prune") for t in thread_ids))
 

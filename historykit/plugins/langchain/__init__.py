@@ -11,6 +11,8 @@
 - `state_update`: the `add_messages` update that turns a state's messages into processed ones.
 - `chat_model_context_window`, `chat_model_binds_thinking`: what a chat model states about itself.
 - `with_provider_compaction`: a model request with provider compaction blocks put back in place.
+- `hide_private_state`: the agent with the middleware's private state keys left out of what
+  `get_state` and LangGraph's Agent Server return (`private_state_keys`: which keys).
 - `context_overflow`, `ContextOverflow`: recognise a provider's context-length error.
 
 Importing this package does not import LangChain; each name imports it when first used.
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
         state_update,
         with_provider_compaction,
     )
+    from historykit.plugins.langchain._server import hide_private_state, private_state_keys
     from historykit.plugins.langchain._summarizer import LangChainSummarizer
 
 __all__ = [
@@ -59,6 +62,8 @@ __all__ = [
     "chat_model_binds_thinking",
     "chat_model_context_window",
     "context_overflow",
+    "hide_private_state",
+    "private_state_keys",
     "state_update",
     "with_provider_compaction",
 ]
@@ -78,6 +83,8 @@ __getattr__ = lazy_attributes(
         "chat_model_binds_thinking": f"{__name__}._middleware",
         "chat_model_context_window": f"{__name__}._middleware",
         "state_update": f"{__name__}._middleware",
+        "hide_private_state": f"{__name__}._server",
+        "private_state_keys": f"{__name__}._server",
         "with_provider_compaction": f"{__name__}._middleware",
         "LangChainSummarizer": f"{__name__}._summarizer",
     },

@@ -40,7 +40,11 @@ def _history(turns: int = 30) -> list[Message]:
 
 def _summarize(model: Any) -> Summarize:
     return Summarize(
-        trigger=Trigger(max_tokens=2_000), model=model, keep_last=2, min_gain=0, retry_wait=tenacity.wait_none()
+        trigger=Trigger(max_tokens=2_000),
+        model=model,
+        keep_last=2,
+        min_gain=0,
+        retry_wait=tenacity.wait_none(),
     )
 
 
@@ -136,7 +140,16 @@ def test_the_cli_exits_non_zero_with_one_line(tmp_path: Path) -> None:
     write_transcript(_history(), source, "pydantic-ai")
     result = CliRunner().invoke(
         app,
-        ["compact", str(source), "-w", "8000", "-p", "summarize:model=opnai:gpt-4o-mni", "-o", str(tmp_path / "o.json")],
+        [
+            "compact",
+            str(source),
+            "-w",
+            "8000",
+            "-p",
+            "summarize:model=opnai:gpt-4o-mni",
+            "-o",
+            str(tmp_path / "o.json"),
+        ],
     )
     assert result.exit_code != 0
     assert "opnai:gpt-4o-mni" in result.stderr and "Unknown model" in result.stderr

@@ -34,7 +34,7 @@ def summary_call_config() -> dict[str, Any]:
     try:
         from langgraph.constants import TAG_NOSTREAM
     except ImportError:  # no LangGraph: nothing streams the call
-        TAG_NOSTREAM = "nostream"  # noqa: N806  # LangGraph's value, for a graph it runs in later
+        TAG_NOSTREAM = "nostream"  # LangGraph's value, for a graph it runs in later
     return {"metadata": metadata, "tags": [TAG_NOSTREAM]}
 
 

@@ -134,7 +134,7 @@ def _check_model_name(name: str) -> None:
         infer_model(name)
     except UserError as exc:
         raise UnusableSummarizerError(f"summarizer model {name!r}: {_one_line(str(exc))}") from None
-    except Exception as exc:  # noqa: BLE001  # whatever it is, the name cannot be used
+    except Exception as exc:  # whatever it is, the name cannot be used
         raise UnusableSummarizerError(f"summarizer model {name!r}: {_one_line(str(exc))}") from None
     raise UnusableSummarizerError(f"summarizer model {name!r}: Pydantic AI knows no such provider")
 

@@ -135,7 +135,8 @@ class ToolCallPart:
         except RecursionError:
             # Deeper than Python's recursion limit (thousands of levels): no provider takes it either.
             raise InvalidArgumentError(
-                f"the arguments of tool call {self.id!r} ({self.name}) are nested too deeply to encode as JSON"
+                f"the arguments of tool call {self.id!r} ({self.name}) are nested too deeply to "
+                "encode as JSON"
             ) from None
 
 

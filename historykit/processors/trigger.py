@@ -82,7 +82,8 @@ class Trigger:
             # Beyond any window a token count is a slip (10**30): the trigger would never fire.
             if value is not None and value > MAX_CONTEXT_WINDOW:
                 raise InvalidArgumentError(
-                    f"{name} must be at most {MAX_CONTEXT_WINDOW:,} tokens (the largest window), got {value:,}"
+                    f"{name} must be at most {MAX_CONTEXT_WINDOW:,} tokens (the largest window), "
+                    f"got {value:,}"
                 )
         for name in ("max_fraction", "floor_fraction"):
             check_fraction(name, getattr(self, name), numbers_only=False, optional=True)

@@ -408,7 +408,8 @@ def _user_content_to_neutral(prompt: Any) -> list[Part]:
         return [TextPart(content, native=prompt)]
     if isinstance(content, bytes) or not isinstance(content, Sequence):
         raise ArgumentTypeError(
-            f"{type(prompt).__name__}.content must be a str or a list of user content, got {type(content).__name__}"
+            f"{type(prompt).__name__}.content must be a str or a list of user content, "
+            f"got {type(content).__name__}"
         )
     if not content:
         # An empty content list has no item to carry it; this keeps the prompt in the history.

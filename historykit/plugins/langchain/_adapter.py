@@ -506,8 +506,11 @@ def _call_part(tc: Any) -> ToolCallPart:
 
 def _invalid_call_part(itc: Any) -> Part:
     call_id, name, args = itc.get("id"), itc.get("name"), itc.get("args")
-    if isinstance(call_id, str) and call_id and isinstance(name, str) and name:
-        return ToolCallPart(call_id, name, args if isinstance(args, str) else "", native=itc)
+    # An empty id is still an id: LangChain answers the call with `ToolMessage(tool_call_id="")`,
+    # and the pair must stay a pair (a lone result would be repaired into a user message).
+    if isinstance(call_id, str) and (name is None or isinstance(name, str)):
+        # LangChain's agent answers a nameless one as the tool "unknown" (`_invalid_tool_call_message`).
+        return ToolCallPart(call_id, name or "unknown", args if isinstance(args, str) else "", native=itc)
     return OtherPart("invalid_tool_call", args if isinstance(args, str) else "", native=itc)
 
 

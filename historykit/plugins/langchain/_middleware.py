@@ -648,6 +648,12 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
     @staticmethod
     def _split(request: ModelRequest, processed: Sequence[BaseMessage]) -> ModelRequest:
         processed = list(processed)
+        history = HistoryKitMiddleware._history(request)
+        if len(processed) == len(history) and all(a is b for a, b in zip(processed, history)):
+            # Nothing changed: the request as it came, its messages list the very one LangChain made,
+            # so what a later middleware does to it (`request.messages.append(...)`) has the effect it
+            # has without historykit.
+            return request
         if request.system_message is not None and processed and isinstance(processed[0], SystemMessage):
             return request.override(system_message=processed[0], messages=cast(Any, processed[1:]))
         return request.override(messages=cast(Any, processed))

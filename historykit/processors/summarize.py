@@ -85,7 +85,10 @@ class Summarize(TriggerField, HistoryProcessor):
     backoff (`tenacity`); given a chain (`summarizer=[cheap, reliable]`, `model=[name, name]`), the
     next one is tried, with its own retries, and the marker records the one that wrote the summary;
     each failure is logged once per cause on the `historykit` logger. When all fail this call falls
-    back to `PairwiseTruncate`'s behaviour, so the run goes on (the notes say so). No compaction
+    back to `PairwiseTruncate`'s behaviour, so the run goes on (the notes say so). A summarizer that
+    cannot work as configured (`UnusableSummarizerError`: an unknown model name or a missing
+    provider package, refused when this is built; a missing key, a 401/403/404 from the provider at
+    the first call) is raised from the call at once, never retried nor truncated instead. No compaction
     loops: a compaction must be expected to free `min_gain` tokens (a summary that turns out longer
     and frees less is not used), and after one that freed less or left the history over the
     high-water mark (read from the latest marker) the next must free as much as the gap between
@@ -151,7 +154,8 @@ class Summarize(TriggerField, HistoryProcessor):
     min_gain: int = 1_000
     """A compaction must be expected to free at least this many tokens."""
     attempts: int = 3
-    """Attempts of each summarizer before the next one in the chain (after the last: truncation)."""
+    """Attempts of each summarizer before the next one in the chain (after the last: truncation); an
+    `UnusableSummarizerError` is raised at the first."""
     retry_wait: Any = None
     """A `tenacity` wait between attempts; default exponential backoff, 1 s doubling up to 20 s."""
     clock: Callable[[], datetime] = _utc_now

@@ -84,3 +84,15 @@ def test_the_conversation_store_on_a_sqlite_file_that_cannot_be_created(tmp_path
     with pytest.raises(HistoryKitError) as caught:  # refused before any connection is tried
         SQLModelConversationStore(f"sqlite:///{missing}")
     assert "\n" not in str(caught.value) and "no-such-directory" in str(caught.value)
+
+
+def test_the_cli_exits_non_zero_in_one_line() -> None:
+    from typer.testing import CliRunner
+
+    from historykit.cli import app
+
+    port = _closed_port()
+    result = CliRunner().invoke(app, ["threads", f"postgresql+psycopg://postgres@127.0.0.1:{port}/test"])
+    assert result.exit_code != 0
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "refused" in result.stderr

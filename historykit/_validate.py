@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["check_fraction", "check_instance", "check_int"]
+__all__ = ["check_bool", "check_fraction", "check_instance", "check_int"]
 
 _INT_WORDS = {0: "a non-negative int", 1: "a positive int"}
 
@@ -65,8 +65,11 @@ def check_fraction(
         return
     if numbers_only and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise InvalidArgumentError(f"{name} must be {what}, got {value!r}")
-    in_range = 0 < value < 1 if below_one else 0 < value <= 1  # type: ignore[operator]
-    if not in_range:
+    try:
+        in_range = 0 < value < 1 if below_one else 0 < value <= 1  # type: ignore[operator]
+    except TypeError:  # a value no number compares with (the string "0.5")
+        in_range = False
+    if isinstance(value, (str, bytes)) or not in_range:
         raise InvalidArgumentError(f"{name} must be {what}, got {value!r}")
 
 
@@ -76,3 +79,11 @@ def check_instance(name: str, value: object, cls: type, what: str, *, optional: 
         return
     if not isinstance(value, cls):
         raise ArgumentTypeError(f"{name} must be {what}, got {type(value).__qualname__}")
+
+
+def check_bool(name: str, value: object) -> bool:
+    """`value` when it is `True` or `False`; else `InvalidArgumentError`. A truthy string (`"no"`)
+    would otherwise turn an option on."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
+    return value

@@ -22,7 +22,11 @@ from dataclasses import dataclass
 from historykit.errors import InvalidArgumentError
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW
 
-__all__ = ["ContextWindow", "check_context_window", "resolve_context_window"]
+__all__ = ["MAX_CONTEXT_WINDOW", "ContextWindow", "check_context_window", "resolve_context_window"]
+
+MAX_CONTEXT_WINDOW = 1_000_000_000
+"""The largest window (and token count a trigger takes) accepted: a thousand times the largest models
+of today. Beyond it a number is a slip (`10**30`), and budgets computed from it mean nothing."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ def check_context_window(value: object, name: str = "context_window") -> int | N
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidArgumentError(f"{name} must be a positive int or None, got {value!r}")
+    if value > MAX_CONTEXT_WINDOW:
+        raise InvalidArgumentError(f"{name} must be at most {MAX_CONTEXT_WINDOW:,} tokens, got {value:,}")
     return value
 
 

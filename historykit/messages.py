@@ -130,7 +130,14 @@ class ToolCallPart:
         """The arguments as the provider receives them (a JSON string)."""
         if isinstance(self.arguments, str):
             return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False, default=str)
+        try:
+            return json.dumps(self.arguments, ensure_ascii=False, default=str)
+        except RecursionError:
+            # Deeper than Python's recursion limit (thousands of levels): no provider takes it either.
+            raise InvalidArgumentError(
+                f"the arguments of tool call {self.id!r} ({self.name}) are nested too deeply to "
+                "encode as JSON"
+            ) from None
 
 
 @dataclass(frozen=True, slots=True)

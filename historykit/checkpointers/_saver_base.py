@@ -170,7 +170,7 @@ class _Connections:
                     with preparing.begin() as conn:
                         prepare_database(conn, _COMPONENTS)
             except sa.exc.OperationalError as exc:
-                raise self.unreachable(exc) from exc
+                raise self.unreachable(exc) from None  # its message has the driver's reason
             self.ready = True
         return engines[1] if write else engines[0]
 
@@ -198,14 +198,15 @@ class _Connections:
                     async with preparing.begin() as conn:
                         await conn.run_sync(prepare_database, _COMPONENTS)
             except sa.exc.OperationalError as exc:
-                raise self.unreachable(exc) from exc
+                raise self.unreachable(exc) from None  # its message has the driver's reason
             self.ready = True
         return engines[1] if write else engines[0]
 
     def unreachable(self, exc: sa.exc.OperationalError) -> Exception:
         """The error for a database that cannot be opened: where, and why (the driver's words)."""
         where = normalize_url(self.url).render_as_string(hide_password=True)
-        reason = str(exc.orig).strip() if exc.orig is not None else str(exc)
+        # One line: the driver's message spans several (psycopg adds "Is the server running ...").
+        reason = " ".join(str(exc.orig if exc.orig is not None else exc).split())
         if not self.dialect.file_based:
             return UnreachableDatabaseError(
                 f"cannot connect to the database {where} "

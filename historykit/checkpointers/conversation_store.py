@@ -79,6 +79,7 @@ from historykit.checkpointers.database import (
     read_only_reason,
     run_plan,
     schema_is_current,
+    unreachable_error,
 )
 from historykit.checkpointers.schema import CORE, CompactionRow, MessageRow, ThreadRow, TokenCountRow
 from historykit.checkpointers.transcript import StoredCompaction, Transcript
@@ -244,12 +245,15 @@ class SQLModelConversationStore(ViewSaving):
             # checked in a read transaction (a SQLite reader never waits behind a writer), and only
             # created or migrated, in a write transaction, when it must be. A database that can
             # only be read is checked, never created or migrated.
-            with self._engine.execution_options(historykit_write=False).begin() as conn:
-                current = schema_is_current(conn, [CORE, CONVERSATIONS])
-            if not current:
-                write = read_only_reason(self._engine) is None
-                with self._engine.execution_options(historykit_write=write).begin() as conn:
-                    prepare_database(conn, [CORE, CONVERSATIONS])
+            try:
+                with self._engine.execution_options(historykit_write=False).begin() as conn:
+                    current = schema_is_current(conn, [CORE, CONVERSATIONS])
+                if not current:
+                    write = read_only_reason(self._engine) is None
+                    with self._engine.execution_options(historykit_write=write).begin() as conn:
+                        prepare_database(conn, [CORE, CONVERSATIONS])
+            except sa.exc.OperationalError as exc:
+                raise unreachable_error(self._engine.url, exc) from None
             self._prepared = True
 
     # ---- token counts ---------------------------------------------------------------------------
@@ -371,11 +375,16 @@ class SQLModelConversationStore(ViewSaving):
         if self._async_engine is not None:
             engine = self._async_engine.execution_options(historykit_write=write)
             if not self._prepared:
-                async with self._async_engine.execution_options(historykit_write=False).begin() as conn:
-                    current = await conn.run_sync(schema_is_current, [CORE, CONVERSATIONS])
-                if not current:
-                    async with self._async_engine.execution_options(historykit_write=True).begin() as conn:
-                        await conn.run_sync(prepare_database, [CORE, CONVERSATIONS])
+                try:
+                    async with self._async_engine.execution_options(historykit_write=False).begin() as conn:
+                        current = await conn.run_sync(schema_is_current, [CORE, CONVERSATIONS])
+                    if not current:
+                        async with self._async_engine.execution_options(
+                            historykit_write=True
+                        ).begin() as conn:
+                            await conn.run_sync(prepare_database, [CORE, CONVERSATIONS])
+                except sa.exc.OperationalError as exc:
+                    raise unreachable_error(self._async_engine.url, exc) from None
                 self._prepared = True
             async with engine.begin() as conn:
                 return await conn.run_sync(work)

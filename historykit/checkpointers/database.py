@@ -75,6 +75,7 @@ __all__ = [
     "run_plan_async",
     "schema_is_current",
     "session",
+    "unreachable_error",
 ]
 
 DEFAULT_BUSY_TIMEOUT = 30.0
@@ -85,6 +86,16 @@ DEFAULT_CONNECT_TIMEOUT = 5.0
 answers fails then, instead of blocking)."""
 
 SCHEMA_TABLE = SchemaVersionRow.__table__  # type: ignore[attr-defined]
+
+
+def unreachable_error(url: str | URL, exc: sa.exc.OperationalError) -> UnreachableDatabaseError:
+    """The one-line error for a database that cannot be opened or reached: where (no password),
+    and why, in the driver's words. Raise it `from None`: SQLAlchemy's chained error says the same
+    in a hundred lines."""
+    where = normalize_url(url).render_as_string(hide_password=True)
+    reason = " ".join(str(exc.orig if exc.orig is not None else exc).split())
+    verb = "open" if dialect_of(normalize_url(url).drivername).file_based else "connect to"
+    return UnreachableDatabaseError(f"cannot {verb} the database {where}: {reason}")
 
 
 def normalize_url(url: str | URL, *, asynchronous: bool = False) -> URL:

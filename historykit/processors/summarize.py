@@ -41,6 +41,7 @@ from historykit.processors.pairwise_truncate import CompactionState, Cut, Point
 from historykit.processors.summarizers import (
     ExtractiveSummarizer,
     Summarizer,
+    UnusableSummarizerError,
     complete_summary,
     summarizer_for,
 )
@@ -84,7 +85,10 @@ class Summarize(TriggerField, HistoryProcessor):
     backoff (`tenacity`); given a chain (`summarizer=[cheap, reliable]`, `model=[name, name]`), the
     next one is tried, with its own retries, and the marker records the one that wrote the summary;
     each failure is logged once per cause on the `historykit` logger. When all fail this call falls
-    back to `PairwiseTruncate`'s behaviour, so the run goes on (the notes say so). No compaction
+    back to `PairwiseTruncate`'s behaviour, so the run goes on (the notes say so). A summarizer that
+    cannot work as configured (`UnusableSummarizerError`: an unknown model name or a missing
+    provider package, refused when this is built; a missing key, a 401/403/404 from the provider at
+    the first call) is raised from the call at once, never retried nor truncated instead. No compaction
     loops: a compaction must be expected to free `min_gain` tokens (a summary that turns out longer
     and frees less is not used), and after one that freed less or left the history over the
     high-water mark (read from the latest marker) the next must free as much as the gap between
@@ -150,7 +154,8 @@ class Summarize(TriggerField, HistoryProcessor):
     min_gain: int = 1_000
     """A compaction must be expected to free at least this many tokens."""
     attempts: int = 3
-    """Attempts of each summarizer before the next one in the chain (after the last: truncation)."""
+    """Attempts of each summarizer before the next one in the chain (after the last: truncation); an
+    `UnusableSummarizerError` is raised at the first."""
     retry_wait: Any = None
     """A `tenacity` wait between attempts; default exponential backoff, 1 s doubling up to 20 s."""
     clock: Callable[[], datetime] = _utc_now
@@ -192,8 +197,10 @@ class Summarize(TriggerField, HistoryProcessor):
         check_fraction(
             "background_at", self.background_at, what="a fraction in (0, 1)", below_one=True, optional=True
         )
-        for name in ("keep_last", "summary_tokens", "min_gain", "cache_size"):
+        for name in ("keep_last", "min_gain", "cache_size"):
             check_int(name, getattr(self, name), what="an int >= 0")
+        # A summary of no tokens is no summary: the model would be asked to write nothing.
+        check_int("summary_tokens", self.summary_tokens, minimum=1, what="an int >= 1")
         if self.keep_last_tokens is not None and self.keep_last_tokens < 0:
             raise InvalidArgumentError(f"keep_last_tokens must be >= 0, got {self.keep_last_tokens!r}")
         check_int("attempts", self.attempts, minimum=1, what="an int >= 1")
@@ -590,12 +597,13 @@ class Summarize(TriggerField, HistoryProcessor):
             retrying = tenacity.Retrying(
                 stop=tenacity.stop_after_attempt(self.attempts),
                 wait=self._wait(),
-                retry=tenacity.retry_if_exception_type(Exception),
+                retry=_worth_retrying,
                 reraise=True,
             )
             try:
                 text = retrying(lambda s=summarizer: _checked(_call_blocking(s, inputs, focus)))
             except Exception as exc:
+                _raise_if_unusable(exc, background)
                 failures.append(self._failed(index, exc, background))
                 continue
             return _Reply(text, None, index, failures)
@@ -609,7 +617,7 @@ class Summarize(TriggerField, HistoryProcessor):
             retrying = tenacity.AsyncRetrying(
                 stop=tenacity.stop_after_attempt(self.attempts),
                 wait=self._wait(),
-                retry=tenacity.retry_if_exception_type(Exception),
+                retry=_worth_retrying,
                 reraise=True,
             )
 
@@ -619,6 +627,7 @@ class Summarize(TriggerField, HistoryProcessor):
             try:
                 text: str = await retrying(attempt)
             except Exception as exc:
+                _raise_if_unusable(exc, background)
                 failures.append(self._failed(index, exc, background))
                 continue
             return _Reply(text, None, index, failures)
@@ -831,6 +840,20 @@ def _checked(result: object) -> str:
     if not result.strip():
         raise InvalidArgumentError("the summarizer returned an empty summary")
     return result
+
+
+# A summarizer that cannot work as configured fails the same way on every attempt: retrying it
+# only delays the error, and truncating instead would hide it (issue 24).
+_worth_retrying = tenacity.retry_if_exception(
+    lambda exc: isinstance(exc, Exception) and not isinstance(exc, UnusableSummarizerError)
+)
+
+
+def _raise_if_unusable(exc: Exception, background: bool) -> None:
+    """Re-raise `exc` when the summarizer is unusable; a background summary leaves it to the
+    foreground call (which then raises it from the call that needs the summary)."""
+    if isinstance(exc, UnusableSummarizerError) and not background:
+        raise exc
 
 
 def _describe(exc: BaseException, attempts: int) -> str:

@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from historykit._exports import moved_attributes
-from historykit.errors import ArgumentTypeError
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.frameworks import frameworks
 from historykit.messages import (
     Message,
@@ -88,6 +88,7 @@ __all__ = [
     "ExtractiveSummarizer",
     "NativeSummary",
     "Summarizer",
+    "UnusableSummarizerError",
     "UserMessages",
     "complete_summary",
     "ensure_constraints",
@@ -967,6 +968,25 @@ def summary_prompt(messages: Sequence[Message], focus: str | None = None) -> str
 
 
 # --- LLM adapters ---------------------------------------------------------------------------------
+
+
+class UnusableSummarizerError(InvalidArgumentError):
+    """A summarizer that cannot work as configured: an unknown model name, a provider package that is
+    not installed, a model the provider does not know, a missing API key.
+
+    `Summarize` raises it from the call at once: it is never retried, and never replaced by a
+    truncation (which would hide it). A summarizer of your own raises it for the same effect.
+
+    Example:
+        ```python
+        from historykit.processors.summarizers import UnusableSummarizerError
+
+        async def my_summarizer(messages):
+            if API_KEY is None:
+                raise UnusableSummarizerError("my_summarizer: set MY_API_KEY")
+            ...
+        ```
+    """
 
 
 def summarizer_for(model: Any, budget_tokens: int = 2_000) -> Summarizer:

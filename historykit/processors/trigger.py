@@ -33,6 +33,7 @@ import warnings
 from dataclasses import InitVar, dataclass, field, fields, replace
 
 from historykit._validate import check_fraction, check_instance, check_int
+from historykit.context_window import MAX_CONTEXT_WINDOW
 from historykit.errors import InvalidArgumentError
 from historykit.pipeline import ProcessContext
 
@@ -76,6 +77,14 @@ class Trigger:
             raise InvalidArgumentError("a trigger needs max_tokens, max_fraction, reserve or max_messages")
         for name in ("max_tokens", "max_messages", "reserve"):
             check_int(name, getattr(self, name), minimum=1, optional=True)
+        for name in ("max_tokens", "reserve"):
+            value = getattr(self, name)
+            # Beyond any window a token count is a slip (10**30): the trigger would never fire.
+            if value is not None and value > MAX_CONTEXT_WINDOW:
+                raise InvalidArgumentError(
+                    f"{name} must be at most {MAX_CONTEXT_WINDOW:,} tokens (the largest window), "
+                    f"got {value:,}"
+                )
         for name in ("max_fraction", "floor_fraction"):
             check_fraction(name, getattr(self, name), numbers_only=False, optional=True)
         token_marks = (self.max_tokens, self.max_fraction, self.reserve)

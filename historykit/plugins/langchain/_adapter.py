@@ -311,6 +311,7 @@ def _read(native: Any, index: int) -> _Reading:
         )
     if not isinstance(native, BaseMessage):
         raise ArgumentTypeError(f"message {index} is a {_type_name(native)}, not a LangChain message")
+    _check_shape(native, index)
     kwargs = native.additional_kwargs
     role = _role_of(native)
     reading = _Reading(role, [], [])
@@ -343,6 +344,42 @@ def _read(native: Any, index: int) -> _Reading:
             if isinstance(i, int) and 0 <= i < len(reading.parts):
                 reading.parts[i] = replace(reading.parts[i], pinned=True)
     return reading
+
+
+def _check_shape(native: BaseMessage, index: int) -> None:
+    """`ArgumentTypeError` naming the message and the field when a message built without LangChain's
+    validation (`model_construct`, a hand-made dict) has a field of a shape LangChain never gives it."""
+    where = f"message {index} ({type(native).__name__})"
+    content = native.content
+    if not isinstance(content, (str, list)):
+        raise ArgumentTypeError(
+            f"{where}: content must be a str or a list of content blocks, got {type(content).__name__}"
+        )
+    if not isinstance(native.additional_kwargs, dict):
+        raise ArgumentTypeError(
+            f"{where}: additional_kwargs must be a dict, got {type(native.additional_kwargs).__name__}"
+        )
+    if not isinstance(native, AIMessage):
+        return
+    for field_name in ("tool_calls", "invalid_tool_calls"):
+        calls = getattr(native, field_name)
+        if not isinstance(calls, list):
+            raise ArgumentTypeError(f"{where}: {field_name} must be a list, got {type(calls).__name__}")
+        for call in calls:
+            if not isinstance(call, dict):
+                raise ArgumentTypeError(
+                    f"{where}: each of {field_name} must be a dict, got {type(call).__name__}"
+                )
+    for call in native.tool_calls:
+        if not isinstance(call.get("args"), dict):
+            raise ArgumentTypeError(
+                f"{where}: the args of tool call {call.get('id')!r} ({call.get('name')}) must be a dict, "
+                f"got {type(call.get('args')).__name__}"
+            )
+        if not isinstance(call.get("name"), str):
+            raise ArgumentTypeError(
+                f"{where}: tool call {call.get('id')!r} has no name (got {type(call.get('name')).__name__})"
+            )
 
 
 def _model_of(native: BaseMessage) -> str | None:
@@ -469,8 +506,11 @@ def _call_part(tc: Any) -> ToolCallPart:
 
 def _invalid_call_part(itc: Any) -> Part:
     call_id, name, args = itc.get("id"), itc.get("name"), itc.get("args")
-    if isinstance(call_id, str) and call_id and isinstance(name, str) and name:
-        return ToolCallPart(call_id, name, args if isinstance(args, str) else "", native=itc)
+    # An empty id is still an id: LangChain answers the call with `ToolMessage(tool_call_id="")`,
+    # and the pair must stay a pair (a lone result would be repaired into a user message).
+    if isinstance(call_id, str) and (name is None or isinstance(name, str)):
+        # LangChain's agent answers a nameless one as the tool "unknown" (`_invalid_tool_call_message`).
+        return ToolCallPart(call_id, name or "unknown", args if isinstance(args, str) else "", native=itc)
     return OtherPart("invalid_tool_call", args if isinstance(args, str) else "", native=itc)
 
 

@@ -99,6 +99,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
+from historykit._validate import check_bool
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window
 from historykit.conversations import ConversationState, conversation_key
@@ -268,7 +269,7 @@ class _Glue(Glue):
         """The window to budget for; `None`: the model's profile's, else historykit's default."""
         self.on_report = on_report
         """Called with every call's report."""
-        self.persist = bool(persist)
+        self.persist = check_bool("persist", persist)
         """Whether the edits are written to the graph state (see the module documentation)."""
         self.last_report: Report | None = None
         """The report of the latest call."""
@@ -647,6 +648,12 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
     @staticmethod
     def _split(request: ModelRequest, processed: Sequence[BaseMessage]) -> ModelRequest:
         processed = list(processed)
+        history = HistoryKitMiddleware._history(request)
+        if len(processed) == len(history) and all(a is b for a, b in zip(processed, history)):
+            # Nothing changed: the request as it came, its messages list the very one LangChain made,
+            # so what a later middleware does to it (`request.messages.append(...)`) has the effect it
+            # has without historykit.
+            return request
         if request.system_message is not None and processed and isinstance(processed[0], SystemMessage):
             return request.override(system_message=processed[0], messages=cast(Any, processed[1:]))
         return request.override(messages=cast(Any, processed))

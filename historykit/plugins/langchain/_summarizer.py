@@ -7,9 +7,35 @@ from dataclasses import dataclass
 from typing import Any
 
 from historykit.messages import Message
-from historykit.processors.summarizers import SUMMARY_INSTRUCTIONS, summary_prompt
+from historykit.processors.summarizers import SUMMARY_INSTRUCTIONS, UnusableSummarizerError, summary_prompt
 
-__all__ = ["LangChainSummarizer"]
+__all__ = ["LangChainSummarizer", "summary_call_config"]
+
+# Provider answers that say the summarizer cannot work as configured (a bad key, no access, no such
+# model): the same on every attempt, so they are raised at once instead of retried or truncated.
+UNUSABLE_STATUS = frozenset({401, 403, 404})
+
+SUMMARY_SOURCE_TAG = "historykit_summarization"
+"""`metadata["lc_source"]` of the summarizer's model calls (LangChain's own summary says `summarization`)."""
+
+
+def summary_call_config() -> dict[str, Any]:
+    """The `RunnableConfig` of the summarizer's model call: tagged `nostream` so that LangGraph's
+    `stream_mode="messages"` never shows it as a message of the graph, and marked internal the way
+    LangChain 1.5's own summarization middleware marks its call (`internal_call_metadata()`), so the
+    agent's message streams leave it out too; traces still record it."""
+    metadata: dict[str, Any] = {"lc_source": SUMMARY_SOURCE_TAG}
+    try:
+        from langchain.agents.middleware.internal_call_transformer import internal_call_metadata
+    except ImportError:  # langchain < 1.5, or langchain-core alone
+        pass
+    else:
+        metadata.update(internal_call_metadata())
+    try:
+        from langgraph.constants import TAG_NOSTREAM
+    except ImportError:  # no LangGraph: nothing streams the call
+        TAG_NOSTREAM = "nostream"  # LangGraph's value, for a graph it runs in later
+    return {"metadata": metadata, "tags": [TAG_NOSTREAM]}
 
 
 @dataclass
@@ -44,12 +70,23 @@ class LangChainSummarizer:
     async def __call__(self, messages: Sequence[Message], focus: str | None = None) -> str:
         from langchain_core.messages import HumanMessage, SystemMessage
 
-        response = await self.chat_model.ainvoke(
-            [
-                SystemMessage(self.instructions.format(budget=self.budget_tokens)),
-                HumanMessage(summary_prompt(messages, focus)),
-            ]
-        )
+        prompt = [
+            SystemMessage(self.instructions.format(budget=self.budget_tokens)),
+            HumanMessage(summary_prompt(messages, focus)),
+        ]
+        try:
+            response = await self.chat_model.ainvoke(prompt, config=summary_call_config())
+        except ImportError as exc:
+            raise UnusableSummarizerError(f"summarizer model {self.model_name!r}: {exc}") from None
+        except Exception as exc:
+            # The provider SDKs' HTTP errors (openai, anthropic, ...) carry the status they answered.
+            status = getattr(exc, "status_code", None)
+            if status not in UNUSABLE_STATUS:
+                raise
+            message = " ".join(str(getattr(exc, "message", exc)).split())
+            raise UnusableSummarizerError(
+                f"summarizer model {self.model_name!r}: the provider answered {status}: {message}"
+            ) from None
         return _text(getattr(response, "content", response))
 
 

@@ -68,7 +68,7 @@ from pydantic import ValidationError
 from pydantic_ai import messages as _pai
 from pydantic_ai.usage import RequestUsage
 
-from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.errors import ArgumentTypeError, InvalidArgumentError, UserError
 from historykit.messages import (
     COMPACTION_KEY,
     EDIT_KEY,
@@ -184,40 +184,28 @@ class PydanticAIAdapter:
     framework = "pydantic-ai"
 
     def to_neutral(self, messages: Sequence[Any]) -> list[Message]:
-        """Neutral messages for a Pydantic AI history; `TypeError` names the index of a non-message."""
+        """Neutral messages for a Pydantic AI history; `TypeError` names the index of a non-message,
+        and a malformed message (parts that are not a list, a part whose content cannot be read) is
+        an `ArgumentTypeError` / `InvalidArgumentError` naming its index."""
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise ArgumentTypeError(f"expected a list of Pydantic AI messages, got a {_type_name(messages)}")
         result: list[Message] = []
         effective_instructions: str | None = None
         for index, msg in enumerate(messages):
-            if isinstance(msg, _pai.ModelRequest):
-                instructions = msg.instructions or None
-                # Never between tool calls and their results, nor inside the request the model is
-                # answering: a request that answers tool calls leaves new instructions to the next.
-                shown = (
-                    instructions is not None
-                    and instructions != effective_instructions
-                    and not any(_answers_tool_call(p) for p in msg.parts)
-                )
-                if shown:
-                    effective_instructions = instructions
-                fingerprint: tuple[Any, ...] = (tuple(map(id, msg.parts)), instructions, _metadata_state(msg))
-                cached = _CACHE.get(msg, shown, fingerprint)
-                if cached is None:
-                    cached = tuple(_request_to_neutral(msg, show_instructions=shown))
-                    _CACHE.put(msg, shown, fingerprint, cached)
-                result.extend(cached)
-            elif isinstance(msg, _pai.ModelResponse):
-                fingerprint = (tuple(map(id, msg.parts)), id(msg.usage), _metadata_state(msg))
-                cached = _CACHE.get(msg, None, fingerprint)
-                if cached is None:
-                    cached = (_response_to_neutral(msg),)
-                    _CACHE.put(msg, None, fingerprint, cached)
-                result.extend(cached)
-            else:
+            if not isinstance(msg, (_pai.ModelRequest, _pai.ModelResponse)):
                 raise ArgumentTypeError(
                     f"message {index} is a {_type_name(msg)}, not a ModelRequest or ModelResponse"
                 )
+            if isinstance(msg.parts, (str, bytes)) or not isinstance(msg.parts, Sequence):
+                raise ArgumentTypeError(
+                    f"message {index} ({type(msg).__name__}): parts must be a list of parts, "
+                    f"got {type(msg.parts).__name__}"
+                )
+            try:
+                effective_instructions = _read_message(msg, result, effective_instructions)
+            except UserError as exc:
+                # The part's own check says what is wrong; this says where.
+                raise type(exc)(f"message {index} ({type(msg).__name__}): {exc}") from None
         return result
 
     def to_native(self, messages: Sequence[Message]) -> list[Any]:
@@ -281,6 +269,34 @@ def _only_instructions(run: Sequence[Message], request: Any) -> bool:
 
 
 # --- native -> neutral -------------------------------------------------------------------------
+
+
+def _read_message(msg: Any, result: list[Message], effective_instructions: str | None) -> str | None:
+    """Append the neutral messages of `msg` to `result`; the instructions in effect after it."""
+    if isinstance(msg, _pai.ModelRequest):
+        instructions = msg.instructions or None
+        # Never between tool calls and their results, nor inside the request the model is
+        # answering: a request that answers tool calls leaves new instructions to the next.
+        shown = (
+            instructions is not None
+            and instructions != effective_instructions
+            and not any(_answers_tool_call(p) for p in msg.parts)
+        )
+        if shown:
+            effective_instructions = instructions
+        fingerprint: tuple[Any, ...] = (tuple(map(id, msg.parts)), instructions, _metadata_state(msg))
+        cached = _CACHE.get(msg, shown, fingerprint)
+        if cached is None:
+            cached = tuple(_request_to_neutral(msg, show_instructions=shown))
+            _CACHE.put(msg, shown, fingerprint, cached)
+    else:
+        fingerprint = (tuple(map(id, msg.parts)), id(msg.usage), _metadata_state(msg))
+        cached = _CACHE.get(msg, None, fingerprint)
+        if cached is None:
+            cached = (_response_to_neutral(msg),)
+            _CACHE.put(msg, None, fingerprint, cached)
+    result.extend(cached)
+    return effective_instructions
 
 
 def _request_to_neutral(request: Any, *, show_instructions: bool) -> list[Message]:
@@ -363,9 +379,16 @@ def _tool_return_to_neutral(part: Any) -> ToolResultPart:
 def _tool_return_text(part: Any) -> str:
     # The error-ness travels in `is_error`, so the text is the content without 2.x's `{"error": ...}`
     # wrapper (what a provider with a native error channel, like Anthropic, receives).
-    if _takes_keyword(type(part), "model_response_str", "wrap_if_error"):
-        return str(part.model_response_str(wrap_if_error=False))
-    return str(part.model_response_str())
+    try:
+        if _takes_keyword(type(part), "model_response_str", "wrap_if_error"):
+            return str(part.model_response_str(wrap_if_error=False))
+        return str(part.model_response_str())
+    except (TypeError, ValueError) as exc:
+        # Pydantic AI could not send it either (its model request serializes the same way).
+        raise ArgumentTypeError(
+            f"the return of tool {part.tool_name!r} (call {part.tool_call_id!r}) holds a value of type "
+            f"{type(part.content).__name__} that Pydantic AI cannot serialize: {' '.join(str(exc).split())}"
+        ) from None
 
 
 def _compaction_to_summary(part: Any) -> SummaryPart:
@@ -383,6 +406,11 @@ def _user_content_to_neutral(prompt: Any) -> list[Part]:
     content = prompt.content
     if isinstance(content, str):
         return [TextPart(content, native=prompt)]
+    if isinstance(content, bytes) or not isinstance(content, Sequence):
+        raise ArgumentTypeError(
+            f"{type(prompt).__name__}.content must be a str or a list of user content, "
+            f"got {type(content).__name__}"
+        )
     if not content:
         # An empty content list has no item to carry it; this keeps the prompt in the history.
         return [OtherPart(type(prompt).__name__, native=prompt)]
@@ -464,6 +492,11 @@ def _arguments(args: Any) -> dict[str, Any] | str:
         return {}
     if isinstance(args, dict):
         return args
+    if not isinstance(args, (str, bytes)):
+        # Pydantic AI's `args` are a dict or its JSON text; a list is no tool's arguments.
+        raise ArgumentTypeError(
+            f"tool call arguments must be a dict or a JSON string, got {type(args).__name__}"
+        )
     try:
         parsed = json.loads(args) if args else None
     except ValueError:

@@ -79,6 +79,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
 from historykit import provenance
+from historykit._validate import check_bool
 from historykit.binding import model_binds_thinking
 from historykit.context_window import ContextWindow, check_context_window
 from historykit.conversations import ConversationState, conversation_key
@@ -418,7 +419,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
                 "this Pydantic AI has no capabilities: use HistoryKitProcessor in history_processors=[...]"
             )
         self.pipeline = pipeline_of(self.processor)
-        self.mode = "persistent" if self.persist else "view"
+        self.mode = "persistent" if check_bool("persist", self.persist) else "view"
         check_context_window(self.context_window)
         self._recall = recall_option(self.recall)
         if self._recall is not None:

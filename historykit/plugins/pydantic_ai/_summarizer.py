@@ -7,9 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from historykit.messages import Message
-from historykit.processors.summarizers import SUMMARY_INSTRUCTIONS, summary_prompt
+from historykit.processors.summarizers import SUMMARY_INSTRUCTIONS, UnusableSummarizerError, summary_prompt
 
 __all__ = ["PydanticAISummarizer", "is_pydantic_ai_model"]
+
+# Provider answers that say the summarizer cannot work as configured (a bad key, no access, no such
+# model): the same on every attempt, so they are raised at once instead of retried or truncated.
+UNUSABLE_STATUS = frozenset({401, 403, 404})
 
 
 def _type_modules(obj: object) -> list[str]:
@@ -47,6 +51,10 @@ class PydanticAISummarizer:
     """The size the model is asked to stay under."""
     _agent: Any = field(default=None, init=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.model, str):
+            _check_model_name(self.model)
+
     @property
     def model_name(self) -> str | None:
         model = self.model
@@ -59,6 +67,23 @@ class PydanticAISummarizer:
         return getattr(model, "model_name", None) or type(model).__name__
 
     async def __call__(self, messages: Sequence[Message], focus: str | None = None) -> str:
+        from pydantic_ai.exceptions import ModelHTTPError, UserError
+
+        try:
+            return await self._summarize(messages, focus)
+        except UserError as exc:  # Pydantic AI's own word for a configuration mistake (a missing key)
+            raise UnusableSummarizerError(f"summarizer model {self.model_name!r}: {exc}") from None
+        except ImportError as exc:
+            raise UnusableSummarizerError(f"summarizer model {self.model_name!r}: {exc}") from None
+        except ModelHTTPError as exc:
+            if exc.status_code not in UNUSABLE_STATUS:
+                raise
+            raise UnusableSummarizerError(
+                f"summarizer model {self.model_name!r}: the provider answered {exc.status_code}: "
+                f"{_one_line(exc.body)}"
+            ) from None
+
+    async def _summarize(self, messages: Sequence[Message], focus: str | None) -> str:
         instructions = self.instructions.format(budget=self.budget_tokens)
         if _is_agent(self.model):
             result = await self.model.run(f"{instructions}\n\n{summary_prompt(messages, focus)}")
@@ -76,3 +101,47 @@ def _is_agent(obj: object) -> bool:
     return any(
         name.startswith("pydantic_ai.") and name.endswith("AbstractAgent") for name in _type_modules(obj)
     )
+
+
+class _ProviderFound(Exception):
+    """Stops `infer_model` once the provider class is known: nothing is built, no key is needed."""
+
+
+def _check_model_name(name: str) -> None:
+    """Raise `UnusableSummarizerError` for a model name Pydantic AI cannot resolve (an unknown
+    provider, a name without one) or whose provider package is not installed; the API key and the
+    model itself are only checked by the first call (a key may be set later)."""
+    import inspect
+
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.models import infer_model
+    from pydantic_ai.providers import infer_provider_class
+
+    def provider_class_only(provider: str) -> Any:
+        infer_provider_class(provider)
+        raise _ProviderFound
+
+    if "provider_factory" not in inspect.signature(infer_model).parameters:
+        return  # an older Pydantic AI: the first call says what is wrong (and is not retried)
+    try:
+        infer_model(name, provider_factory=provider_class_only)
+    except _ProviderFound:
+        return
+    except ImportError as exc:
+        raise UnusableSummarizerError(f"summarizer model {name!r}: {_one_line(str(exc))}") from None
+    except (UserError, ValueError):
+        pass
+    else:
+        return  # a model built without a provider ("test")
+    # Pydantic AI's own message names the unknown model and suggests a known one.
+    try:
+        infer_model(name)
+    except UserError as exc:
+        raise UnusableSummarizerError(f"summarizer model {name!r}: {_one_line(str(exc))}") from None
+    except Exception as exc:  # whatever it is, the name cannot be used
+        raise UnusableSummarizerError(f"summarizer model {name!r}: {_one_line(str(exc))}") from None
+    raise UnusableSummarizerError(f"summarizer model {name!r}: Pydantic AI knows no such provider")
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from historykit.messages import Message
 from historykit.tokens import TokenCounter
 
-__all__ = ["CACHE_READ", "CACHE_WRITE", "call_cost", "cached_prefix"]
+__all__ = ["CACHE_READ", "CACHE_WRITE", "cached_prefix", "call_cost"]
 
 CACHE_READ = 0.1
 """Price of an input token served from the prompt cache, in base input-token prices."""

@@ -43,7 +43,9 @@ class _Recording(Pipeline):
         self.inner = inner
         self.views: list[list[Message]] = []
 
-    def run(self, messages: Sequence[Any], context_window: int | None = None, **options: Any) -> PipelineResult[Any]:
+    def run(
+        self, messages: Sequence[Any], context_window: int | None = None, **options: Any
+    ) -> PipelineResult[Any]:
         result = self.inner.run(messages, context_window, **options)
         self.views.append(list(result.messages))
         return result
@@ -57,6 +59,7 @@ def evaluate(
     probes: Sequence[Probe] | None = None,
     recall: bool = False,
     name: str = "transcript",
+    strategy: str | None = None,
     on_call: Callable[[int, int], None] | None = None,
 ) -> Evaluation:
     """Replay `messages` through `pipeline` (default: `historykit.default_pipeline()`) and score
@@ -66,6 +69,8 @@ def evaluate(
     - `recall`: install a `historykit.recall.Recall` tool on the pipeline's steps first, so that
       their placeholders name handles and cleared outputs count as recoverable. It sets the
       steps' `recall_tool`: pass a pipeline of your own only if that is what you want.
+    - `name`, `strategy`: what the report calls the transcript and the pipeline (default: the
+      pipeline's steps).
     - `on_call(done, total)`: called after each replayed call (for progress bars).
     """
     for index, msg in enumerate(messages):
@@ -88,5 +93,7 @@ def evaluate(
     scores = []
     for size, point, view in zip(replayed.calls, points, recording.views, strict=True):
         start = max((b for b in replayed.boundaries if b < point), default=0)
-        scores.append(scorer.score(size.call, point, view, start=start, tokens=size.after, reused=size.reused))
-    return Evaluation(name, replayed.pipeline, replayed.window, tuple(found), tuple(scores))
+        scores.append(
+            scorer.score(size.call, point, view, start=start, tokens=size.after, reused=size.reused)
+        )
+    return Evaluation(name, strategy or replayed.pipeline, replayed.window, tuple(found), tuple(scores))

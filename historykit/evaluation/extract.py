@@ -118,7 +118,7 @@ def _acting_text(message: Message) -> str:
     """What an assistant message says and does (its text and tool calls; not its thinking)."""
     calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
     texts = [p.text for p in message.parts if isinstance(p, TextPart)]
-    return "\n".join(texts + [message_text(Message("assistant", tuple(calls)))])
+    return "\n".join([*texts, message_text(Message("assistant", tuple(calls)))])
 
 
 def _recall(messages: Sequence[Message]) -> Iterator[Probe]:
@@ -140,15 +140,15 @@ def _recall(messages: Sequence[Message]) -> Iterator[Probe]:
                 if source is not None and token in source:
                     sourced.add(token)
     for token, at in sorted(used.items(), key=lambda kv: (first[kv[0]], kv[0])):
-        source = first[token]
-        told = any(isinstance(p, ToolResultPart) for p in messages[source].parts)
+        origin = first[token]
+        told = any(isinstance(p, ToolResultPart) for p in messages[origin].parts)
         role = "a tool result" if told else "the user"
         yield Probe(
             "recall",
             (token,),
-            appeared=source,
-            source=source,
-            question=f"Which value did {role} give at message {source} that the agent used at "
+            appeared=origin,
+            source=origin,
+            question=f"Which value did {role} give at message {origin} that the agent used at "
             f"message {at}? ({token})",
         )
 
@@ -238,7 +238,7 @@ def _continuation(messages: Sequence[Message]) -> Iterator[Probe]:
         for p in m.parts
         if isinstance(p, ToolCallPart) and (items := _plan_items(p)) is not None
     ]
-    for (index, items), following in zip(plans, [*plans[1:], None]):
+    for (index, items), next_plan in zip(plans, [*plans[1:], None]):
         for text, status in items:
             if status.lower() in _DONE or not text.strip():
                 continue
@@ -248,7 +248,7 @@ def _continuation(messages: Sequence[Message]) -> Iterator[Probe]:
                 appeared=index,
                 source=index,
                 question=f"Which plan items are still open (the plan of message {index})?",
-                until=following[0] if following else None,
+                until=next_plan[0] if next_plan else None,
             )
 
 
@@ -261,7 +261,9 @@ def _action(message: Message) -> str | None:
         if isinstance(part, ToolCallPart):
             detail = shell_text(part)
             if detail is None:
-                detail = next((v for v in part.arguments_dict().values() if isinstance(v, str) and v.strip()), None)
+                detail = next(
+                    (v for v in part.arguments_dict().values() if isinstance(v, str) and v.strip()), None
+                )
             if detail is None:
                 return part.name
             line = next((ln.strip() for ln in detail.splitlines() if ln.strip()), "")
@@ -286,7 +288,9 @@ def _decisions(messages: Sequence[Message]) -> Iterator[Probe]:
             error = error.removesuffix("...")[:ERROR_CHARS].rstrip()
             if normalise(error) not in normalise(part.content):
                 continue  # a status the summarizer words itself ("exit status 1"), not the output's
-            after = next((k for k in range(index + 1, len(messages)) if messages[k].role == "assistant"), None)
+            after = next(
+                (k for k in range(index + 1, len(messages)) if messages[k].role == "assistant"), None
+            )
             action = _action(messages[after]) if after is not None else None
             if after is None or action is None:
                 continue

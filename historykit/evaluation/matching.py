@@ -3,8 +3,8 @@ handles a view names.
 
 `normalise` makes formatting differences that do not change a fact irrelevant: case, runs of
 whitespace (a summary re-flows lines), and the quotes and backticks a summary or a JSON argument
-puts around a name. Everything else must match character for character. A needle is found anywhere in a message's
-text (`src/a.py` is in `/repo/src/a.py`), never across two messages.
+puts around a name. Everything else must match character for character. A needle is found
+anywhere in a message's text (`src/a.py` is in `/repo/src/a.py`), never across two messages.
 
 A message's text is what the model reads of it: text, thinking, summaries, tool results, and the
 string values of tool-call arguments (not their JSON encoding, whose escapes would hide a quoted
@@ -17,7 +17,15 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from historykit.messages import Message, OtherPart, SummaryPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit.messages import (
+    Message,
+    OtherPart,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from historykit.recall import HANDLE_LENGTH
 
 __all__ = ["handles_named", "message_text", "normalise"]

@@ -22,6 +22,10 @@ from historykit.evaluation.scoring import CallScore, KindScore, kind_scores
 __all__ = ["Evaluation"]
 
 
+_Table = tuple[str, tuple[str, ...], list[tuple[str, ...]]]
+"""A table to render: its title, its headers (none: the title is a note) and its rows."""
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
@@ -93,13 +97,18 @@ class Evaluation:
                 for c in self.calls
             ],
             "lost": [
-                {"kind": p.kind, "question": p.question, "answer": list(p.needles), "first_lost_at_call": call}
+                {
+                    "kind": p.kind,
+                    "question": p.question,
+                    "answer": list(p.needles),
+                    "first_lost_at_call": call,
+                }
                 for p, call in self.lost()
             ],
         }
 
-    def _tables(self, lost_shown: int) -> list[tuple[str, tuple[str, ...], list[tuple[str, ...]]]]:
-        kinds = (
+    def _tables(self, lost_shown: int) -> list[_Table]:
+        kinds: _Table = (
             f"{self.name}: {self.strategy}, window {self.window:,}: {len(self.calls)} calls, "
             f"{self.tokens:,} input tokens, cost {self.cost:,.0f}",
             ("kind", "probes", "scored", "held", "+ recoverable", "worst call"),
@@ -115,7 +124,7 @@ class Evaluation:
                 for k in self.kinds
             ],
         )
-        calls = (
+        calls: _Table = (
             "per call (held or recoverable / scored)",
             ("call", "message", "tokens", "cached", "cost", *KINDS),
             [
@@ -125,18 +134,17 @@ class Evaluation:
                     f"{c.tokens:,}",
                     _pct(c.reused / c.tokens if c.tokens else None),
                     f"{c.cost:,.0f}",
-                    *(
-                        f"{c.held[k] + c.recoverable[k]}/{c.scored[k]}" if c.scored[k] else "-"
-                        for k in KINDS
-                    ),
+                    *(f"{c.held[k] + c.recoverable[k]}/{c.scored[k]}" if c.scored[k] else "-" for k in KINDS),
                 )
                 for c in self.calls
             ],
         )
         lost = self.lost()
-        rows = [(p.kind, str(call), " | ".join(p.needles), p.question) for p, call in lost[:lost_shown]]
+        rows: list[tuple[str, ...]] = [
+            (p.kind, str(call), " | ".join(p.needles), p.question) for p, call in lost[:lost_shown]
+        ]
         more = f" (the first {lost_shown} of {len(lost)})" if len(lost) > lost_shown else ""
-        lost_table = (
+        lost_table: _Table = (
             f"probes lost{more}" if lost else "no probe lost",
             ("kind", "first lost at call", "answer", "what") if lost else (),
             rows,
@@ -162,7 +170,9 @@ class Evaluation:
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
             for header in headers:
                 wide = header in ("answer", "what")
-                table.add_column(header, justify="left" if wide or header == "kind" else "right", overflow="fold")
+                table.add_column(
+                    header, justify="left" if wide or header == "kind" else "right", overflow="fold"
+                )
             for row in rows:
                 # Answers come from the transcript: plain text, never markup.
                 table.add_row(*(Text(cell) for cell in row))

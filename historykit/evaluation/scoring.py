@@ -207,4 +207,6 @@ class ViewScorer:
         if reused is None:
             reused = cached_prefix(self._previous, view, self.counter)
         self._previous = view
-        return CallScore(call, point, tokens, reused, call_cost(tokens, reused), scored, held, recoverable, tuple(lost))
+        return CallScore(
+            call, point, tokens, reused, call_cost(tokens, reused), scored, held, recoverable, tuple(lost)
+        )

@@ -25,11 +25,11 @@ Example:
 """
 
 from historykit.evaluation.cost import CACHE_READ, CACHE_WRITE, call_cost
-from historykit.evaluation.evaluate import evaluate
 from historykit.evaluation.extract import extract_probes
 from historykit.evaluation.matching import message_text, normalise
 from historykit.evaluation.probes import KINDS, Probe, ProbeKind
 from historykit.evaluation.report import Evaluation
+from historykit.evaluation.run import evaluate
 from historykit.evaluation.scoring import CallScore, KindScore, ViewScorer
 
 __all__ = [

@@ -198,12 +198,14 @@ def _artifacts(messages: Sequence[Message]) -> Iterator[Probe]:
         if result is not None and (result.is_error or "<tool_use_error>" in result.content[:200]):
             continue
         line = _longest_line(_change_text(call), CHANGE_CHARS)
-        for path in access.paths:
-            earlier = latest.pop(path, None)
-            if earlier is not None:
+        written = normalise(message_text(Message("assistant", (call,))))
+        for resolved in access.paths:
+            path = _as_written(resolved, written)
+            earlier = latest.pop(resolved, None)
+            if earlier is not None and earlier.appeared < index:  # else: two edits in one message
                 done.append(_superseded(earlier, index))
             needles = (path, line) if line else (path,)
-            latest[path] = Probe(
+            latest[resolved] = Probe(
                 "artifacts",
                 needles,
                 appeared=index,
@@ -212,6 +214,17 @@ def _artifacts(messages: Sequence[Message]) -> Iterator[Probe]:
             )
     yield from done
     yield from latest.values()
+
+
+def _as_written(path: str, text: str) -> str:
+    """The longest tail of `path` the call's text names (`cd /testbed && ... > patch.txt` resolves to
+    `/testbed/patch.txt`, which no message says): its own words are what a view can hold."""
+    parts = path.split("/")
+    for start in range(len(parts)):
+        tail = "/".join(parts[start:])
+        if tail and normalise(tail) in text:
+            return tail
+    return path
 
 
 def _superseded(probe: Probe, at: int) -> Probe:

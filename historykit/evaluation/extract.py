@@ -16,8 +16,9 @@ From: the source message; to the end of the session.
 write and edit tools of Claude Code, Codex `apply_patch`, SWE-agent and OpenHands editors, shell
 redirections, `sed -i`, `tee`...), with its latest change: the longest line of the new text the
 call wrote (`new_string`, `content`, `new_str`, `file_text`, the `+` lines of a patch; for a shell
-command, the command), cut to 80 characters. Answer: the path and that line. A call whose result
-is an error is no change. From: the call; until the next change of the same file.
+command, the command), without the lines an edit only kept for context (those of its `old_string`),
+cut to 80 characters. Answer: the path and that line (the path as the call wrote it). A call whose
+result is an error is no change. From: the call; until the next change of the same file.
 
 **continuation**: the current request (each message in the user's own words, its first 120
 characters, until the user's next message) and the open items of the plan (each item of a Claude
@@ -26,17 +27,23 @@ call).
 
 **decisions**: each error the agent met (a tool result the extractive summarizer counts as an error,
 `Traceback` last line, a failing exit status, an `...Error:` line; searches and successful reads
-excluded) and what it did next: the next assistant message's first tool call (its shell command or
-first argument, first line, 80 characters), or its first sentence when it called no tool. Answer:
-the error line (100 characters) and that action. From: the next assistant message; to the end.
+excluded), when its line reads as an error (an `Error`, `Exception`, `error:`, `FAILED`, `not
+found`, `is required`... line; not a numbered line of a file listing; a bare `ERROR:` heading gives
+way to the line after it), and what it did next: the next assistant message's first tool call (its
+shell command or first argument, first line, 80 characters), or its first sentence when it called
+no tool. Answer: the error line (100 characters) and that action. From: the next assistant
+message; to the end.
 
 Known misses, measured in `docs/quality.md`: a fact the agent used under another spelling (a
 relative path for an absolute one, a value it computed from a number it read) is no probe; a
 candidate first seen inside a longer token (`a.py` inside `x/a.py`) counts as new where it is first
 extracted on its own; facts in prose (a version string such as `3.11`, a flag such as `--force`, a
 sentence the user wrote) are not recall candidates (the user's words are continuation probes); a
-file changed by a script the agent wrote (`python fix.py`) is not an artifact; an error the
-agent's next message does not address still gets that message as its "decision".
+file changed by a script the agent wrote (`python fix.py`) is not an artifact, and the shared
+recogniser takes a `cp` source for a written file too; a harness message in the user's role (an
+OpenHands tool-parameter error) counts as a new request; a failure whose output has no error line
+is no decision probe; an error the agent's next message does not address still gets that message
+as its "decision".
 
 Example:
     ```python
@@ -81,7 +88,24 @@ ERROR_CHARS = 100
 ACTION_CHARS = 80
 _MIN_CHANGE = 8
 _DONE = frozenset({"completed", "complete", "done"})
-_CHANGE_KEYS = ("new_string", "new_str", "content", "file_text", "text", "patch", "input")
+_CHANGE_KEYS = (
+    ("new_string", "old_string"),
+    ("new_str", "old_str"),
+    ("content", None),
+    ("file_text", None),
+    ("text", None),
+    ("patch", None),
+    ("input", None),
+)
+"""The argument holding what a write or edit call wrote, and the one holding what it replaced."""
+_ERROR_SHAPE = re.compile(
+    r"(?:Error|Exception|Failure)\b|\berror(?:\[\w+\])?:|\bFAILED\b|command not found|"
+    r"No such file or directory|fatal: |\b\d+ failed\b|\bis required\b|\bnot found\b",
+    re.IGNORECASE,
+)
+"""What an error line says (`historykit.processors.summarizers` finds the line; this keeps the
+ones that read as an error, not a failing command's first line of output)."""
+_LISTING_LINE = re.compile(r"^\s*\d+(?:→|\t|:\s)")
 _SENTENCE = re.compile(r"(?<=[.!?:])\s")
 
 
@@ -161,15 +185,23 @@ def _results_by_call(messages: Sequence[Message]) -> dict[str, ToolResultPart]:
 
 
 def _change_text(call: ToolCallPart) -> str:
+    """The text a change wrote, without the lines it kept: an edit's `new_string` repeats lines of
+    its `old_string` for context, and those are not what changed."""
     args = call.arguments_dict()
     edits = args.get("edits")
-    if isinstance(edits, list):
-        news = [e.get("new_string") for e in edits if isinstance(e, dict)]
-        return "\n".join(n for n in news if isinstance(n, str))
-    for key in _CHANGE_KEYS:
-        value = args.get(key)
-        if isinstance(value, str) and value.strip():
-            return _patch_additions(value) if "*** Begin Patch" in value else value
+    pairs: list[tuple[object, object]] = (
+        [(e.get("new_string"), e.get("old_string")) for e in edits if isinstance(e, dict)]
+        if isinstance(edits, list)
+        else [(args.get(k), args.get(old) if old else None) for k, old in _CHANGE_KEYS]
+    )
+    news = []
+    for new, old in pairs:
+        if isinstance(new, str) and new.strip():
+            kept = {ln.strip() for ln in old.splitlines()} if isinstance(old, str) else set()
+            added = "\n".join(ln for ln in new.splitlines() if ln.strip() not in kept)
+            news.append(_patch_additions(added) if "*** Begin Patch" in added else added)
+    if news:
+        return "\n".join(news)
     script = shell_text(call)
     if script is not None:
         return _patch_additions(script) if "*** Begin Patch" in script else script
@@ -286,6 +318,24 @@ def _action(message: Message) -> str | None:
     return sentence[:ACTION_CHARS].rstrip() or None
 
 
+def _error_line(result: ToolResultPart, call: ToolCallPart | None) -> str | None:
+    """The error line of a result the extractive summarizer counts as an error, when it reads as
+    one: a bare heading (`ERROR:`) gives way to the line after it; a failure with no error line
+    (its first line would stand in) and a numbered line of a file listing (a read or an edit's
+    echo quoting `error:` in code) are no error."""
+    error = _error_of(result, call)
+    if error is None:
+        return None
+    error = error.removesuffix("...").strip()
+    if error.endswith(":") and len(error.split()) <= 2:
+        lines = [ln.strip() for ln in result.content.splitlines() if ln.strip()]
+        at = lines.index(error) if error in lines else -1
+        error = lines[at + 1] if 0 <= at < len(lines) - 1 else error
+    if not _ERROR_SHAPE.search(error) or _LISTING_LINE.match(error):
+        return None
+    return error[:ERROR_CHARS].rstrip()
+
+
 def _decisions(messages: Sequence[Message]) -> Iterator[Probe]:
     calls: dict[str, ToolCallPart] = {}
     for index, msg in enumerate(messages):
@@ -295,10 +345,9 @@ def _decisions(messages: Sequence[Message]) -> Iterator[Probe]:
                 continue
             if not isinstance(part, ToolResultPart):
                 continue
-            error = _error_of(part, calls.get(part.tool_call_id))
+            error = _error_line(part, calls.get(part.tool_call_id))
             if error is None:
                 continue
-            error = error.removesuffix("...")[:ERROR_CHARS].rstrip()
             if normalise(error) not in normalise(part.content):
                 continue  # a status the summarizer words itself ("exit status 1"), not the output's
             after = next(

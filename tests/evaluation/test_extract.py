@@ -105,3 +105,26 @@ def test_extraction_is_deterministic_and_its_answers_are_in_the_transcript(
         known = " ".join(texts[: probe.appeared + 1])
         for needle in probe.needles:
             assert normalise(needle) in known, (probe, needle)
+
+
+def test_only_what_reads_as_an_error_is_a_decision() -> None:
+    write = ToolCallPart("w", "Write", {"file_path": "a.ex", "content": 'json(%{error: "id is required"})'})
+    edit = ToolCallPart("e", "str_replace_editor", {"command": "str_replace", "path": "a.ex"})
+    messages = [
+        Message.user("go"),
+        Message.assistant("", [write]),
+        # An edit's echo of the file quotes `error:` in code: no error.
+        Message(
+            "tool", (ToolResultPart("w", "Write", 'Updated:\n    48→  json(%{error: "id is required"})'),)
+        ),
+        Message.assistant("", [edit]),
+        # A bare heading gives way to the line that says what went wrong.
+        Message(
+            "tool", (ToolResultPart("e", "str_replace_editor", "ERROR:\nParameter `old_str` is required."),)
+        ),
+        Message.assistant("I need to pass old_str."),
+    ]
+    probes = of_kind(extract_probes(messages), "decisions")
+    assert [(p.needles, p.source) for p in probes] == [
+        (("Parameter `old_str` is required.", "I need to pass old_str."), 4)
+    ]

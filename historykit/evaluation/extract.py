@@ -39,8 +39,8 @@ relative path for an absolute one, a value it computed from a number it read) is
 candidate first seen inside a longer token (`a.py` inside `x/a.py`) counts as new where it is first
 extracted on its own; facts in prose (a version string such as `3.11`, a flag such as `--force`, a
 sentence the user wrote) are not recall candidates (the user's words are continuation probes); a
-file changed by a script the agent wrote (`python fix.py`) is not an artifact, and the shared
-recogniser takes a `cp` source for a written file too; a harness message in the user's role (an
+file changed by a script the agent wrote (`python fix.py`) is not an artifact (a `cp`/`mv` source,
+which the shared recogniser counts as written, is left out here); a harness message in the user's role (an
 OpenHands tool-parameter error) counts as a new request; a failure whose output has no error line
 is no decision probe; an error the agent's next message does not address still gets that message
 as its "decision".
@@ -231,8 +231,11 @@ def _artifacts(messages: Sequence[Message]) -> Iterator[Probe]:
             continue
         line = _longest_line(_change_text(call), CHANGE_CHARS)
         written = normalise(message_text(Message("assistant", (call,))))
+        sources = _copy_sources(call)
         for resolved in access.paths:
             path = _as_written(resolved, written)
+            if path in sources or path in {src.rsplit("/", 1)[-1] for src in sources}:
+                continue  # `cp a.py b/` reads a.py (the recogniser also names b/a.py, b a directory)
             earlier = latest.pop(resolved, None)
             if earlier is not None and earlier.appeared < index:  # else: two edits in one message
                 done.append(_superseded(earlier, index))
@@ -246,6 +249,21 @@ def _artifacts(messages: Sequence[Message]) -> Iterator[Probe]:
             )
     yield from done
     yield from latest.values()
+
+
+_COMMANDS = re.compile(r"&&|\|\||;|\||\n")
+
+
+def _copy_sources(call: ToolCallPart) -> set[str]:
+    """The files a shell `cp`/`mv` in the call copies from (every operand but the last), which
+    `file_accesses` counts as written too."""
+    script = shell_text(call)
+    sources: set[str] = set()
+    for command in _COMMANDS.split(script or ""):
+        words = [w.strip("'\"") for w in command.split() if not w.startswith("-")]
+        if len(words) > 2 and words[0] in ("cp", "mv"):
+            sources.update(words[1:-1])
+    return sources
 
 
 def _as_written(path: str, text: str) -> str:

@@ -128,3 +128,18 @@ def test_only_what_reads_as_an_error_is_a_decision() -> None:
     assert [(p.needles, p.source) for p in probes] == [
         (("Parameter `old_str` is required.", "I need to pass old_str."), 4)
     ]
+
+
+def test_a_copy_changes_its_destination_only() -> None:
+    backup = ToolCallPart("b", "bash", {"command": "cd /testbed && cp pkg/core.py pkg/core.py.bak"})
+    restore = ToolCallPart("r", "bash", {"command": "cp pkg/core.py.bak pkg/core.py"})
+    messages = [
+        Message.user("go"),
+        Message.assistant("", [backup]),
+        Message("tool", (ToolResultPart("b", "bash", ""),)),
+        Message.assistant("", [restore]),
+        Message("tool", (ToolResultPart("r", "bash", ""),)),
+        Message.assistant("Restored."),
+    ]
+    probes = of_kind(extract_probes(messages), "artifacts")
+    assert [(p.needles[0], p.appeared) for p in probes] == [("pkg/core.py.bak", 1), ("pkg/core.py", 3)]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -85,6 +86,10 @@ class Row:
             if k.reachable_share is not None:
                 worst = k.reachable_share if worst is None else min(worst, k.reachable_share)
         return (reached / scored if scored else None), worst, scored
+
+    def over(self, window: int) -> int:
+        """Calls whose input is over the window (a provider would refuse them)."""
+        return sum(1 for c in self.calls if c.tokens > window)
 
     def calls_below(self, share: float) -> int:
         """Calls at which some kind is held-or-recoverable below `share`."""
@@ -156,7 +161,7 @@ def print_table(window: int, rows: list[Row]) -> list[str]:
         "(worst session in brackets)"
     )
     header = (
-        f"{'strategy':30} {'calls':>6} {'cost':>12} {'vs full':>8} "
+        f"{'strategy':30} {'calls':>6} {'over':>5} {'cost':>12} {'vs full':>8} "
         + "".join(f"{k:>22}" for k in KINDS)
         + f" {'calls <95%':>10}"
     )
@@ -170,13 +175,14 @@ def print_table(window: int, rows: list[Row]) -> list[str]:
             share, worst, _ = row.kind(kind)
             cells.append(f"{_pct(share)} ({_pct(worst)})")
         below = row.calls_below(0.95)
+        over = row.over(window)
         print(
-            f"{row.strategy:30} {len(row.calls):>6} {row.cost:>12,.0f} {ratio:>8} "
+            f"{row.strategy:30} {len(row.calls):>6} {over:>5} {row.cost:>12,.0f} {ratio:>8} "
             + "".join(f"{c:>22}" for c in cells)
             + f" {below:>10}"
         )
         markdown.append(
-            f"| {row.strategy} | {window:,} | {row.cost:,.0f} | {ratio} | "
+            f"| {row.strategy} | {window:,} | {over} | {row.cost:,.0f} | {ratio} | "
             + " | ".join(cells)
             + f" | {below} |"
         )
@@ -193,6 +199,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write every session's result to this file")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown rows")
     args = parser.parse_args()
+    # The full context goes over the window on purpose: its usage warnings (one a call) are noise here.
+    logging.getLogger("historykit").setLevel(logging.ERROR)
     began = time.perf_counter()
     counter = TokenCounter()
     sessions = load_sessions(args.sessions)
@@ -224,8 +232,8 @@ def main() -> None:
                 )
         sys.stdout.flush()
     if args.markdown:
-        print("\n| strategy | window | cost | vs full | " + " | ".join(KINDS) + " | calls <95% |")
-        print("|---|---:|---:|---:|" + "---:|" * len(KINDS) + "---:|")
+        print("\n| strategy | window | over | cost | vs full | " + " | ".join(KINDS) + " | calls <95% |")
+        print("|---|---:|---:|---:|---:|" + "---:|" * len(KINDS) + "---:|")
         print("\n".join(markdown))
     print(f"\n({time.perf_counter() - began:.0f} s)")
     if args.json:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 # The command modules register their commands on `app` as they are imported: in this order, which
 # is the order `historykit --help` lists them in.
-from historykit.cli import _analyze, _compact, _threads, _doctor  # noqa: F401  isort: skip
+from historykit.cli import _analyze, _compact, _threads, _doctor, _eval  # noqa: F401  isort: skip
 from historykit.cli._app import (
     EXIT_FAILURE,
     EXIT_NOT_FOUND,

@@ -1,0 +1,245 @@
+"""Compaction quality x cost: what each strategy keeps of the corpus sessions' probes, and what it costs.
+
+Every corpus session is replayed call by call (persistent mode: a strategy's output carries
+forward) at each window, and the view each call sent is scored against the session's probes
+(`historykit.evaluation`: recall, artifacts, continuation, decisions; a probe is scored at every
+call after it appeared, against what the full history had then). Cost prices each call's input as
+a provider prompt cache does: the previous call's prefix at 0.1 per token, the rest at 1.25
+(`historykit.evaluation.cost`, the prices of `bench_replay.py`).
+
+Strategies, none of which calls an LLM:
+
+- `full context`: every call sends the raw history (the baseline every probe is scored against, so
+  it keeps 100% by construction, at any size: over the window too);
+- `historykit <preset>`: `historykit.default_pipeline(preset=...)`, its extractive summarizer, run
+  through `historykit.evaluation.evaluate` (the `historykit analyze` replay); `+ recall`: the same
+  with the recall tool installed, so cleared outputs count as recoverable through their handles;
+- `langchain:ContextEditing`: LangChain v1 `ContextEditingMiddleware(ClearToolUsesEdit(trigger=0.8 x
+  window, keep=3))`, driven as `create_agent` drives it (`anchors/langchain_anchors.py`);
+- `harness:ClearToolResults`, `harness:DeduplicateFileReads`: pydantic-ai-harness 0.62, in its own
+  environment (`benchmarks/.envs/harness`, created on first use, as `bench_replay.py` does).
+
+LLM summarizers (harness `TieredCompaction`'s summarizing tier, LangChain `SummarizationMiddleware`)
+are left out: the benchmarks run them on fake models whose summaries say nothing, which a quality
+score would only measure as loss. Each anchor's probes are extracted from the session as that
+framework holds it (Pydantic AI groups a turn's tool results into one request), so their counts may
+differ by a few from historykit's.
+
+Run: `python benchmarks/bench_quality.py` (about 10 minutes on 2 cores); `--help` for the options.
+The table and the command are in `docs/quality.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anchors import harness
+from anchors import langchain_anchors as lc
+from replay import call_points, load_sessions
+
+import historykit
+from historykit.evaluation import KINDS, CallScore, Evaluation, ViewScorer, evaluate, extract_probes
+from historykit.messages import Message
+from historykit.pipeline import Pipeline
+from historykit.processors.default_pipeline import TRIGGER_PRESETS
+from historykit.tokens import TokenCounter
+
+FULL = "full context"
+PRESETS = tuple(f"historykit {name}" for name in TRIGGER_PRESETS)
+RECALL = "historykit default + recall"
+LANGCHAIN = {"langchain:ContextEditing": "context-editing"}
+HARNESS = {"harness:ClearToolResults": "clear", "harness:DeduplicateFileReads": "dedupe"}
+STRATEGIES = (FULL, *PRESETS, RECALL, *LANGCHAIN, *HARNESS)
+Sessions = list[tuple[str, list[Message]]]
+
+
+@dataclass
+class Row:
+    """One strategy over every session at one window."""
+
+    strategy: str
+    runs: list[Evaluation] = field(default_factory=list)
+
+    @property
+    def calls(self) -> list[CallScore]:
+        return [c for run in self.runs for c in run.calls]
+
+    @property
+    def cost(self) -> float:
+        return sum(run.cost for run in self.runs)
+
+    def kind(self, kind: str) -> tuple[float | None, float | None, int]:
+        """(held or recoverable share over all calls, the worst session's share, probe-calls scored)."""
+        scored = reached = 0
+        worst: float | None = None
+        for run in self.runs:
+            k = next(k for k in run.kinds if k.kind == kind)
+            scored, reached = scored + k.scored, reached + k.held + k.recoverable
+            if k.reachable_share is not None:
+                worst = k.reachable_share if worst is None else min(worst, k.reachable_share)
+        return (reached / scored if scored else None), worst, scored
+
+    def over(self, window: int) -> int:
+        """Calls whose input is over the window (a provider would refuse them)."""
+        return sum(1 for c in self.calls if c.tokens > window)
+
+    def calls_below(self, share: float) -> int:
+        """Calls at which some kind is held-or-recoverable below `share`."""
+        return sum(1 for c in self.calls if any((s := c.share(k)) is not None and s < share for k in KINDS))
+
+
+def scored_views(
+    name: str, strategy: str, window: int, raw: Sequence[Message], points: Sequence[int], views: Sequence[Any]
+) -> Evaluation:
+    """An anchor's views (neutral messages, one list per call) scored on its own raw session."""
+    probes = extract_probes(raw)
+    scorer = ViewScorer(raw, probes)
+    calls = tuple(scorer.score(n, p, view) for n, (p, view) in enumerate(zip(points, views, strict=True), 1))
+    return Evaluation(name, strategy, window, tuple(probes), calls)
+
+
+def run_historykit(sessions: Sessions, strategy: str, window: int, counter: TokenCounter) -> Row:
+    row = Row(strategy)
+    for name, session in sessions:
+        if strategy == FULL:
+            pipeline: Pipeline = Pipeline([], counter=counter)
+        else:
+            preset = "default" if strategy == RECALL else strategy.removeprefix("historykit ")
+            pipeline = historykit.default_pipeline(preset=preset)
+        row.runs.append(
+            evaluate(
+                session, pipeline, window=window, recall=strategy == RECALL, name=name, strategy=strategy
+            )
+        )
+    return row
+
+
+def run_langchain(sessions: Sessions, strategy: str, window: int, counter: TokenCounter) -> Row:
+    row = Row(strategy)
+    for name, session in sessions:
+        raw, points, calls = lc.replay(
+            session,
+            strategy=LANGCHAIN[strategy],
+            window=window,
+            mode="persistent",
+            counter=counter,
+            summary_tokens=0,
+        )
+        row.runs.append(scored_views(name, strategy, window, raw, points, [c.sent for c in calls]))
+    return row
+
+
+def run_harness(sessions: Sessions, strategy: str, window: int) -> Row:
+    row = Row(strategy)
+    calls = harness.replay(
+        sessions, strategy=HARNESS[strategy], window=window, mode="persistent", summary_tokens=0
+    )
+    for name, session in sessions:
+        raw = harness.from_json(harness.to_json(session))  # the session as Pydantic AI shapes it
+        points = call_points(raw)
+        row.runs.append(scored_views(name, strategy, window, raw, points, [c.sent for c in calls[name]]))
+    return row
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def print_table(window: int, rows: list[Row]) -> list[str]:
+    """Prints the window's table; returns it as Markdown rows for the docs."""
+    full = next((r.cost for r in rows if r.strategy == FULL), None)
+    print(
+        f"\n== window {window:,} tokens: held or recoverable, over every call after each probe appeared "
+        "(worst session in brackets)"
+    )
+    header = (
+        f"{'strategy':30} {'calls':>6} {'over':>5} {'cost':>12} {'vs full':>8} "
+        + "".join(f"{k:>22}" for k in KINDS)
+        + f" {'calls <95%':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    markdown = []
+    for row in rows:
+        ratio = f"{row.cost / full:.3f}" if full else "-"
+        cells = []
+        for kind in KINDS:
+            share, worst, _ = row.kind(kind)
+            cells.append(f"{_pct(share)} ({_pct(worst)})")
+        below = row.calls_below(0.95)
+        over = row.over(window)
+        print(
+            f"{row.strategy:30} {len(row.calls):>6} {over:>5} {row.cost:>12,.0f} {ratio:>8} "
+            + "".join(f"{c:>22}" for c in cells)
+            + f" {below:>10}"
+        )
+        markdown.append(
+            f"| {row.strategy} | {window:,} | {over} | {row.cost:,.0f} | {ratio} | "
+            + " | ".join(cells)
+            + f" | {below} |"
+        )
+    return markdown
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--windows", type=int, nargs="+", default=[32_000, 100_000])
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    parser.add_argument(
+        "--sessions", nargs="*", default=[], help="substrings of session names (default: all)"
+    )
+    parser.add_argument("--json", type=Path, help="also write every session's result to this file")
+    parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown rows")
+    args = parser.parse_args()
+    # The full context goes over the window on purpose: its usage warnings (one a call) are noise here.
+    logging.getLogger("historykit").setLevel(logging.ERROR)
+    began = time.perf_counter()
+    counter = TokenCounter()
+    sessions = load_sessions(args.sessions)
+    print(
+        f"{len(sessions)} sessions, {sum(len(call_points(s)) for _, s in sessions):,} model calls; "
+        f"tokenizer {counter.tokenizer_name}; prices: previous prefix 0.1, rest 1.25"
+    )
+    runners: dict[str, Callable[[str, int], Row]] = {}
+    for s in (FULL, *PRESETS, RECALL):
+        runners[s] = lambda s, w: run_historykit(sessions, s, w, counter)
+    for s in LANGCHAIN:
+        runners[s] = lambda s, w: run_langchain(sessions, s, w, counter)
+    for s in HARNESS:
+        runners[s] = lambda s, w: run_harness(sessions, s, w)
+    dump: list[dict[str, Any]] = []
+    markdown: list[str] = []
+    for window in args.windows:
+        rows = []
+        for strategy in args.strategies:
+            started = time.perf_counter()
+            rows.append(runners[strategy](strategy, window))
+            print(f"  {strategy}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+        markdown += print_table(window, rows)
+        for row in rows:
+            for run in row.runs:
+                data = run.to_dict()
+                dump.append(
+                    {"window": window, **{k: v for k, v in data.items() if k not in ("calls", "lost")}}
+                )
+        sys.stdout.flush()
+    if args.markdown:
+        print("\n| strategy | window | over | cost | vs full | " + " | ".join(KINDS) + " | calls <95% |")
+        print("|---|---:|---:|---:|---:|" + "---:|" * len(KINDS) + "---:|")
+        print("\n".join(markdown))
+    print(f"\n({time.perf_counter() - began:.0f} s)")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(dump, indent=1))
+
+
+if __name__ == "__main__":
+    main()

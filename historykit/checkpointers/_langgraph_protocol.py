@@ -643,7 +643,11 @@ class LangGraphProtocol(SaverMessages):
                             thread_forms = forms[thread_id]
                             if all(seq in thread_forms for seq in seqs):
                                 read = KnownList(
-                                    list(values), seqs, decoded.runs, [thread_forms[seq] for seq in seqs]
+                                    list(values),
+                                    seqs,
+                                    decoded.runs,
+                                    [thread_forms[seq] for seq in seqs],
+                                    len(values),
                                 )
                                 cache.remember_list(thread_id, (ns, channel), read)
                     channel_values[channel] = _DeltaSnapshot(values) if decoded.snapshot else values

@@ -68,30 +68,17 @@ def same(message: Any, form: Any) -> bool:
     return bool(message.__dict__ == form.__dict__) and _extra(message) == _extra(form)
 
 
-class _Remembered(NamedTuple):
-    known: KnownList
-    fields: list[Any]
-    """The forms' field dicts and extras, listed once: what the messages are compared with."""
-    extras: list[Any]
-    written: bool
-    """The list's objects are a writer's: known when written again, never handed to a read."""
-
-    @classmethod
-    def of(cls, known: KnownList, written: bool) -> _Remembered:
-        return cls(known, list(map(_fields, known.forms)), list(map(_extras, known.forms)), written)
-
-
-def _all_same(messages: Sequence[Any], remembered: _Remembered) -> int:
-    """How many leading `messages` (a prefix of the remembered list) equal their forms: all of
-    them in two C-level comparisons when nothing changed (the dicts share their strings with the
-    forms, compared by identity)."""
+def _all_same(messages: Sequence[Any], forms: Sequence[Any]) -> int:
+    """How many leading `messages` equal their `forms`: all of them in two C-level comparisons
+    when nothing changed (the dicts share their strings with the forms, compared by identity)."""
     count = len(messages)
-    fields, extras = remembered.fields, remembered.extras
-    if count < len(fields):
-        fields, extras = fields[:count], extras[:count]
-    if list(map(_fields, messages)) == fields and list(map(_extras, messages)) == extras:
+    if count < len(forms):
+        forms = forms[:count]
+    if list(map(_fields, messages)) == list(map(_fields, forms)) and list(map(_extras, messages)) == list(
+        map(_extras, forms)
+    ):
         return count
-    for i, (message, form) in enumerate(zip(messages, remembered.known.forms)):
+    for i, (message, form) in enumerate(zip(messages, forms)):
         if not same(message, form):
             return i
     return len(messages)
@@ -115,6 +102,10 @@ class KnownList(NamedTuple):
     seqs: list[int]
     runs: list[Run]
     forms: list[Any]
+    shared: int = 0
+    """How many leading `messages` are objects a read handed out (the reader's to keep and to
+    change, checked against their forms before they are handed out again); the others are a
+    writer's, never handed to a read."""
 
 
 _NOTHING_KNOWN = KnownList([], [], [], [])
@@ -144,7 +135,7 @@ class _ThreadMessages:
     def __init__(self) -> None:
         self.by_seq: dict[int, _Row] = {}
         self.by_obj: dict[int, Known] = {}
-        self.lists: dict[Hashable, _Remembered] = {}
+        self.lists: dict[Hashable, KnownList] = {}
         self.anchor: int | None = None
         """A number of the thread's log this cache learned: while the log holds it, the thread was
         not deleted since (numbers are never reused, see `MessageRow.seq`)."""
@@ -200,17 +191,16 @@ class MessageCache:
         in place, costs what the step adds, not a pass over the history."""
         with self._lock:
             entry = self._get(thread_id, create=False)
-            remembered = entry.lists.get(key) if entry is not None else None
-        if remembered is None or not remembered.known.messages:
+            known = entry.lists.get(key) if entry is not None else None
+        if known is None or not known.messages:
             return _NOTHING_KNOWN
-        known = remembered.known
         count = min(len(known.messages), len(messages))
         head = messages[:count]
         if not all(map(operator.is_, head, known.messages)):
             count = next(i for i, (a, b) in enumerate(zip(head, known.messages)) if a is not b)
             head = head[:count]
         if verify:
-            count = _all_same(head, remembered)
+            count = _all_same(head, known.forms)
         if count == len(known.messages):
             return known
         if count == 0:
@@ -220,33 +210,55 @@ class MessageCache:
             known.seqs[:count],
             _cut_runs(known.runs, count),
             known.forms[:count],
+            min(known.shared, count),
         )
 
     def read_list(self, thread_id: str, key: Hashable, runs: Sequence[Run]) -> list[Any] | None:
-        """The messages of the last list remembered under `key`, when it has these runs: objects
-        unchanged since, fresh copies of the others (`None`: not remembered)."""
+        """The messages of the last list remembered under `key`, when it has these runs (`None`:
+        not remembered, or a message of it is not known as its row holds it).
+
+        The objects an earlier read handed out are handed out again while they equal their forms
+        (compared in bulk); the others, edited since or a writer's (a running graph's step adds
+        its new messages as the node made them), are fresh copies of the stored form. Only those
+        are copied, and the list read is remembered as the reader's: the next step's read checks
+        the history and copies what that step added, instead of copying the history again."""
         with self._lock:
             entry = self._get(thread_id, create=False)
-            remembered = entry.lists.get(key) if entry is not None else None
-        if remembered is None or remembered.written or remembered.known.runs != runs:
-            return None
-        known = remembered.known
-        count = _all_same(known.messages, remembered)
-        if count == len(known.messages):
-            return list(known.messages)
-        return [
-            message if same(message, form) else copy.deepcopy(form)
-            for message, form in zip(known.messages, known.forms)
-        ]
+            known = entry.lists.get(key) if entry is not None else None
+            if known is None or known.runs != runs:
+                return None
+            shared = known.shared
+            count = _all_same(known.messages[:shared], known.forms)
+            if count == len(known.messages):
+                return list(known.messages)
+            out = known.messages[:count]
+            forms = known.forms[:count]
+            handed: list[tuple[int, _Row]] = []
+            for i in range(count, len(known.messages)):
+                message, seq = known.messages[i], known.seqs[i]
+                if i < shared and same(message, known.forms[i]):
+                    out.append(message)
+                    forms.append(known.forms[i])
+                    continue
+                row = entry.by_seq.get(seq)
+                if row is None:  # the row holds another form of it (`_Found.same`): read it
+                    return None
+                if row.handed is None or not same(row.handed, row.form):
+                    row = _Row(row.form, copy.deepcopy(row.form))
+                    handed.append((seq, row))
+                out.append(row.handed)
+                forms.append(row.form)
+            entry.by_seq.update(handed)
+            entry.lists[key] = KnownList(out, known.seqs, known.runs, forms, len(out))
+        return list(out)
 
-    def remember_list(
-        self, thread_id: str, key: Hashable, known: KnownList, *, written: bool = False
-    ) -> None:
-        remembered = _Remembered.of(known, written)
+    def remember_list(self, thread_id: str, key: Hashable, known: KnownList) -> None:
+        """Remember `known` as the last list stored or read under `key` (`KnownList.shared`: how
+        much of it a read handed out)."""
         with self._lock:
             entry = self._get(thread_id, create=True)
             if entry is not None:
-                entry.lists[key] = remembered
+                entry.lists[key] = known
 
     def lookup(self, thread_id: str, seqs: set[int]) -> tuple[dict[int, Any], dict[int, Any], set[int]]:
         """For the known ones of `seqs`: `seq -> message` to hand out (unchanged objects, or fresh

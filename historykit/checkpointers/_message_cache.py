@@ -13,10 +13,16 @@ The cache never disagrees with the database:
   ever sees. An object is only taken for a stored message while its fields equal that form (one
   C-level dict comparison, shared strings compare by identity): a message edited in place since
   it was stored or read is a new message to `put`, and a read hands out a fresh copy instead of
-  the edited object. (A running graph's step, `known_prefix(verify=False)`, takes the previous
-  step's objects by identity: LangGraph's reducers replace messages and never edit them.)
-  So an edit is written when it is `put`, older checkpoints keep what they
+  the edited object. So an edit is written when it is `put`, older checkpoints keep what they
   had, and a caller reusing an object in another thread changes nothing stored;
+- a running graph is the exception, by identity and without comparing: LangGraph's reducers
+  replace messages and never edit them. Its steps (`known_prefix(verify=False)`) take the
+  previous step's objects, and a run's first read (`read_list`) hands it the objects the last
+  run of the thread ended with, copying only what that run's nodes added (their objects stay
+  theirs). So a step costs what it adds, not a pass over the history. Those objects are the
+  runs' alone: every other read (`get_state`, `list`, `update_state`) gets objects of its own
+  (`lookup`), checked against their forms, so an edit of what it returned is stored only when
+  it is given back;
 - entries are per thread, and an object of one thread is never handed out for another;
 - the saver checks, in each write transaction, that the thread's log still holds a number this
   cache learned (`anchor`): a thread deleted (or deleted and created again) by another process
@@ -103,9 +109,8 @@ class KnownList(NamedTuple):
     runs: list[Run]
     forms: list[Any]
     shared: int = 0
-    """How many leading `messages` are objects a read handed out (the reader's to keep and to
-    change, checked against their forms before they are handed out again); the others are a
-    writer's, never handed to a read."""
+    """How many leading `messages` are objects a run's read handed out (`read_list`: the runs'
+    own, taken by identity); the others are a writer's, never handed to a read."""
 
 
 _NOTHING_KNOWN = KnownList([], [], [], [])
@@ -130,12 +135,16 @@ class _Row(NamedTuple):
 
 
 class _ThreadMessages:
-    __slots__ = ("anchor", "by_obj", "by_seq", "lists")
+    __slots__ = ("anchor", "by_obj", "by_seq", "lists", "read_lists")
 
     def __init__(self) -> None:
         self.by_seq: dict[int, _Row] = {}
         self.by_obj: dict[int, Known] = {}
         self.lists: dict[Hashable, KnownList] = {}
+        """The last list stored, or handed out by a run's read, per channel."""
+        self.read_lists: dict[Hashable, KnownList] = {}
+        """The last list another read handed out, per channel (the objects its caller may edit
+        and give back, through `update_state`)."""
         self.anchor: int | None = None
         """A number of the thread's log this cache learned: while the log holds it, the thread was
         not deleted since (numbers are never reused, see `MessageRow.seq`)."""
@@ -186,12 +195,19 @@ class MessageCache:
         """The part of the last list remembered under `key` that `messages` starts with, as the
         very objects, unchanged: those messages need no lookup at all.
 
-        Without `verify`, the objects are taken as unchanged without comparing them with their
-        forms: a running graph's step, whose messages LangGraph's reducers replace and never edit
-        in place, costs what the step adds, not a pass over the history."""
+        The objects a run's read handed out are taken by identity; so are the others without
+        `verify` (a running graph's step, whose messages LangGraph's reducers replace and never
+        edit in place): a step costs what it adds, not a pass over the history. With `verify`,
+        a writer's objects are compared with their forms (an edit made between two `put`s)."""
+        if not messages:
+            return _NOTHING_KNOWN
         with self._lock:
             entry = self._get(thread_id, create=False)
-            known = entry.lists.get(key) if entry is not None else None
+            if entry is None:
+                return _NOTHING_KNOWN
+            known = entry.lists.get(key)
+            if known is None or not known.messages or known.messages[0] is not messages[0]:
+                known = entry.read_lists.get(key)
         if known is None or not known.messages:
             return _NOTHING_KNOWN
         count = min(len(known.messages), len(messages))
@@ -199,8 +215,9 @@ class MessageCache:
         if not all(map(operator.is_, head, known.messages)):
             count = next(i for i, (a, b) in enumerate(zip(head, known.messages)) if a is not b)
             head = head[:count]
-        if verify:
-            count = _all_same(head, known.forms)
+        shared = min(known.shared, count)
+        if verify and count > shared:
+            count = shared + _all_same(head[shared:], known.forms[shared:])
         if count == len(known.messages):
             return known
         if count == 0:
@@ -214,51 +231,50 @@ class MessageCache:
         )
 
     def read_list(self, thread_id: str, key: Hashable, runs: Sequence[Run]) -> list[Any] | None:
-        """The messages of the last list remembered under `key`, when it has these runs (`None`:
-        not remembered, or a message of it is not known as its row holds it).
+        """A run's read: the messages of the last list remembered under `key`, when it has these
+        runs (`None`: not remembered, or a message of it not known as its row holds it).
 
-        The objects an earlier read handed out are handed out again while they equal their forms
-        (compared in bulk); the others, edited since or a writer's (a running graph's step adds
-        its new messages as the node made them), are fresh copies of the stored form. Only those
-        are copied, and the list read is remembered as the reader's: the next step's read checks
-        the history and copies what that step added, instead of copying the history again."""
+        The objects a run's read handed out before are handed out again as they are; the
+        writer's (what the last run's nodes added, as they made them) are fresh copies of their
+        forms, and the list read is remembered as the runs' own: the next run's read copies what
+        this one adds, instead of the history."""
         with self._lock:
             entry = self._get(thread_id, create=False)
             known = entry.lists.get(key) if entry is not None else None
             if known is None or known.runs != runs:
                 return None
             shared = known.shared
-            count = _all_same(known.messages[:shared], known.forms)
-            if count == len(known.messages):
+            if shared == len(known.messages):
                 return list(known.messages)
-            out = known.messages[:count]
-            forms = known.forms[:count]
-            handed: list[tuple[int, _Row]] = []
-            for i in range(count, len(known.messages)):
-                message, seq = known.messages[i], known.seqs[i]
-                if i < shared and same(message, known.forms[i]):
-                    out.append(message)
-                    forms.append(known.forms[i])
-                    continue
-                row = entry.by_seq.get(seq)
-                if row is None:  # the row holds another form of it (`_Found.same`): read it
-                    return None
-                if row.handed is None or not same(row.handed, row.form):
-                    row = _Row(row.form, copy.deepcopy(row.form))
-                    handed.append((seq, row))
-                out.append(row.handed)
-                forms.append(row.form)
-            entry.by_seq.update(handed)
+            rows = list(map(entry.by_seq.get, known.seqs[shared:]))
+            if None in rows:  # the row holds another form of it (`_Found.same`): read it
+                return None
+            fresh = [copy.deepcopy(row.form) for row in rows]
+            out = known.messages[:shared] + fresh
+            forms = known.forms[:shared] + [row.form for row in rows]
             entry.lists[key] = KnownList(out, known.seqs, known.runs, forms, len(out))
         return list(out)
 
-    def remember_list(self, thread_id: str, key: Hashable, known: KnownList) -> None:
-        """Remember `known` as the last list stored or read under `key` (`KnownList.shared`: how
-        much of it a read handed out)."""
+    def remember_list(self, thread_id: str, key: Hashable, known: KnownList, *, read: str = "") -> None:
+        """Remember `known` as the last list stored under `key` (`KnownList.shared`: how much of
+        it a run's read handed out); `read="run"`: as the list a run's read handed out whole
+        (those objects are the runs' from now on, never handed to another read); `read="other"`:
+        as the list another read handed out (its objects are compared with their forms when
+        they are stored again)."""
         with self._lock:
             entry = self._get(thread_id, create=True)
-            if entry is not None:
-                entry.lists[key] = known
+            if entry is None:
+                return
+            if read == "other":
+                entry.read_lists[key] = known
+                return
+            entry.lists[key] = known
+            if read == "run":
+                handed = set(map(id, known.messages))
+                for seq in known.seqs:
+                    row = entry.by_seq.get(seq)
+                    if row is not None and id(row.handed) in handed:
+                        entry.by_seq[seq] = _Row(row.form, None)
 
     def lookup(self, thread_id: str, seqs: set[int]) -> tuple[dict[int, Any], dict[int, Any], set[int]]:
         """For the known ones of `seqs`: `seq -> message` to hand out (unchanged objects, or fresh

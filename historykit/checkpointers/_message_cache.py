@@ -273,13 +273,14 @@ class MessageCache:
         with self._lock:
             entry = self._get(thread_id, create=False)
             known = entry.lists.get(key) if entry is not None else None
-            if known is None or known.runs != runs:
+            if entry is None or known is None or known.runs != runs:
                 return None
             shared = known.shared
             if shared == len(known.messages):
                 return list(known.messages)
-            rows = list(map(entry.by_seq.get, known.seqs[shared:]))
-            if None in rows:  # the row holds another form of it (`_Found.same`): read it
+            tail = known.seqs[shared:]
+            rows = [row for row in map(entry.by_seq.get, tail) if row is not None]
+            if len(rows) < len(tail):  # the row holds another form of it (`_Found.same`): read it
                 return None
             fresh = [private_copy(row.form) for row in rows]
             out = known.messages[:shared] + fresh

@@ -16,15 +16,19 @@ SYSTEM_PROMPT = SystemMessage("You are a careful assistant.")
 """Module-level, as applications write it: the same object enters every run."""
 
 
+def _one_node_graph(saver: SQLModelSaver, agent: Any) -> Any:
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    return builder.compile(checkpointer=saver)
+
+
 def _echo_graph(saver: SQLModelSaver) -> Any:
     def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
         last = state["messages"][-1]
         return {"messages": [AIMessage(f"echo: {last.content}")]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "agent")
-    return builder.compile(checkpointer=saver)
+    return _one_node_graph(saver, agent)
 
 
 def _contents(messages: list[Any]) -> list[str]:
@@ -85,10 +89,7 @@ def test_a_read_never_hands_out_the_writers_objects(database_url: str) -> None:
     def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
         return {"messages": [scripted]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "agent")
-    graph = builder.compile(checkpointer=SQLModelSaver(database_url))
+    graph = _one_node_graph(SQLModelSaver(database_url), agent)
     one = {"configurable": {"thread_id": "one"}}
     graph.invoke({"messages": [HumanMessage("hi", id="h1")]}, one)
     read = graph.get_state(one).values["messages"][1]
@@ -176,10 +177,7 @@ def test_an_edit_of_what_get_state_returned_never_reaches_a_run(database_url: st
         seen.append(_contents(state["messages"]))
         return {"messages": [AIMessage(f"echo: {state['messages'][-1].content}")]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "agent")
-    graph = builder.compile(checkpointer=SQLModelSaver(database_url))
+    graph = _one_node_graph(SQLModelSaver(database_url), agent)
     config = {"configurable": {"thread_id": "isolated"}}
     graph.invoke({"messages": [HumanMessage("one", id="h1")]}, config)
     graph.invoke({"messages": [HumanMessage("two", id="h2")]}, config)

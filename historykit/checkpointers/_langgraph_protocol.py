@@ -80,6 +80,11 @@ namespace) is the one it names, else `WriteConflictError` (`HistoryKitMiddleware
 sets it; other savers ignore it)."""
 
 
+_RUN_KEY = "__pregel_runtime"
+"""The `configurable` key LangGraph's Pregel loop adds to a run's config (`CONFIG_KEY_RUNTIME`):
+a `get_tuple` with it is a run's first read, not a caller's `get_state`."""
+
+
 class LangGraphProtocol(SaverMessages):
     """`BaseCheckpointSaver`'s methods, sync and async, each written once as a plan: `put`,
     `put_writes`, `get_tuple`, `list`, `get_delta_channel_history`, `delete_thread`."""
@@ -391,7 +396,11 @@ class LangGraphProtocol(SaverMessages):
             rows = yield Query(self._sql.latest_checkpoint, {"thread_id": thread_id, "ns": ns})
         if not rows:
             return None
-        (loaded,) = yield from self._load_plan(rows, remember=True)
+        # A running graph's read (its config carries the run's runtime) resumes from the objects
+        # the last run ended with; any other caller (`get_state`, `update_state`) may edit what it
+        # gets, and gets objects of its own.
+        run = _RUN_KEY in _configurable(config, "get_tuple")
+        (loaded,) = yield from self._load_plan(rows, remember="run" if run else "other")
         if thread_id not in self._db.counts_loaded:
             yield from self._restore_counts_plan(txn, thread_id)
         return loaded
@@ -547,12 +556,15 @@ class LangGraphProtocol(SaverMessages):
         return loaded, (last.checkpoint_id, last.thread_id, last.checkpoint_ns), len(fetched) == size
 
     def _load_plan(
-        self, rows: Sequence[Row[Any]], *, remember: bool = False
+        self, rows: Sequence[Row[Any]], *, remember: str = ""
     ) -> Plan[builtins.list[CheckpointTuple]]:
         """Rebuild checkpoint tuples from checkpoint rows: their blobs, writes and messages.
 
-        With `remember`, each message list read is remembered as its channel's last list, so the
-        `put` that follows a resume recognizes it without a lookup per message.
+        With `remember="run"` (a run's read), the channel's last list is handed out as the runs'
+        own (`MessageCache.read_list`), or the list read is remembered so; with `"other"` (another
+        `get_tuple`), the list read is remembered as the caller's. Either way the `put`s that
+        follow recognize it without a lookup per message. Every read but a run's gets objects of
+        its own, checked against the forms they were stored in (`MessageCache.lookup`).
         """
         codec = self._codec
         groups: dict[tuple[str, str], builtins.list[Row[Any]]] = defaultdict(list)
@@ -606,7 +618,11 @@ class LangGraphProtocol(SaverMessages):
                     f"blob {key[2]!r}@{key[3]} of thread {key[0]!r} (historykit_blob)", data
                 )
                 refs[key] = decoded
-                known = self._db.cache.read_list(key[0], (key[1], key[2]), decoded.runs)
+                known = (
+                    self._db.cache.read_list(key[0], (key[1], key[2]), decoded.runs)
+                    if remember == "run"
+                    else None
+                )
                 if known is not None:
                     known_lists[key] = known
                 else:
@@ -657,9 +673,13 @@ class LangGraphProtocol(SaverMessages):
                             thread_forms = forms[thread_id]
                             if all(seq in thread_forms for seq in seqs):
                                 read = KnownList(
-                                    list(values), seqs, decoded.runs, [thread_forms[seq] for seq in seqs]
+                                    list(values),
+                                    seqs,
+                                    decoded.runs,
+                                    [thread_forms[seq] for seq in seqs],
+                                    len(values) if remember == "run" else 0,
                                 )
-                                cache.remember_list(thread_id, (ns, channel), read)
+                                cache.remember_list(thread_id, (ns, channel), read, read=remember)
                     channel_values[channel] = _DeltaSnapshot(values) if decoded.snapshot else values
                 else:
                     blob_where = f"blob {channel!r}@{version} of thread {thread_id!r} (historykit_blob)"

@@ -13,10 +13,16 @@ The cache never disagrees with the database:
   ever sees. An object is only taken for a stored message while its fields equal that form (one
   C-level dict comparison, shared strings compare by identity): a message edited in place since
   it was stored or read is a new message to `put`, and a read hands out a fresh copy instead of
-  the edited object. (A running graph's step, `known_prefix(verify=False)`, takes the previous
-  step's objects by identity: LangGraph's reducers replace messages and never edit them.)
-  So an edit is written when it is `put`, older checkpoints keep what they
+  the edited object. So an edit is written when it is `put`, older checkpoints keep what they
   had, and a caller reusing an object in another thread changes nothing stored;
+- a running graph is the exception, by identity and without comparing: LangGraph's reducers
+  replace messages and never edit them. Its steps (`known_prefix(verify=False)`) take the
+  previous step's objects, and a run's first read (`read_list`) hands it the objects the last
+  run of the thread ended with, copying only what that run's nodes added (their objects stay
+  theirs). So a step costs what it adds, not a pass over the history. Those objects are the
+  runs' alone: every other read (`get_state`, `list`, `update_state`) gets objects of its own
+  (`lookup`), checked against their forms, so an edit of what it returned is stored only when
+  it is given back;
 - entries are per thread, and an object of one thread is never handed out for another;
 - the saver checks, in each write transaction, that the thread's log still holds a number this
   cache learned (`anchor`): a thread deleted (or deleted and created again) by another process
@@ -54,11 +60,43 @@ def _extra(message: Any) -> Any:
     return getattr(message, "__pydantic_extra__", None) or None
 
 
-def snapshot(message: Any) -> Any | None:
-    """A private deep copy of `message` as it is now (`None` when it cannot be copied: such a
-    message is never cached, so it is serialized at every `put`)."""
-    try:
+_ATOMS = frozenset({str, int, float, bool, bytes, type(None)})
+"""Immutable leaves: a copy shares them (as `copy.deepcopy` does)."""
+
+
+def _tree_copy(value: Any) -> Any:
+    """A copy of a JSON-like value: new dicts and lists, shared immutable leaves; anything else is
+    `copy.deepcopy`'d."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {key: _tree_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [_tree_copy(item) for item in value]
+    return copy.deepcopy(value)
+
+
+def private_copy(message: Any) -> Any:
+    """A copy of `message` that shares nothing mutable with it, as `copy.deepcopy` makes, at a
+    third of its cost for a pydantic model: the model's own shallow copy (its fields, extras and
+    set fields), then new containers for its JSON-like fields, without `deepcopy`'s memo and
+    dispatch for every string (a decoded message's strings are shared, never copied)."""
+    if getattr(message, "__pydantic_private__", None) or not hasattr(message, "__pydantic_fields_set__"):
         return copy.deepcopy(message)
+    copied = copy.copy(message)
+    for fields in (copied.__dict__, copied.__pydantic_extra__ or {}):
+        for key, value in fields.items():
+            if type(value) not in _ATOMS:
+                fields[key] = _tree_copy(value)
+    return copied
+
+
+def snapshot(message: Any) -> Any | None:
+    """A private copy of `message` as it is now (`private_copy`; `None` when it cannot be
+    copied: such a message is never cached, so it is serialized at every `put`)."""
+    try:
+        return private_copy(message)
     except Exception:  # an artifact that refuses to be copied: correctness over speed
         return None
 
@@ -68,30 +106,17 @@ def same(message: Any, form: Any) -> bool:
     return bool(message.__dict__ == form.__dict__) and _extra(message) == _extra(form)
 
 
-class _Remembered(NamedTuple):
-    known: KnownList
-    fields: list[Any]
-    """The forms' field dicts and extras, listed once: what the messages are compared with."""
-    extras: list[Any]
-    written: bool
-    """The list's objects are a writer's: known when written again, never handed to a read."""
-
-    @classmethod
-    def of(cls, known: KnownList, written: bool) -> _Remembered:
-        return cls(known, list(map(_fields, known.forms)), list(map(_extras, known.forms)), written)
-
-
-def _all_same(messages: Sequence[Any], remembered: _Remembered) -> int:
-    """How many leading `messages` (a prefix of the remembered list) equal their forms: all of
-    them in two C-level comparisons when nothing changed (the dicts share their strings with the
-    forms, compared by identity)."""
+def _all_same(messages: Sequence[Any], forms: Sequence[Any]) -> int:
+    """How many leading `messages` equal their `forms`: all of them in two C-level comparisons
+    when nothing changed (the dicts share their strings with the forms, compared by identity)."""
     count = len(messages)
-    fields, extras = remembered.fields, remembered.extras
-    if count < len(fields):
-        fields, extras = fields[:count], extras[:count]
-    if list(map(_fields, messages)) == fields and list(map(_extras, messages)) == extras:
+    if count < len(forms):
+        forms = forms[:count]
+    if list(map(_fields, messages)) == list(map(_fields, forms)) and list(map(_extras, messages)) == list(
+        map(_extras, forms)
+    ):
         return count
-    for i, (message, form) in enumerate(zip(messages, remembered.known.forms)):
+    for i, (message, form) in enumerate(zip(messages, forms)):
         if not same(message, form):
             return i
     return len(messages)
@@ -115,6 +140,9 @@ class KnownList(NamedTuple):
     seqs: list[int]
     runs: list[Run]
     forms: list[Any]
+    shared: int = 0
+    """How many leading `messages` are objects a run's read handed out (`read_list`: the runs'
+    own, taken by identity); the others are a writer's, never handed to a read."""
 
 
 _NOTHING_KNOWN = KnownList([], [], [], [])
@@ -139,12 +167,16 @@ class _Row(NamedTuple):
 
 
 class _ThreadMessages:
-    __slots__ = ("anchor", "by_obj", "by_seq", "lists")
+    __slots__ = ("anchor", "by_obj", "by_seq", "lists", "read_lists")
 
     def __init__(self) -> None:
         self.by_seq: dict[int, _Row] = {}
         self.by_obj: dict[int, Known] = {}
-        self.lists: dict[Hashable, _Remembered] = {}
+        self.lists: dict[Hashable, KnownList] = {}
+        """The last list stored, or handed out by a run's read, per channel."""
+        self.read_lists: dict[Hashable, KnownList] = {}
+        """The last list another read handed out, per channel (the objects its caller may edit
+        and give back, through `update_state`)."""
         self.anchor: int | None = None
         """A number of the thread's log this cache learned: while the log holds it, the thread was
         not deleted since (numbers are never reused, see `MessageRow.seq`)."""
@@ -195,22 +227,29 @@ class MessageCache:
         """The part of the last list remembered under `key` that `messages` starts with, as the
         very objects, unchanged: those messages need no lookup at all.
 
-        Without `verify`, the objects are taken as unchanged without comparing them with their
-        forms: a running graph's step, whose messages LangGraph's reducers replace and never edit
-        in place, costs what the step adds, not a pass over the history."""
+        The objects a run's read handed out are taken by identity; so are the others without
+        `verify` (a running graph's step, whose messages LangGraph's reducers replace and never
+        edit in place): a step costs what it adds, not a pass over the history. With `verify`,
+        a writer's objects are compared with their forms (an edit made between two `put`s)."""
+        if not messages:
+            return _NOTHING_KNOWN
         with self._lock:
             entry = self._get(thread_id, create=False)
-            remembered = entry.lists.get(key) if entry is not None else None
-        if remembered is None or not remembered.known.messages:
+            if entry is None:
+                return _NOTHING_KNOWN
+            known = entry.lists.get(key)
+            if known is None or not known.messages or known.messages[0] is not messages[0]:
+                known = entry.read_lists.get(key)
+        if known is None or not known.messages:
             return _NOTHING_KNOWN
-        known = remembered.known
         count = min(len(known.messages), len(messages))
         head = messages[:count]
         if not all(map(operator.is_, head, known.messages)):
             count = next(i for i, (a, b) in enumerate(zip(head, known.messages)) if a is not b)
             head = head[:count]
-        if verify:
-            count = _all_same(head, remembered)
+        shared = min(known.shared, count)
+        if verify and count > shared:
+            count = shared + _all_same(head[shared:], known.forms[shared:])
         if count == len(known.messages):
             return known
         if count == 0:
@@ -220,33 +259,55 @@ class MessageCache:
             known.seqs[:count],
             _cut_runs(known.runs, count),
             known.forms[:count],
+            min(known.shared, count),
         )
 
     def read_list(self, thread_id: str, key: Hashable, runs: Sequence[Run]) -> list[Any] | None:
-        """The messages of the last list remembered under `key`, when it has these runs: objects
-        unchanged since, fresh copies of the others (`None`: not remembered)."""
+        """A run's read: the messages of the last list remembered under `key`, when it has these
+        runs (`None`: not remembered, or a message of it not known as its row holds it).
+
+        The objects a run's read handed out before are handed out again as they are; the
+        writer's (what the last run's nodes added, as they made them) are fresh copies of their
+        forms, and the list read is remembered as the runs' own: the next run's read copies what
+        this one adds, instead of the history."""
         with self._lock:
             entry = self._get(thread_id, create=False)
-            remembered = entry.lists.get(key) if entry is not None else None
-        if remembered is None or remembered.written or remembered.known.runs != runs:
-            return None
-        known = remembered.known
-        count = _all_same(known.messages, remembered)
-        if count == len(known.messages):
-            return list(known.messages)
-        return [
-            message if same(message, form) else copy.deepcopy(form)
-            for message, form in zip(known.messages, known.forms)
-        ]
+            known = entry.lists.get(key) if entry is not None else None
+            if entry is None or known is None or known.runs != runs:
+                return None
+            shared = known.shared
+            if shared == len(known.messages):
+                return list(known.messages)
+            tail = known.seqs[shared:]
+            rows = [row for row in map(entry.by_seq.get, tail) if row is not None]
+            if len(rows) < len(tail):  # the row holds another form of it (`_Found.same`): read it
+                return None
+            fresh = [private_copy(row.form) for row in rows]
+            out = known.messages[:shared] + fresh
+            forms = known.forms[:shared] + [row.form for row in rows]
+            entry.lists[key] = KnownList(out, known.seqs, known.runs, forms, len(out))
+        return list(out)
 
-    def remember_list(
-        self, thread_id: str, key: Hashable, known: KnownList, *, written: bool = False
-    ) -> None:
-        remembered = _Remembered.of(known, written)
+    def remember_list(self, thread_id: str, key: Hashable, known: KnownList, *, read: str = "") -> None:
+        """Remember `known` as the last list stored under `key` (`KnownList.shared`: how much of
+        it a run's read handed out); `read="run"`: as the list a run's read handed out whole
+        (those objects are the runs' from now on, never handed to another read); `read="other"`:
+        as the list another read handed out (its objects are compared with their forms when
+        they are stored again)."""
         with self._lock:
             entry = self._get(thread_id, create=True)
-            if entry is not None:
-                entry.lists[key] = remembered
+            if entry is None:
+                return
+            if read == "other":
+                entry.read_lists[key] = known
+                return
+            entry.lists[key] = known
+            if read == "run":
+                handed = set(map(id, known.messages))
+                for seq in known.seqs:
+                    row = entry.by_seq.get(seq)
+                    if row is not None and id(row.handed) in handed:
+                        entry.by_seq[seq] = _Row(row.form, None)
 
     def lookup(self, thread_id: str, seqs: set[int]) -> tuple[dict[int, Any], dict[int, Any], set[int]]:
         """For the known ones of `seqs`: `seq -> message` to hand out (unchanged objects, or fresh
@@ -264,7 +325,7 @@ class MessageCache:
             if row.handed is not None and same(row.handed, row.form):
                 out[seq] = row.handed
             else:  # edited in place by whoever holds it: that is not what the row holds
-                fresh = copy.deepcopy(row.form)
+                fresh = private_copy(row.form)
                 out[seq] = fresh
                 refreshed.append((seq, _Row(row.form, fresh)))
         if refreshed:

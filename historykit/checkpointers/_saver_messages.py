@@ -79,13 +79,17 @@ class SaverMessages(SaverBase):
             out.append(runs)
             if None not in forms:  # a message that cannot be copied is never taken as known
                 known = KnownList(
-                    list(item.messages), item.known.seqs + resolved, runs, item.known.forms + forms
+                    list(item.messages),
+                    item.known.seqs + resolved,
+                    runs,
+                    item.known.forms + forms,
+                    item.known.shared,
                 )
                 remembered.append(((ns, item.channel), known))
 
         def remember() -> None:
             for key, known in remembered:
-                cache.remember_list(thread_id, key, known, written=True)
+                cache.remember_list(thread_id, key, known)
 
         txn.after_commit(remember)
         return out

@@ -27,8 +27,12 @@ side, with token counts), `_langgraph_protocol` (the checkpointer protocol) and
 `_saver_maintenance` (pruning, copying, garbage collection); this module adds `transcript()`.
 
 Caveats: messages are shared, not copied, between the checkpoints (and calls) that hold them, as
-LangGraph's channels share them: treat them as immutable. Pruning and deleting runs is meant for
-threads that are not running at the same time.
+LangGraph's channels share them: treat them as immutable. A run starts from the message objects
+the thread's last run ended with (its output), taken by identity without comparing them with what
+was stored, so a step costs what it adds: edit a copy, or what `get_state` returned (every read
+but a run's gets objects of its own, checked when they are given back), and give it back through
+`update_state` or a run's input. Pruning and deleting runs is meant for threads that are not
+running at the same time.
 
 Example:
     ```python

@@ -16,15 +16,19 @@ SYSTEM_PROMPT = SystemMessage("You are a careful assistant.")
 """Module-level, as applications write it: the same object enters every run."""
 
 
+def _one_node_graph(saver: SQLModelSaver, agent: Any) -> Any:
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    return builder.compile(checkpointer=saver)
+
+
 def _echo_graph(saver: SQLModelSaver) -> Any:
     def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
         last = state["messages"][-1]
         return {"messages": [AIMessage(f"echo: {last.content}")]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "agent")
-    return builder.compile(checkpointer=saver)
+    return _one_node_graph(saver, agent)
 
 
 def _contents(messages: list[Any]) -> list[str]:
@@ -85,10 +89,7 @@ def test_a_read_never_hands_out_the_writers_objects(database_url: str) -> None:
     def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
         return {"messages": [scripted]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "agent")
-    graph = builder.compile(checkpointer=SQLModelSaver(database_url))
+    graph = _one_node_graph(SQLModelSaver(database_url), agent)
     one = {"configurable": {"thread_id": "one"}}
     graph.invoke({"messages": [HumanMessage("hi", id="h1")]}, one)
     read = graph.get_state(one).values["messages"][1]
@@ -145,3 +146,77 @@ async def test_a_thread_deleted_by_another_worker_is_written_whole(database_url:
     assert _contents(_echo_graph(fresh).get_state(config).values["messages"]) == expected
     assert _contents(fresh.transcript("user-42").messages) == expected
     assert len(list(fresh.list(config))) == len(list(worker_a.list(config)))
+
+
+def test_a_run_resumes_from_the_objects_the_last_run_ended_with(database_url: str) -> None:
+    """A run's first read hands it the history the last run ended with, copying only what that
+    run's node added (the node's objects stay the node's): a step does not copy the history."""
+    graph = _echo_graph(SQLModelSaver(database_url))
+    config = {"configurable": {"thread_id": "runs"}}
+    one = graph.invoke({"messages": [HumanMessage("one", id="h1")]}, config)["messages"]
+    two = graph.invoke({"messages": [HumanMessage("two", id="h2")]}, config)["messages"]
+    three = graph.invoke({"messages": [HumanMessage("three", id="h3")]}, config)["messages"]
+    assert _contents(three) == [
+        "human:one",
+        "ai:echo: one",
+        "human:two",
+        "ai:echo: two",
+        "human:three",
+        "ai:echo: three",
+    ]
+    assert all(a is not b for a, b in zip(one, two, strict=False))  # run 1's were the node's and the caller's
+    assert all(a is b for a, b in zip(two[:2], three[:2], strict=True))
+    # Run 2's input and its node's answer were the caller's and the node's: copied, once.
+    assert all(a == b and a is not b for a, b in zip(two[2:], three[2:4], strict=True))
+
+
+def test_an_edit_of_what_get_state_returned_never_reaches_a_run(database_url: str) -> None:
+    seen: list[list[str]] = []
+
+    def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        seen.append(_contents(state["messages"]))
+        return {"messages": [AIMessage(f"echo: {state['messages'][-1].content}")]}
+
+    graph = _one_node_graph(SQLModelSaver(database_url), agent)
+    config = {"configurable": {"thread_id": "isolated"}}
+    graph.invoke({"messages": [HumanMessage("one", id="h1")]}, config)
+    graph.invoke({"messages": [HumanMessage("two", id="h2")]}, config)
+    read = graph.get_state(config).values["messages"]
+    read[0].content = "scribbled on"  # never given back
+    read[1].additional_kwargs["note"] = "scribbled on"
+    out = graph.invoke({"messages": [HumanMessage("three", id="h3")]}, config)["messages"]
+    assert seen[-1] == ["human:one", "ai:echo: one", "human:two", "ai:echo: two", "human:three"]
+    assert out[1].additional_kwargs == {}
+    assert all(a is not b for a, b in zip(read, out, strict=False))
+    assert _contents(graph.get_state(config).values["messages"])[:2] == ["human:one", "ai:echo: one"]
+
+
+def test_the_private_copy_shares_nothing_mutable() -> None:
+    """The copy the cache keeps of a stored message (and hands out) is `copy.deepcopy`'s, made
+    faster: equal, of the same type, and no dict or list of it is the original's."""
+    from historykit.checkpointers._message_cache import private_copy
+
+    original = AIMessage(
+        [{"type": "text", "text": "see"}, {"type": "image", "url": "u", "meta": {"w": [1, 2]}}],
+        id="a1",
+        tool_calls=[{"name": "deploy", "args": {"target": "prod", "tags": ["x"]}, "id": "c1"}],
+        additional_kwargs={"nested": {"list": [{"deep": True}]}},
+        response_metadata={"model": "m"},
+    )
+    copied = private_copy(original)
+    assert copied == original and type(copied) is AIMessage and copied is not original
+    assert copied.model_fields_set == original.model_fields_set
+
+    def containers(value: Any) -> list[Any]:
+        if isinstance(value, dict):
+            return [value, *(c for item in value.values() for c in containers(item))]
+        if isinstance(value, list):
+            return [value, *(c for item in value for c in containers(item))]
+        return []
+
+    mine = {id(c) for c in containers(original.__dict__)}
+    assert not mine & {id(c) for c in containers(copied.__dict__)}
+    copied.tool_calls[0]["args"]["tags"].append("y")
+    copied.additional_kwargs["nested"]["list"][0]["deep"] = False
+    assert original.tool_calls[0]["args"] == {"target": "prod", "tags": ["x"]}
+    assert original.additional_kwargs == {"nested": {"list": [{"deep": True}]}}

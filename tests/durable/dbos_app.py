@@ -12,10 +12,7 @@
 - WORKDIR gets `requests.jsonl` (every request the model was sent, appended as it arrives, by the
   process that sent it) and `summaries.txt` (one line per summarizer call).
 
-The summarizer writes another text every time it is called, as an LLM does: its text names how
-many times it had been called before, counted across processes in `summaries.txt`. A recovery that
-summarized again what the killed process had summarized would write another text than the one the
-in-flight request carried.
+The agent, its model and its summarizer are `reader.py`'s.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,88 +27,23 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSAgent, DBOSDurability
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from historykit import Pipeline
-from historykit.messages import Message
 from historykit.plugins.pydantic_ai import HistoryKit
-from historykit.processors import Repair, Summarize, Trigger
+from tests.durable.reader import pipeline, read_file, scripted_model
 
 WORKFLOW_ID = "historykit-durable-conversation"
-FILES_PER_TURN = 8
-"""Tool calls per turn: each turn makes this many model calls plus one for the answer."""
 
 role, database_url, wrapper, mode, workdir_name = sys.argv[1:6]
 kill_at = int(sys.argv[6]) if len(sys.argv) > 6 else 0
 workdir = Path(workdir_name)
-requests_path = workdir / "requests.jsonl"
-summaries_path = workdir / "summaries.txt"
 
-
-def summarize(messages: list[Message]) -> str:
-    """Another text on every call, across processes (a file counts the calls)."""
-    with summaries_path.open("a+") as log:
-        log.seek(0)
-        earlier = len(log.read().splitlines())
-        log.write(f"{os.getpid()} {len(messages)}\n")
-    return f"## Task\nread the files\n## Done\nsummary number {earlier + 1}, of {len(messages)} messages"
-
-
-def record(messages: list[ModelMessage]) -> int:
-    """Append the request to `requests.jsonl`; its number in this process's count of model calls."""
-    line = ModelMessagesTypeAdapter.dump_json(messages).decode()
-    with requests_path.open("a") as out:
-        out.write(line + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-    record.calls += 1  # type: ignore[attr-defined]
-    return record.calls  # type: ignore[attr-defined,no-any-return]
-
-
-record.calls = 0  # type: ignore[attr-defined]
-
-
-def model_function(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    call = record(messages)
-    if kill_at and call == kill_at:
-        os.kill(os.getpid(), signal.SIGKILL)  # inside the model call: the request is in flight
-    # What to do next, from the final request alone (a summary may have replaced everything else).
-    part = messages[-1].parts[-1]
-    if part.part_kind == "user-prompt":
-        turn, done = (1 if "first" in str(part.content) else 2), -1
-    else:
-        turn, done = (int(n) for n in str(part.tool_call_id).removeprefix("call-").split("-"))
-    if done + 1 < FILES_PER_TURN:
-        name = f"{turn}-{done + 1}"
-        return ModelResponse(parts=[ToolCallPart("read_file", {"name": name}, tool_call_id=f"call-{name}")])
-    return ModelResponse(parts=[TextPart(f"read {FILES_PER_TURN} files of batch {turn}")])
-
-
-def read_file(name: str) -> str:
-    """Read a file."""
-    return f"contents of {name}: " + " ".join(f"line{i}" for i in range(160))
-
-
-pipeline = Pipeline(
-    [
-        Summarize(
-            trigger=Trigger(max_tokens=1_500),
-            keep_last=2,
-            summarizer=summarize,
-            summary_tokens=60,
-            min_gain=200,
-        ),
-        Repair(),
-    ]
-)
 kit = HistoryKit(
-    pipeline,
+    pipeline(workdir),
     persist=mode == "persistent",
     context_window=100_000,
     on_report=(print if os.environ.get("SHOW") else None),
 )
-model = FunctionModel(model_function)
+model = scripted_model(workdir, kill_at=kill_at)
 if wrapper == "capability":
     agent: Agent[None, str] = Agent(
         model, name="reader", capabilities=[kit, DBOSDurability()], tools=[read_file]

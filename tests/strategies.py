@@ -10,11 +10,26 @@ tool results (the final request) or with a final assistant answer.
 
 from __future__ import annotations
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from historykit.messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
-__all__ = ["neutral_histories"]
+__all__ = ["examples", "neutral_histories"]
+
+_DEFAULT_MAX_EXAMPLES = 100
+"""Hypothesis's own default budget: a profile's `max_examples` over it scales every test's budget."""
+
+
+def examples(budget: int, *, at_least: int = 10) -> int:
+    """A property test's `max_examples`: `budget` in the default profile, scaled by the loaded
+    profile (`tests/conftest.py`: half in `ci`, ten times in `thorough`), never under `at_least`.
+
+    A test's own `max_examples` would win over any profile; through this, the profile still decides.
+    """
+    scaled = round(budget * settings.default.max_examples / _DEFAULT_MAX_EXAMPLES)
+    return max(scaled, min(at_least, budget))
+
 
 PATHS = ("src/app.py", "./src/app.py", "src/util/io.py", "README.md", "tests/test_app.py", "setup.cfg")
 WORDS = ("def", "return", "import", "class", "self", "value", "error", "test", "path", "None", "assert", "=")

@@ -155,6 +155,7 @@ class FileWrite:
 
 
 FileAccess = FileRead | FileWrite
+"""What a tool call did to a file: read it (`FileRead`) or changed files (`FileWrite`)."""
 
 FileKey = Callable[[ToolCallPart], FileRead | FileWrite | str | None]
 """A user's recogniser: a tool call -> a `FileRead`, a `FileWrite`, a path (a whole-file read) or

@@ -39,6 +39,7 @@ from historykit.plugins.langchain import (
 )
 from historykit.processors import ClearToolResults, PairwiseTruncate, Repair, Summarize
 from tests.plugins.langchain_histories import langchain_histories
+from tests.strategies import examples
 
 WINDOW = 8_000
 TURNS = 205
@@ -303,7 +304,7 @@ def _same(a: list[BaseMessage], b: list[BaseMessage]) -> bool:
     return [(m.id, type(m), m.content) for m in a] == [(m.id, type(m), m.content) for m in b]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     langchain_histories(min_turns=2, max_turns=5),
     st.integers(200, 3_000),

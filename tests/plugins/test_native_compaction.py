@@ -47,7 +47,7 @@ from historykit.plugins.native_compaction import (
 from historykit.processors import Summarize
 from historykit.processors.summarizers import ExtractiveSummarizer
 from tests.emulator import ProviderEmulator, RecordedRequest, Turn, extends, tool_loop
-from tests.strategies import neutral_histories
+from tests.strategies import examples, neutral_histories
 
 ANTHROPIC = "claude-opus-5-5"
 """Binds thinking (prefix checks) and has on-demand compaction."""
@@ -510,7 +510,7 @@ async def test_langchain_another_provider_reads_the_summary_text() -> None:
     _assert_other_provider_reads_the_text(emulator, "openai-chat")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=neutral_histories(max_turns=4, max_steps=3), data=st.data())
 def test_any_span_makes_a_compaction_request_the_provider_accepts(history: list[Message], data: Any) -> None:
     """What a summarizer is given (the task, perhaps an earlier summary, then any span, even one

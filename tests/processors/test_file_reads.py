@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from historykit.messages import Message, ToolCallPart, ToolResultPart
 from historykit.processors.file_reads import FileRead, FileWrite, file_accesses, files_touched
 from historykit.processors.summarizers import ExtractiveSummarizer, parse_sections
+from tests.strategies import examples
 
 
 def bash(command: str, call_id: str = "1") -> ToolCallPart:
@@ -47,7 +48,7 @@ _name = st.sampled_from(["a.py", "b.txt", "./c.md", "d/e.py", "../f.rs"])
 _reader = st.sampled_from(["cat", "nl -ba", "head -n 5", "tail -n 7", "sed -n '3,9p'"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     dirs=st.lists(st.lists(_segment, min_size=1, max_size=3).map("/".join), max_size=3),
     absolute=st.booleans(),
@@ -78,7 +79,7 @@ _shell_text = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_shell_text)
 # Found by this test: a strict read of `a.py$X` (a file the shell names) the looser reading refused.
 @example("cat a.py$X")
@@ -145,7 +146,7 @@ _OTHER_ARGS = st.dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(name=_TOOL_NAME, key=_PATH_KEY, other=_OTHER_ARGS)
 @example(name="read_file", key="filepath", other={})
 @example(name="Read", key="absolute_path", other={"offset": 5})

@@ -34,6 +34,7 @@ from historykit.processors.summarizers import (
 from historykit.processors.trigger import Trigger
 from historykit.processors.turns import is_summary_message, notice_count
 from historykit.validity import check_neutral
+from tests.strategies import examples
 
 from ..strategies import neutral_histories
 from .support import (
@@ -772,7 +773,7 @@ def test_corpus_sessions_summarized_call_by_call(corpus_session: list[Message]) 
 # --- random histories -----------------------------------------------------------------------------
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(100), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
     neutral_histories(max_turns=6, max_steps=5),
     st.integers(150, 3_000),

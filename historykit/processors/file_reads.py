@@ -384,6 +384,14 @@ _SHELL_READ_COMMANDS = frozenset({"cat", "nl", "head", "tail"})
 """Programs whose output is their file operand's lines (and `sed -n 'a,bp'`, judged apart)."""
 
 
+def _plain_operand(token: str) -> bool:
+    """A shell operand both readings take as one file's name: not an option, no glob (`*.py`: which
+    files, the shell decides), no command substitution, no quote or operator left in it (the
+    remains of shell we did not parse). A variable stays (`$TMPDIR/task.output`, as Claude Code
+    reads a background task's output): the same spelling names the same file in one session."""
+    return bool(token) and not token.startswith("-") and not any(c in token for c in "*?[`|;&<>(){}\"'")
+
+
 def _path_argument(args: dict[str, Any]) -> str | None:
     """The file a tool's arguments name (`file_path`, `path`, `filepath`, ...); None if none."""
     return next((v for k in _PATH_KEYS if isinstance(v := args.get(k), str) and v.strip()), None)
@@ -513,12 +521,8 @@ def _command_touches(
 
 
 def _looks_like_path(token: str) -> bool:
-    return (
-        0 < len(token) <= 200
-        and not token.startswith("-")
-        and not any(c in token for c in "*?$`|;&<>(){}\"'")
-        and ("." in token or "/" in token)
-    )
+    """An operand the looser reading names: a plain one (`_plain_operand`) spelled like a path."""
+    return _plain_operand(token) and ("." in token or "/" in token)
 
 
 # --- user recogniser -------------------------------------------------------------------------
@@ -1116,8 +1120,8 @@ def _read(parsed: list[tuple[str, _Pipeline]], cwd: str | None, root: str | None
             return None
         lines = kept
     path = _resolve(operand, here, known, root)
-    if path is None or any(c in operand for c in "*?[$`"):
-        return None  # a glob or an expansion (`cat a.py$X`): which file it is, the shell decides
+    if path is None or not _plain_operand(operand):
+        return None
     return FileRead(path, lines[0], lines[1])
 
 

@@ -94,10 +94,19 @@ def test_whatever_the_shell_a_strict_read_is_a_file_the_looser_reading_names(com
         assert (strict.path, "read") in loose
 
 
-def test_a_read_of_an_expanded_name_is_no_read_the_shell_decides_which_file() -> None:
-    for command in ("cat a.py$X", "tail -30 $TMPDIR/claude/tasks/b.output", "cat `ls a*`"):
+def test_a_variable_in_a_read_is_part_of_the_file_s_name_to_both_readings() -> None:
+    # Claude Code reads a background task's output as `$TMPDIR/...`: the same spelling is the same
+    # file in one session, so both readings keep it; a glob or a substitution is no file name.
+    for command, path in (
+        ("cat a.py$X", "a.py$X"),
+        ("tail -30 $TMPDIR/tasks/b.output", "$TMPDIR/tasks/b.output"),
+    ):
+        strict = file_accesses([bash(command)])[0]
+        assert isinstance(strict, FileRead) and strict.path == path
+        assert files_touched(bash(command)) == [(path, "read")]
+    for command in ("cat src/*.py", "cat `ls a*`.py", "cat 'a[1].py'"):
         assert file_accesses([bash(command)]) == [None], command
-    assert files_touched(bash("cat a.py$X")) == []
+        assert files_touched(bash(command)) == [], command
 
 
 _PATH_KEY = st.sampled_from(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,18 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if IN_CI els
 # pytest-xdist workers set COLUMNS=80, which the CLI's consoles obey (it wins over a pipe's width):
 # its tables would fold there and not in a plain run. Every run sees what a pipe sees.
 os.environ.pop("COLUMNS", None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """A skip must say why (`-rs` prints it): one without a reason is a failure, naming the test."""
+    report: pytest.TestReport = yield
+    if report.skipped and not hasattr(report, "wasxfail") and isinstance(report.longrepr, tuple):
+        reason = report.longrepr[2].removeprefix("Skipped:").strip()
+        if reason in ("", "Skipped", "unconditional skip"):
+            report.outcome = "failed"
+            report.longrepr = f"{item.nodeid} skipped without saying why: give pytest.skip() a reason"
+    return report
 
 
 def corpus_paths() -> list[Path]:

@@ -13,9 +13,8 @@ from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, T
 from historykit.processors import Repair
 from historykit.processors.repair import EMPTY_TEXT
 from historykit.validity import current_cycle_start, final_request_start
-from tests.strategies import examples
 
-from .strategies import neutral_histories
+from .strategies import examples, neutral_histories
 
 
 def call(cid: str, name: str = "Read") -> ToolCallPart:

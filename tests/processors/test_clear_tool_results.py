@@ -21,9 +21,8 @@ from historykit.processors.clear_tool_results import (
 from historykit.processors.trigger import Trigger
 from historykit.tokens import TokenCounter
 from historykit.validity import check_neutral
-from tests.strategies import examples
 
-from ..strategies import neutral_histories
+from ..strategies import examples, neutral_histories
 from .support import (
     COUNTER,
     assert_idempotent,

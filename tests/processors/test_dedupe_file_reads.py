@@ -26,10 +26,9 @@ from historykit.processors.file_reads import (
 from historykit.processors.trigger import Trigger
 from historykit.tokens import TokenCounter, heuristic_tokenizer
 from historykit.validity import check_neutral, final_request_start
-from tests.strategies import examples
 
 from ..conftest import CORPUS, corpus_paths
-from ..strategies import neutral_histories
+from ..strategies import examples, neutral_histories
 from .support import (
     COUNTER,
     assert_idempotent,

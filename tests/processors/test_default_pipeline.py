@@ -22,10 +22,9 @@ from historykit.processors.clear_tool_results import RESULT_PLACEHOLDER
 from historykit.processors.default_pipeline import default_pipeline
 from historykit.processors.summarize import SUMMARY_HEADER
 from historykit.validity import check_neutral, current_cycle_start, final_request_start
-from tests.strategies import examples
 
 from ..conftest import corpus_paths
-from ..strategies import neutral_histories
+from ..strategies import examples, neutral_histories
 from .support import (
     FAST,
     agent_session,

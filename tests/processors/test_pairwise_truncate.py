@@ -17,9 +17,8 @@ from historykit.processors.pairwise_truncate import PairwiseTruncate
 from historykit.processors.trigger import Trigger
 from historykit.processors.turns import notice_count, split_turns, truncation_notice
 from historykit.validity import check_neutral
-from tests.strategies import examples
 
-from ..strategies import neutral_histories
+from ..strategies import examples, neutral_histories
 from .support import (
     FAST,
     agent_session,

@@ -14,9 +14,8 @@ from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, T
 from historykit.processors.strip_thinking import StripThinking
 from historykit.processors.trigger import Trigger
 from historykit.validity import check_neutral, current_cycle_start, final_request_start
-from tests.strategies import examples
 
-from ..strategies import neutral_histories
+from ..strategies import examples, neutral_histories
 from .support import (
     COUNTER,
     assert_idempotent,

@@ -37,7 +37,7 @@ from historykit.plugins.langchain import (
     chat_model_context_window,
     state_update,
 )
-from historykit.processors import ClearToolResults, PairwiseTruncate, Repair, Summarize
+from historykit.processors import ClearToolResults, PairwiseTruncate, Repair, Summarize, Trigger
 from tests.plugins.langchain_histories import langchain_histories
 from tests.strategies import examples
 
@@ -317,7 +317,7 @@ def test_state_update_turns_the_state_into_the_processed_history(
     pipeline = Pipeline(
         [
             ClearToolResults(min_tokens=1, min_gain=0),
-            Summarize(max_tokens=window, min_gain=0),
+            Summarize(trigger=Trigger(max_tokens=window), min_gain=0),
             PairwiseTruncate(),
             Repair(),
         ]

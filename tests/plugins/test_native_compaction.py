@@ -44,7 +44,7 @@ from historykit.plugins.native_compaction import (
     anthropic_messages,
     responses_input,
 )
-from historykit.processors import Summarize
+from historykit.processors import Summarize, Trigger
 from historykit.processors.summarizers import ExtractiveSummarizer
 from tests.emulator import ProviderEmulator, RecordedRequest, Turn, extends, tool_loop
 from tests.strategies import examples, neutral_histories
@@ -68,7 +68,7 @@ def _emulator() -> ProviderEmulator:
 
 def _summarize(summarizer: Any, **overrides: Any) -> Summarize:
     settings: dict[str, Any] = {
-        "max_tokens": 3_000,
+        "trigger": Trigger(max_tokens=3_000),
         "keep_last": 2,
         "summary_tokens": 200,
         "min_gain": 200,
@@ -458,7 +458,7 @@ def test_a_transcript_summarized_natively_in_a_sync_pipeline(provider: str) -> N
         if provider == "anthropic"
         else OpenAICompactionSummarizer(emulator.openai_client(), OPENAI)
     )
-    summarize = Summarize(max_tokens=20_000, summarizer=[native, ExtractiveSummarizer()])
+    summarize = Summarize(trigger=Trigger(max_tokens=20_000), summarizer=[native, ExtractiveSummarizer()])
     result = Pipeline([summarize]).run(messages, context_window=200_000)
     [marker] = result.report.markers
     assert (marker.strategy, marker.model) == ("summarize", native.model_name)

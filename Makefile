@@ -44,12 +44,19 @@ docs: $(VENV)/.installed
 wheel-check: $(VENV)/.installed
 	$(VENV)/bin/python .ci/check_wheel.py
 
+# pytest-xdist: one worker per core (PYTEST_WORKERS=0 runs in one process). --dist loadfile keeps a
+# file on one worker: its module-scoped fixtures (the README blocks, the demo runs) run once, and
+# its tests in order. Each worker is a test session of its own: the PostgreSQL and MySQL databases
+# are created under unique names per session, the rest in tmp_path, so workers share nothing.
+PYTEST_WORKERS ?= auto
+PYTEST_XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+
 test-main: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q $(PYTEST_XDIST)
 
 test-pai1: $(VENV_PAI1)/.installed
 	$(VENV_PAI1)/bin/python -c "import pydantic_ai, importlib.metadata as m; v = m.version('pydantic-ai-slim'); assert v.startswith('1.'), v; print('pydantic-ai-slim', v)"
-	$(VENV_PAI1)/bin/python -m pytest -q -m pydantic_ai
+	$(VENV_PAI1)/bin/python -m pytest -q -m pydantic_ai $(PYTEST_XDIST)
 
 test: lint typecheck docs wheel-check test-main test-pai1
 

@@ -158,7 +158,7 @@ def import_public_names(*, strict: bool, with_extras: dict[str, list[str]]) -> i
     def attempt(what: str, load: Callable[[], object]) -> object | None:
         try:
             with warnings.catch_warnings():
-                # Old import paths warn that they moved; importing them is the point here.
+                # The frameworks' own deprecations (LangGraph's, ...) are not what is checked here.
                 warnings.simplefilter("ignore", DeprecationWarning)
                 return load()
         except ImportError as error:

@@ -59,6 +59,7 @@ Role = Literal["system", "user", "assistant", "tool"]
 """Who speaks. `tool` messages carry tool results; every other role may carry any part kind."""
 
 PartKind = Literal["text", "thinking", "tool_call", "tool_result", "media", "summary", "other"]
+"""The kind of a message part (`Message.parts_of(kind)`): one per `Part` class."""
 
 PIN_KEY = "historykit_pinned"
 """Metadata key that marks a native message as pinned; it survives JSON serialization."""

@@ -49,6 +49,8 @@ __all__ = ["UsageMonitor", "UsageWarning", "WarningKind"]
 logger = logging.getLogger("historykit")
 
 WarningKind = Literal["near-limit", "not-freed", "over-window"]
+"""Why a `UsageWarning` was given: `near-limit` (over the warn mark, nothing compacted),
+`not-freed` (compacted, and still over the warn mark), `over-window` (over the context window)."""
 
 
 @dataclass(frozen=True)

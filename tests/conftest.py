@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import settings
 
 from historykit.formats import read_chat_jsonl
 from historykit.messages import Message
@@ -15,9 +17,31 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("HISTORYKIT_CORPUS", REPO / "corpus"))
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
+# Hypothesis profiles. `default`, a developer's run: each property test's own budget, random
+# examples (a new failure is saved in .hypothesis/ and replayed first next time). `ci` (CI=true):
+# the same properties on a fixed set of examples (derandomize: a run fails or passes the same way
+# every time, and a failure prints the example and its blob to reproduce it), half the budget of
+# each test (`tests.strategies.examples`). `thorough`: ten times the budget, for a run before a
+# release or after changing a recogniser. HYPOTHESIS_PROFILE=<name> picks one explicitly.
+settings.register_profile("ci", max_examples=50, derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("thorough", max_examples=1_000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if IN_CI else "default"))
+
 # pytest-xdist workers set COLUMNS=80, which the CLI's consoles obey (it wins over a pipe's width):
 # its tables would fold there and not in a plain run. Every run sees what a pipe sees.
 os.environ.pop("COLUMNS", None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """A skip must say why (`-rs` prints it): one without a reason is a failure, naming the test."""
+    report: pytest.TestReport = yield
+    if report.skipped and not hasattr(report, "wasxfail") and isinstance(report.longrepr, tuple):
+        reason = report.longrepr[2].removeprefix("Skipped:").strip()
+        if reason in ("", "Skipped", "unconditional skip"):
+            report.outcome = "failed"
+            report.longrepr = f"{item.nodeid} skipped without saying why: give pytest.skip() a reason"
+    return report
 
 
 def corpus_paths() -> list[Path]:

@@ -10,11 +10,28 @@ tool results (the final request) or with a final assistant answer.
 
 from __future__ import annotations
 
+import random
+
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from historykit.messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
-__all__ = ["neutral_histories"]
+__all__ = ["examples", "neutral_histories"]
+
+_DEFAULT_MAX_EXAMPLES = 100
+"""Hypothesis's own default budget: a profile's `max_examples` over it scales every test's budget."""
+
+
+def examples(budget: int, *, at_least: int = 10) -> int:
+    """A property test's `max_examples`: `budget` in the default profile, scaled by the loaded
+    profile (`tests/conftest.py`: half in `ci`, ten times in `thorough`), never under `at_least`.
+
+    A test's own `max_examples` would win over any profile; through this, the profile still decides.
+    """
+    scaled = round(budget * settings.default.max_examples / _DEFAULT_MAX_EXAMPLES)
+    return max(scaled, min(at_least, budget))
+
 
 PATHS = ("src/app.py", "./src/app.py", "src/util/io.py", "README.md", "tests/test_app.py", "setup.cfg")
 WORDS = ("def", "return", "import", "class", "self", "value", "error", "test", "path", "None", "assert", "=")
@@ -26,10 +43,12 @@ CONSTRAINTS = (
 
 
 def _text(draw: st.DrawFn, max_lines: int = 40) -> str:
-    lines = draw(
-        st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=12), min_size=1, max_size=max_lines)
-    )
-    return "\n".join(" ".join(line) for line in lines)
+    """1 to `max_lines` lines of 1 to 12 of `WORDS`: the number of lines and each line's length
+    drawn (they shrink), the words picked by a drawn seed. Drawing each word (as this did) made
+    drawing a history most of a property test's time, for texts of the same sizes and words."""
+    lengths = draw(st.lists(st.integers(1, 12), min_size=1, max_size=max_lines))
+    pick = random.Random(draw(st.integers(0, 2**16))).choice
+    return "\n".join(" ".join(pick(WORDS) for _ in range(length)) for length in lengths)
 
 
 def _tool_call(draw: st.DrawFn, call_id: str) -> ToolCallPart:

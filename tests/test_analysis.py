@@ -18,12 +18,12 @@ from historykit.messages import Message
 from historykit.processors import Repair
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
 from tests.conftest import corpus_paths
-from tests.strategies import neutral_histories
+from tests.strategies import examples, neutral_histories
 
 SESSION = next(p for p in corpus_paths() if p.stem == "minisweagent__dschat-django-11910")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(neutral_histories())
 def test_an_identity_pipeline_changes_nothing_and_reuses_every_prefix(history: list[Message]) -> None:
     counter = TokenCounter()
@@ -193,7 +193,7 @@ def test_the_replay_counts_from_the_recorded_usage() -> None:
     assert replay.unseen_estimate is not None and replay.unseen_estimate > 25_000
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(neutral_histories(), st.integers(min_value=1, max_value=300_000))
 def test_each_call_is_counted_as_the_core_counts_it(history: list[Message], reported: int) -> None:
     from historykit.messages import ReportedUsage

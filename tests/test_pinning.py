@@ -24,7 +24,7 @@ from historykit.messages import (
 )
 from historykit.processors import ClearToolResults, PairwiseTruncate, Repair, StripThinking, Summarize
 from historykit.processors.trigger import Trigger
-from tests.strategies import neutral_histories
+from tests.strategies import examples, neutral_histories
 
 
 def squeeze() -> Pipeline:
@@ -73,7 +73,7 @@ def test_anything_else_is_a_type_error_naming_it(obj: Any) -> None:
         pin(obj)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(max_turns=4), st.data())
 def test_a_pinned_message_survives_every_processor(history: list[Message], data: st.DataObject) -> None:
     index = data.draw(st.sampled_from([i for i, m in enumerate(history) if m.role == "user"]))

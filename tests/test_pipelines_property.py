@@ -28,9 +28,9 @@ from historykit.processors import (
 from historykit.processors.trigger import Trigger
 from historykit.processors.turns import is_user_request
 from historykit.validity import current_cycle_start, final_request_start
-from tests.strategies import neutral_histories
+from tests.strategies import examples, neutral_histories
 
-EXAMPLES = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+EXAMPLES = settings(max_examples=examples(100), deadline=None, suppress_health_check=list(HealthCheck))
 
 fractions = st.floats(0.05, 0.9)
 low_waters = st.floats(0.2, 1.0)

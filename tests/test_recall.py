@@ -20,7 +20,7 @@ from historykit.processors.dedupe_file_reads import NOTICE_PREFIX
 from historykit.processors.file_reads import FileRead, file_accesses
 from historykit.recall import HANDLE_LENGTH, Recall, handle_in, originals, recall_handle
 from tests.processors.support import COUNTER, context, file_text, replay_both_modes, tokens
-from tests.strategies import neutral_histories
+from tests.strategies import examples, neutral_histories
 
 
 def recalling_processors(min_tokens: int, keep: int) -> Pipeline:
@@ -43,7 +43,7 @@ def results_by_call(history: list[Message]) -> dict[str, str]:
     return {p.tool_call_id: p.content for m in history for p in m.tool_results}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(max_turns=4, max_steps=4), st.integers(1, 60), st.integers(0, 2))
 def test_every_handle_maps_back_to_the_one_original_it_replaced(
     history: list[Message], min_tokens: int, keep: int
@@ -69,7 +69,7 @@ def test_every_handle_maps_back_to_the_one_original_it_replaced(
     assert len(set(handles.values())) == len(handles)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(max_turns=4, max_steps=4), st.integers(1, 60))
 def test_without_recall_no_handle_and_the_wording_is_as_before(
     history: list[Message], min_tokens: int

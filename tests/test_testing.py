@@ -9,8 +9,7 @@ LangChain `create_agent` graph. What is checked:
   `ReplayMismatchError`; a turn the recording does not have, or a transcript with nothing to
   replay, raises `InvalidArgumentError` / `ArgumentTypeError`;
 - importing `historykit.testing` imports neither framework;
-- `CountingSummarizer` records every call a pipeline makes;
-- the names `historykit.demo` exported before still work, with a `DeprecationWarning`.
+- `CountingSummarizer` records every call a pipeline makes.
 """
 
 from __future__ import annotations
@@ -253,18 +252,6 @@ def test_importing_it_imports_no_framework() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-
-
-@pytest.mark.parametrize(
-    "name", ["CLOSING_TEXT", "Call", "LangChainReplay", "PydanticAIReplay", "Recording", "sample_path"]
-)
-def test_the_old_demo_names_still_work_with_a_warning(name: str) -> None:
-    import historykit.demo
-    import historykit.testing
-
-    with pytest.warns(DeprecationWarning, match=f"from historykit.testing import {name}"):
-        moved = getattr(historykit.demo, name)
-    assert moved is getattr(historykit.testing, name)
 
 
 def test_the_demo_names_that_stay_do_not_warn() -> None:

@@ -14,7 +14,7 @@ from historykit.processors import Repair
 from historykit.processors.repair import EMPTY_TEXT
 from historykit.validity import current_cycle_start, final_request_start
 
-from .strategies import neutral_histories
+from .strategies import examples, neutral_histories
 
 
 def call(cid: str, name: str = "Read") -> ToolCallPart:
@@ -159,14 +159,14 @@ def _damage(history: list[Message], data: st.DataObject) -> list[Message]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories())
 def test_generated_histories_are_valid(history: list[Message]) -> None:
     assert check(history) == []
     assert Pipeline([Repair()]).run(history).messages == history
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(), st.data())
 def test_repair_makes_any_damaged_history_valid(history: list[Message], data: st.DataObject) -> None:
     damaged = _damage(history, data)

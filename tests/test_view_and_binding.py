@@ -31,10 +31,10 @@ from historykit.processors import ClearToolResults, Repair, StripThinking
 from historykit.processors.trigger import Trigger
 from historykit.validity import check_neutral
 from historykit.view import ViewReplay, request_points
-from tests.strategies import neutral_histories
+from tests.strategies import examples, neutral_histories
 from tests.test_pipelines_property import processors
 
-EXAMPLES = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+EXAMPLES = settings(max_examples=examples(100), deadline=None, suppress_health_check=list(HealthCheck))
 
 
 # -- which models bind ---------------------------------------------------------------------------

@@ -70,6 +70,7 @@ __all__ = [
 
 
 def utcnow() -> datetime:
+    """The current time, timezone-aware in UTC (what every stored timestamp is)."""
     return datetime.now(timezone.utc)
 
 

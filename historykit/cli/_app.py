@@ -21,6 +21,7 @@ from historykit.errors import (
 )
 
 EXIT_OK = 0
+"""Success: the command did what it was asked, and found nothing to report as a problem."""
 EXIT_FAILURE = 1
 """A runtime failure: a processor raised, the database could not be reached, a dependency is missing."""
 EXIT_USAGE = 2
@@ -63,6 +64,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+"""The `historykit` command (a Typer app): the console script, and `python -m historykit.cli`."""
 
 _state = {"debug": os.environ.get("HISTORYKIT_DEBUG", "") not in ("", "0")}
 
@@ -154,4 +156,5 @@ def _main(
 
 
 def main() -> None:  # pragma: no cover - the console script calls `app`
+    """Run the `historykit` command on `sys.argv`."""
     app()

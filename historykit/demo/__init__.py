@@ -30,10 +30,6 @@ The modules, one per concern: `_replay_run` (`ReplayRun`, what a run did), `_pyd
 `_langgraph` (the two runs), `_live` (the display while a run replays), `_render` (the printout
 after), `_command` (the options and `main`), `__main__` (`python -m`).
 
-The replay pieces this module exported before (`Recording`, `PydanticAIReplay`, `LangChainReplay`,
-`Call`, `CLOSING_TEXT`, `sample_path`) live in `historykit.testing`; importing them from here still
-works, with a `DeprecationWarning`, for one release.
-
 Example:
     ```python
     import historykit
@@ -46,9 +42,6 @@ Example:
 """
 
 from __future__ import annotations
-
-import warnings
-from typing import Any
 
 from historykit.demo._command import DEFAULT_DATABASE, main
 from historykit.demo._langgraph import run_langgraph
@@ -64,23 +57,3 @@ __all__ = [
     "run_langgraph",
     "run_pydantic_ai",
 ]
-
-_MOVED_TO_TESTING = frozenset(
-    {"CLOSING_TEXT", "Call", "LangChainReplay", "PydanticAIReplay", "Recording", "sample_path"}
-)
-"""Names `historykit.demo` exported before `historykit.testing` held them."""
-
-
-def __getattr__(name: str) -> Any:
-    """The names that moved to `historykit.testing`, with a `DeprecationWarning` (for one release)."""
-    if name in _MOVED_TO_TESTING:
-        import historykit.testing
-
-        warnings.warn(
-            f"historykit.demo.{name} moved to historykit.testing: "
-            f"use `from historykit.testing import {name}`",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(historykit.testing, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,7 +4,6 @@ Every processor can be passed where a framework expects a history processor, com
 `|`, and run with `.run(messages, context_window=...)`.
 """
 
-from historykit._exports import moved_attributes
 from historykit.processors.clear_tool_results import ClearToolResults
 from historykit.processors.dedupe_file_reads import DedupeFileReads
 from historykit.processors.default_pipeline import TRIGGER_PRESETS, TriggerPreset, default_pipeline
@@ -28,12 +27,3 @@ __all__ = [
     "TriggerPreset",
     "default_pipeline",
 ]
-
-# Moved to the framework packages; importable from here, with a DeprecationWarning, for one release.
-__getattr__ = moved_attributes(
-    __name__,
-    {
-        "PydanticAISummarizer": "historykit.plugins.pydantic_ai",
-        "LangChainSummarizer": "historykit.plugins.langchain",
-    },
-)

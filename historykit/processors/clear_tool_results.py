@@ -31,7 +31,7 @@ from historykit.identity_cache import CachePolicy, IdentityCache
 from historykit.messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
-from historykit.processors.file_reads import FileWrite, file_accesses
+from historykit.processors.file_reads import _PATH_KEYS, FileWrite, file_accesses
 from historykit.processors.trigger import Trigger
 from historykit.recall import check_recall_tool, placeholder_handle, recall_call
 from historykit.tokens import TokenCounter
@@ -59,11 +59,7 @@ _INPUT_HEAD = "[cleared from the history: "
 _INPUT_TAIL = " tokens; the call was made with the full value]"
 
 KEY_ARGUMENTS = (
-    "file_path",
-    "path",
-    "notebook_path",
-    "filename",
-    "file",
+    *_PATH_KEYS,  # the files a call names, as `file_reads` knows them
     "url",
     "pattern",
     "query",

@@ -4,9 +4,10 @@
 `FileRead` (which file, which lines), a `FileWrite` (which files it changed) or `None` (anything
 else, or a call whose shape is not certain). Recognised out of the box:
 
-- a tool whose arguments are a path (`path`, `file_path`, ...) and optionally a line range
-  (`offset`/`limit` as Claude Code `Read` has them, `view_range`, `start_line`/`end_line`), and
-  whose name does not say it searches or writes;
+- a tool whose arguments are a path (`path`, `file_path`, `filepath`, ...) and optionally a line
+  range (`offset`/`limit` as Claude Code `Read` has them, `view_range`, `start_line`/`end_line`),
+  and whose name says it reads (`Read`, `read_file`, `view_file`, `cat`, ...) and does not say
+  it searches; a name or arguments that say it writes make it a write;
 - editor tools with `command="view"` (`str_replace_editor`, the Anthropic text editor), and their
   `create`/`str_replace`/`insert`/`undo_edit` commands as writes;
 - shell commands (`bash`, `shell`, `execute_bash`, Codex's `["bash", "-lc", ...]`): `cat`, `nl`,
@@ -26,7 +27,9 @@ made relative to `root` when one is given, so that absolute and relative spellin
 `files_touched(call)` is the looser reading a summary's "files touched" list wants: every file a
 call names as read, written or edited (`cat a b`, `grep x a.py | head` name `a.py` as read), with
 its paths resolved as `file_accesses` resolves them, so `cd src && sed -n 1,20p a.py` is
-`src/a.py` to both (a shell `cd` changes the directory the next command runs in).
+`src/a.py` to both (a shell `cd` changes the directory the next command runs in). Both readings
+take which tools and arguments name a file from one vocabulary (this module's), so every read
+`file_accesses` sees, `files_touched` names as read.
 
 What a result says about its read: `read_failed` (an error, not the file), `read_is_partial` (the
 agent's harness cut it: `[... omitted N of M lines ...]`), and `shown_extent` (an editor window
@@ -152,6 +155,7 @@ class FileWrite:
 
 
 FileAccess = FileRead | FileWrite
+"""What a tool call did to a file: read it (`FileRead`) or changed files (`FileWrite`)."""
 
 FileKey = Callable[[ToolCallPart], FileRead | FileWrite | str | None]
 """A user's recogniser: a tool call -> a `FileRead`, a `FileWrite`, a path (a whole-file read) or
@@ -321,24 +325,102 @@ _TRUNCATION = re.compile(
 )
 
 
-# --- files a call names (the looser reading, for summaries) ----------------------------------
-
 Touch = Literal["read", "written", "edited"]
 """What a call did to a file it names, as a summary lists it."""
 
-_TOUCH_READ_TOOLS = frozenset({"read", "read_file", "view", "open", "open_file", "cat", "view_file"})
-_TOUCH_WRITE_TOOLS = frozenset({"write", "write_file", "create", "create_file"})
-_TOUCH_EDIT_TOOLS = frozenset(
-    {"edit", "multiedit", "edit_file", "str_replace", "replace", "insert", "apply_patch", "patch"}
+
+# --- the vocabulary: which tools and arguments name a file --------------------------------
+# Both readings (`file_accesses`, strict, and `files_touched`, looser) judge a call by these, so
+# a file read is one thing to dedupe, to summaries and to their "Open errors".
+
+_PATH_KEYS = (
+    "file_path",
+    "path",
+    "filepath",
+    "filename",
+    "file",
+    "target_file",
+    "absolute_path",
+    "notebook_path",
 )
-_TOUCH_EDITOR_COMMANDS: dict[str, Touch] = {
-    "view": "read",
-    "create": "written",
-    "str_replace": "edited",
-    "insert": "edited",
-}
-_TOUCH_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "target_file", "file")
-_SHELL_READERS = frozenset({"cat", "head", "tail", "nl", "less", "more", "open"})
+"""The arguments that name the file a tool works on, the first given one winning."""
+_RANGE_KEYS = frozenset({"offset", "limit", "view_range", "start_line", "end_line", "line_number"})
+_NEUTRAL_KEYS = frozenset({"description", "encoding"})
+_CWD_KEYS = ("workdir", "cwd", "working_directory")
+_WRITE_KEYS = frozenset(
+    {
+        "content",
+        "contents",
+        "file_text",
+        "new_string",
+        "old_string",
+        "new_str",
+        "old_str",
+        "edits",
+        "text",
+        "insert_line",
+        "new_content",
+        "new_source",
+        "patch",
+        "diff",
+        "replace",
+        "search",
+    }
+)
+_WRITE_NAME = re.compile(
+    r"write|edit|creat|insert|replac|delet|remov|append|patch|move|renam|mkdir|save|upload|update|apply|undo",
+    re.IGNORECASE,
+)
+_NEW_FILE_NAME = re.compile(r"write|creat|save", re.IGNORECASE)
+"""Of the writing names, those that write a whole file (a summary lists it "written", not "edited")."""
+_SEARCH_NAME = re.compile(r"grep|glob|search|find|list|tree|(?:^|_)ls(?:$|_)|dir", re.IGNORECASE)
+_READ_NAME = re.compile(r"read|view|open|(?:^|_)(?:cat|show)(?:$|_)|(?:get|load|fetch)_?file", re.IGNORECASE)
+"""A name that says the tool shows a file (`Read`, `read_file`, `view_file`, `open`, `cat`): a tool
+that names a file but not what it does with it (`run_tests(path=...)`) is not a read."""
+_EDITOR_WRITES = frozenset(
+    {"create", "str_replace", "insert", "undo_edit", "write", "edit", "append", "delete"}
+)
+_SHELL_READ_COMMANDS = frozenset({"cat", "nl", "head", "tail"})
+"""Programs whose output is their file operand's lines (and `sed -n 'a,bp'`, judged apart)."""
+
+
+def _plain_operand(token: str) -> bool:
+    """A shell operand both readings take as one file's name: not an option, no glob (`*.py`: which
+    files, the shell decides), no command substitution, no quote or operator left in it (the
+    remains of shell we did not parse). A variable stays (`$TMPDIR/task.output`, as Claude Code
+    reads a background task's output): the same spelling names the same file in one session."""
+    return bool(token) and not token.startswith("-") and not any(c in token for c in "*?[`|;&<>(){}\"'")
+
+
+def _path_argument(args: dict[str, Any]) -> str | None:
+    """The file a tool's arguments name (`file_path`, `path`, `filepath`, ...); None if none."""
+    return next((v for k in _PATH_KEYS if isinstance(v := args.get(k), str) and v.strip()), None)
+
+
+def _path_tool_touch(name: str, args: dict[str, Any]) -> Touch | None:
+    """What a tool whose arguments name a file does to it, by its name and arguments: an editor's
+    `command` (`view` reads, `create` writes, ...), else a name or arguments that write, else a
+    name that reads and does not search; None when neither says (`run_tests(path=...)`)."""
+    command = args.get("command")
+    if isinstance(command, str):
+        if command == "view":
+            return "read"
+        if command in ("create", "write"):
+            return "written"
+        return "edited" if command in _EDITOR_WRITES else None
+    keys = set(args) - set(_PATH_KEYS) - set(_CWD_KEYS)
+    if _WRITE_NAME.search(name) or keys & _WRITE_KEYS:
+        return "written" if _NEW_FILE_NAME.search(name) else "edited"
+    if _SEARCH_NAME.search(name) or not _READ_NAME.search(name):
+        return None
+    return "read"
+
+
+# --- files a call names (the looser reading, for summaries) ----------------------------------
+
+_SHELL_READERS = _SHELL_READ_COMMANDS | {"less", "more", "open"}
+"""The programs whose file operands the looser reading names as read: the strict reading's (`sed`
+is judged apart), and pagers and SWE-agent's `open`, whose output is the file too."""
 _SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "execute_bash"})
 _OPEN_FILE = re.compile(r"open_file\(\s*['\"]([^'\"]+)['\"]")
 _LOOSE_REDIRECT = re.compile(r"(?<![<>&\d])>{1,2}\s*([\w./~-][^\s;&|<>]*)")
@@ -373,24 +455,15 @@ def files_touched(call: ToolCallPart, *, root: str | None = None) -> list[tuple[
         assert files_touched(call) == [("src/a.py", "read")]
         ```
     """
-    name = call.name.lower()
     args = call.arguments_dict()
     cwd = next((v for k in _CWD_KEYS if isinstance(v := args.get(k), str) and v), None)
     found: list[tuple[str, Touch]] = []
-    path = next((args[k] for k in _TOUCH_PATH_KEYS if isinstance(args.get(k), str) and args[k]), None)
-    if path is not None:
-        command = args.get("command")
-        action: Touch | None = None
-        if isinstance(command, str) and command in _TOUCH_EDITOR_COMMANDS:
-            action = _TOUCH_EDITOR_COMMANDS[command]
-        elif name in _TOUCH_WRITE_TOOLS or "write" in name or "create" in name:
-            action = "written"
-        elif name in _TOUCH_EDIT_TOOLS or "edit" in name or "replace" in name:
-            action = "edited"
-        elif name in _TOUCH_READ_TOOLS or "read" in name or "view" in name or "open" in name:
-            action = "read"
-        if action is not None:
-            found.append((normalize_path(path, cwd, root) or path, action))
+    path = _path_argument(args)
+    # Looser than `file_accesses`: a tool whose name says it reads names its file as read whatever
+    # else its arguments ask (`read_file(path, pattern=...)`).
+    touch = None if path is None else _path_tool_touch(call.name, args)
+    if path is not None and touch is not None:
+        found.append((normalize_path(path, cwd, root) or path, touch))
     script = shell_text(call)
     if script:
         found.extend(_shell_touches(script, cwd, root))
@@ -448,12 +521,8 @@ def _command_touches(
 
 
 def _looks_like_path(token: str) -> bool:
-    return (
-        0 < len(token) <= 200
-        and not token.startswith("-")
-        and not any(c in token for c in "*?$`|;&<>(){}\"'")
-        and ("." in token or "/" in token)
-    )
+    """An operand the looser reading names: a plain one (`_plain_operand`) spelled like a path."""
+    return _plain_operand(token) and ("." in token or "/" in token)
 
 
 # --- user recogniser -------------------------------------------------------------------------
@@ -498,47 +567,6 @@ class _Verdict:
 _NOTHING = _Verdict(None)
 
 
-_PATH_KEYS = (
-    "file_path",
-    "path",
-    "filepath",
-    "filename",
-    "file",
-    "target_file",
-    "absolute_path",
-    "notebook_path",
-)
-_RANGE_KEYS = frozenset({"offset", "limit", "view_range", "start_line", "end_line", "line_number"})
-_NEUTRAL_KEYS = frozenset({"description", "encoding"})
-_CWD_KEYS = ("workdir", "cwd", "working_directory")
-_WRITE_KEYS = frozenset(
-    {
-        "content",
-        "contents",
-        "file_text",
-        "new_string",
-        "old_string",
-        "new_str",
-        "old_str",
-        "edits",
-        "text",
-        "insert_line",
-        "new_content",
-        "new_source",
-        "patch",
-        "diff",
-        "replace",
-        "search",
-    }
-)
-_WRITE_NAME = re.compile(
-    r"write|edit|creat|insert|replac|delet|remov|append|patch|move|renam|mkdir|save|upload|update|apply|undo",
-    re.IGNORECASE,
-)
-_SEARCH_NAME = re.compile(r"grep|glob|search|find|list|tree|(?:^|_)ls(?:$|_)|dir", re.IGNORECASE)
-_EDITOR_WRITES = frozenset(
-    {"create", "str_replace", "insert", "undo_edit", "write", "edit", "append", "delete"}
-)
 _SWE_AGENT_EDITS = frozenset({"edit", "insert", "append"})
 
 
@@ -571,7 +599,7 @@ def _builtin(call: ToolCallPart, root: str | None) -> _Verdict:
         return _Verdict(cleared)
     name = call.name
     lowered = name.lower()
-    path_value = next((v for k in _PATH_KEYS if isinstance(v := args.get(k), str)), None)
+    path_value = _path_argument(args)
     if lowered in ("open", "create") or (lowered in _SWE_AGENT_EDITS and path_value is None):
         return _swe_agent(lowered, args, path_value, root)
     return _Verdict(_tool_access(call, args, path_value, root))
@@ -586,30 +614,24 @@ def _tool_access(
     if isinstance(code, str) and path_value is None:
         return _ipython(code, root)
     command = args.get("command")
-    if isinstance(command, str) and path_value is not None:
-        # An editor tool: `view` reads, its other commands write.
-        path = normalize_path(path_value, cwd, root)
-        if path is None:
-            return None
-        if command == "view":
-            lines = _arg_range(args)
-            return None if lines is None else FileRead(path, *lines)
-        return FileWrite((path,)) if command in _EDITOR_WRITES else None
-    script = _shell_script(command if command is not None else args.get("cmd"))
+    editor = isinstance(command, str) and path_value is not None  # `str_replace_editor`, ...
+    script = None if editor else _shell_script(command if command is not None else args.get("cmd"))
     if script is not None:
         return _shell(script, cwd, root)
     if path_value is None:
         return None
     path = normalize_path(path_value, cwd, root)
-    if path is None:
+    touch = _path_tool_touch(name, args)
+    if path is None or touch is None:
         return None
-    keys = set(args) - set(_PATH_KEYS) - set(_CWD_KEYS)
-    if _WRITE_NAME.search(name) or keys & _WRITE_KEYS:
+    if touch != "read":
         return FileWrite((path,))
-    if _SEARCH_NAME.search(name) or not keys <= _RANGE_KEYS | _NEUTRAL_KEYS:
-        return None
-    if "line_number" in args:
-        return None  # a window around a line, of a tool we do not know: its extent is a guess
+    if not editor:
+        keys = set(args) - set(_PATH_KEYS) - set(_CWD_KEYS)
+        if not keys <= _RANGE_KEYS | _NEUTRAL_KEYS:
+            return None  # more than a range (a pattern, ...): its output is not the file's lines
+        if "line_number" in args:
+            return None  # a window around a line, of a tool we do not know: its extent is a guess
     lines = _arg_range(args)
     return None if lines is None else FileRead(path, *lines)
 
@@ -1098,7 +1120,7 @@ def _read(parsed: list[tuple[str, _Pipeline]], cwd: str | None, root: str | None
             return None
         lines = kept
     path = _resolve(operand, here, known, root)
-    if path is None or any(c in operand for c in "*?["):
+    if path is None or not _plain_operand(operand):
         return None
     return FileRead(path, lines[0], lines[1])
 
@@ -1109,7 +1131,7 @@ def _read_command(simple: _Simple) -> tuple[str, _Lines] | None:
     if not words:
         return None
     name = posixpath.basename(words[0])
-    if name not in ("cat", "nl", "head", "tail", "sed"):
+    if name not in _SHELL_READ_COMMANDS and name != "sed":
         return None
     parsed = _filter_args(name, words[1:])
     if parsed is None:

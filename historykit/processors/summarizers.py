@@ -65,7 +65,6 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from historykit._exports import moved_attributes
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.frameworks import frameworks
 from historykit.messages import (
@@ -102,15 +101,6 @@ __all__ = [
     "user_messages",
     "user_words",
 ]
-
-# Moved to the framework packages; importable from here, with a DeprecationWarning, for one release.
-__getattr__ = moved_attributes(
-    __name__,
-    {
-        "PydanticAISummarizer": "historykit.plugins.pydantic_ai",
-        "LangChainSummarizer": "historykit.plugins.langchain",
-    },
-)
 
 Summarizer = Callable[[Sequence[Message]], str | Awaitable[str]]
 """Neutral messages in, summary text out; sync or async."""

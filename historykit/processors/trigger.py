@@ -34,7 +34,7 @@ from dataclasses import InitVar, dataclass, field, fields, replace
 
 from historykit._validate import check_fraction, check_instance, check_int
 from historykit.context_window import MAX_CONTEXT_WINDOW
-from historykit.errors import InvalidArgumentError
+from historykit.errors import HistoryKitDeprecationWarning, InvalidArgumentError
 from historykit.pipeline import ProcessContext
 
 __all__ = ["DEFAULT_TRIGGER", "Trigger", "counted_mark"]
@@ -238,6 +238,6 @@ class TriggerField:
         warnings.warn(
             f"{owner}'s flat trigger keywords ({listed}) are deprecated and go in the next release: "
             f"use {owner}(trigger=Trigger({spelled}))",
-            DeprecationWarning,
+            HistoryKitDeprecationWarning,
             stacklevel=3 + overridden,  # the caller of __init__
         )

@@ -48,6 +48,8 @@ __all__ = [
 ]
 
 UnitKind = Literal["system", "request", "exchange", "compaction"]
+"""What a unit of the history is: the system prompt, a user request, an exchange (an assistant
+message with the tool results that answer it), or a compaction (a summary or a truncation notice)."""
 
 _NOTICE = (
     "[historykit] {count} earlier {messages} of this conversation {were} removed to fit the context "
@@ -79,6 +81,7 @@ def notice_count(message: Message) -> int | None:
 
 
 def is_truncation_notice(message: Message) -> bool:
+    """A message that is historykit's notice of the messages a truncation removed."""
     return notice_count(message) is not None
 
 
@@ -88,6 +91,7 @@ def is_summary_message(message: Message) -> bool:
 
 
 def is_compaction_message(message: Message) -> bool:
+    """A message that stands for compacted history: a summary, or a truncation's notice."""
     return is_summary_message(message) or is_truncation_notice(message)
 
 

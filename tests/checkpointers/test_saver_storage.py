@@ -35,6 +35,7 @@ from historykit.checkpointers import CorruptRowError, SQLModelSaver
 from historykit.checkpointers._refs import decode_refs
 from historykit.checkpointers.database import create_engine
 from historykit.messages import COMPACTION_KEY, CompactionMarker
+from tests.strategies import examples
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: direct puts of a growing conversation
@@ -270,7 +271,7 @@ def property_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('property') / 'edits.db'}"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edits=st.lists(edit, min_size=1, max_size=14))
 def test_any_sequence_of_history_edits_reads_back_exactly(
     property_db: str, edits: list[tuple[Any, ...]]

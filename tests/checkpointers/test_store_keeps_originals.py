@@ -35,6 +35,7 @@ from historykit.checkpointers import SQLModelConversationStore
 from historykit.messages import Message
 from historykit.plugins.pydantic_ai import HistoryKit
 from historykit.testing import PydanticAIReplay, Recording
+from tests.strategies import examples
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 WINDOW = 10_000
@@ -212,7 +213,7 @@ class _Part:
     pass
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.data())
 def test_a_chain_of_compactions_expands_to_every_original_in_order(data: st.DataObject) -> None:
     """Calls that keep some messages, write copies or summaries in place of runs of others and drop

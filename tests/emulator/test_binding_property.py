@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from tests.emulator import NON_BINDING_ANTHROPIC_MODEL, ProviderEmulator, ToolCall, Turn
 from tests.emulator.anthropic_api import BINDING_BETA
+from tests.strategies import examples
 
 BINDING = "claude-sonnet-5-5"
 TOOLS = [{"name": "read", "input_schema": {"type": "object"}}]
@@ -74,7 +75,7 @@ def _thinking_after(messages: list[dict[str, Any]], k: int) -> list[str]:
     ]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plan=turns, data=st.data())
 def test_an_edit_invalidates_exactly_the_thinking_after_it(
     plan: list[tuple[int, bool, int, bool]], data: Any

@@ -15,7 +15,7 @@ from historykit.formats.claude_code import read_claude_code, write_claude_code
 from historykit.formats.detect import TranscriptFormatError
 from historykit.messages import Message, SummaryPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from tests.formats.helpers import CLAUDE_CODE, DATA, chat_records
-from tests.strategies import neutral_histories
+from tests.strategies import examples, neutral_histories
 
 
 def _rows(path: Path) -> list[dict]:
@@ -178,7 +178,9 @@ def test_bad_rows_are_named(tmp_path: Path, text: str, expected: str) -> None:
 _EDITS = st.sampled_from(("keep", "keep", "drop", "edit", "notice"))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(_EDITS, min_size=13, max_size=13))
 def test_any_edit_survives_writing_and_reading(tmp_path: Path, ops: list[str]) -> None:
     """What a processor does (drop, clear, strip, add) reads back exactly as it was written."""
@@ -231,7 +233,9 @@ def _edit(message: Message) -> Message:
     return replace(message, parts=tuple(parts or [TextPart("(emptied)")]))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(neutral_histories())
 def test_any_history_can_be_written_as_a_session(tmp_path: Path, history: list[Message]) -> None:
     history = [m for m in history if m.role != "system"]

@@ -15,7 +15,7 @@ from historykit.formats.codex import read_codex, write_codex
 from historykit.formats.detect import TranscriptFormatError
 from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from tests.formats.helpers import CODEX, CODEX_2025_09, DATA, chat_records, merge_adjacent_assistants
-from tests.strategies import neutral_histories
+from tests.strategies import examples, neutral_histories
 
 
 def _rows(path: Path) -> list[dict]:
@@ -135,7 +135,9 @@ def test_bad_rows_are_named(tmp_path: Path, text: str, expected: str) -> None:
 _EDITS = st.sampled_from(("keep", "keep", "drop", "edit", "notice"))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(_EDITS, min_size=10, max_size=10))
 def test_any_edit_survives_writing_and_reading(tmp_path: Path, ops: list[str]) -> None:
     edited: list[Message] = []
@@ -192,7 +194,9 @@ def _edit(message: Message) -> Message:
     return replace(message, parts=tuple(parts or [TextPart("(emptied)")]))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(neutral_histories())
 def test_any_history_can_be_written_as_a_rollout(tmp_path: Path, history: list[Message]) -> None:
     out = tmp_path / "new.jsonl"

@@ -20,6 +20,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
 from historykit.plugins.pydantic_ai import PydanticAIAdapter  # noqa: E402
 from tests.plugins.pydantic_ai_histories import pydantic_ai_histories  # noqa: E402
+from tests.strategies import examples  # noqa: E402
 
 FILES = {"src/app.py": "def main():\n    return 1\n" * 40, "README.md": "# app\n" * 30}
 
@@ -80,7 +81,9 @@ def test_an_edited_pydantic_ai_history_keeps_every_other_field(tmp_path: Path) -
 
 
 @pytest.mark.pydantic_ai
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(pydantic_ai_histories())
 def test_any_pydantic_ai_history_round_trips(tmp_path: Path, history: list) -> None:
     path = tmp_path / "h.json"

@@ -25,6 +25,7 @@ from langchain_core.messages import (
 
 from historykit.plugins.langchain import LangChainAdapter
 from tests.plugins.langchain_histories import langchain_histories
+from tests.strategies import examples
 
 
 def _history() -> list:
@@ -69,7 +70,9 @@ def test_an_edited_langchain_history_keeps_every_other_field(tmp_path: Path) -> 
     }
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(langchain_histories())
 def test_any_langchain_history_round_trips(tmp_path: Path, history: list) -> None:
     path = tmp_path / "h.json"

@@ -51,6 +51,7 @@ from historykit.messages import (
 )
 from historykit.plugins.langchain import SUMMARY_SOURCE, LangChainAdapter
 from tests.plugins.langchain_histories import langchain_histories, texts
+from tests.strategies import examples
 
 adapter = LangChainAdapter()
 
@@ -855,7 +856,9 @@ def test_parts_that_cannot_be_written_are_refused_by_index() -> None:
 
 # --- properties on generated histories --------------------------------------------------------
 
-PROPERTY_SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY_SETTINGS = settings(
+    max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @PROPERTY_SETTINGS

@@ -37,8 +37,9 @@ from historykit.plugins.langchain import (
     chat_model_context_window,
     state_update,
 )
-from historykit.processors import ClearToolResults, PairwiseTruncate, Repair, Summarize
+from historykit.processors import ClearToolResults, PairwiseTruncate, Repair, Summarize, Trigger
 from tests.plugins.langchain_histories import langchain_histories
+from tests.strategies import examples
 
 WINDOW = 8_000
 TURNS = 205
@@ -303,7 +304,7 @@ def _same(a: list[BaseMessage], b: list[BaseMessage]) -> bool:
     return [(m.id, type(m), m.content) for m in a] == [(m.id, type(m), m.content) for m in b]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     langchain_histories(min_turns=2, max_turns=5),
     st.integers(200, 3_000),
@@ -316,7 +317,7 @@ def test_state_update_turns_the_state_into_the_processed_history(
     pipeline = Pipeline(
         [
             ClearToolResults(min_tokens=1, min_gain=0),
-            Summarize(max_tokens=window, min_gain=0),
+            Summarize(trigger=Trigger(max_tokens=window), min_gain=0),
             PairwiseTruncate(),
             Repair(),
         ]

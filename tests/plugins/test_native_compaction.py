@@ -44,10 +44,10 @@ from historykit.plugins.native_compaction import (
     anthropic_messages,
     responses_input,
 )
-from historykit.processors import Summarize
+from historykit.processors import Summarize, Trigger
 from historykit.processors.summarizers import ExtractiveSummarizer
 from tests.emulator import ProviderEmulator, RecordedRequest, Turn, extends, tool_loop
-from tests.strategies import neutral_histories
+from tests.strategies import examples, neutral_histories
 
 ANTHROPIC = "claude-opus-5-5"
 """Binds thinking (prefix checks) and has on-demand compaction."""
@@ -68,7 +68,7 @@ def _emulator() -> ProviderEmulator:
 
 def _summarize(summarizer: Any, **overrides: Any) -> Summarize:
     settings: dict[str, Any] = {
-        "max_tokens": 3_000,
+        "trigger": Trigger(max_tokens=3_000),
         "keep_last": 2,
         "summary_tokens": 200,
         "min_gain": 200,
@@ -458,7 +458,7 @@ def test_a_transcript_summarized_natively_in_a_sync_pipeline(provider: str) -> N
         if provider == "anthropic"
         else OpenAICompactionSummarizer(emulator.openai_client(), OPENAI)
     )
-    summarize = Summarize(max_tokens=20_000, summarizer=[native, ExtractiveSummarizer()])
+    summarize = Summarize(trigger=Trigger(max_tokens=20_000), summarizer=[native, ExtractiveSummarizer()])
     result = Pipeline([summarize]).run(messages, context_window=200_000)
     [marker] = result.report.markers
     assert (marker.strategy, marker.model) == ("summarize", native.model_name)
@@ -510,7 +510,7 @@ async def test_langchain_another_provider_reads_the_summary_text() -> None:
     _assert_other_provider_reads_the_text(emulator, "openai-chat")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=neutral_histories(max_turns=4, max_steps=3), data=st.data())
 def test_any_span_makes_a_compaction_request_the_provider_accepts(history: list[Message], data: Any) -> None:
     """What a summarizer is given (the task, perhaps an earlier summary, then any span, even one

@@ -39,6 +39,7 @@ from historykit.messages import (
 )
 from historykit.plugins.pydantic_ai import PromptItem, PydanticAIAdapter, RequestInstructions
 from tests.plugins.pydantic_ai_histories import UnknownPart, has_field, pydantic_ai_histories
+from tests.strategies import examples
 
 pytestmark = pytest.mark.pydantic_ai
 
@@ -60,7 +61,9 @@ needs_system_prompt_metadata = pytest.mark.skipif(
     not SYSTEM_PROMPT_METADATA, reason="SystemPromptPart.metadata is new in Pydantic AI 2"
 )
 
-HISTORY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HISTORY_SETTINGS = settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from historykit.processors.trigger import Trigger
 from historykit.tokens import TokenCounter
 from historykit.validity import check_neutral
 
-from ..strategies import neutral_histories
+from ..strategies import examples, neutral_histories
 from .support import (
     COUNTER,
     assert_idempotent,
@@ -500,7 +500,7 @@ configs = st.builds(
 windows = st.integers(300, 6_000)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(), configs, windows)
 def test_random_histories_keep_every_rule(
     history: list[Message], processor: ClearToolResults, window: int
@@ -532,7 +532,7 @@ def test_random_histories_keep_every_rule(
         assert all(out[i] is history[i] for i in range(boundary, len(out)))
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(max_turns=6, max_steps=5), configs, windows)
 def test_random_histories_persistent_equals_view_only_and_never_trickles(
     history: list[Message], processor: ClearToolResults, window: int

@@ -28,7 +28,7 @@ from historykit.tokens import TokenCounter, heuristic_tokenizer
 from historykit.validity import check_neutral, final_request_start
 
 from ..conftest import CORPUS, corpus_paths
-from ..strategies import neutral_histories
+from ..strategies import examples, neutral_histories
 from .support import (
     COUNTER,
     assert_idempotent,
@@ -1095,7 +1095,7 @@ configs = st.builds(
 windows = st.integers(500, 8_000)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(), configs, windows)
 def test_random_histories_keep_every_rule(
     history: list[Message], processor: DedupeFileReads, window: int
@@ -1123,7 +1123,7 @@ def test_random_histories_keep_every_rule(
     assert replaced <= replaced_ids(history, everything)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(max_turns=6, max_steps=5), configs, windows)
 def test_random_histories_persistent_equals_view_only_and_never_trickles(
     history: list[Message], processor: DedupeFileReads, window: int
@@ -1147,7 +1147,7 @@ def test_random_histories_persistent_equals_view_only_and_never_trickles(
                 assert tokens(grown) > high - slack
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(max_turns=4, max_steps=4), st.integers(0, 400))
 def test_random_histories_with_a_heuristic_counter(history: list[Message], min_gain: int) -> None:
     # The processor's decisions use the context's counter: another tokenizer, same guarantees.
@@ -1161,7 +1161,7 @@ def test_random_histories_with_a_heuristic_counter(history: list[Message], min_g
 # --- shell tokens --------------------------------------------------------------------------------------
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(
     st.text(alphabet=st.sampled_from(list("ab./-_~*?=#$ \t\r\n();<>|&2\x0b\xa0é'\"\\")), max_size=60),
     st.booleans(),

@@ -24,7 +24,7 @@ from historykit.processors.summarize import SUMMARY_HEADER
 from historykit.validity import check_neutral, current_cycle_start, final_request_start
 
 from ..conftest import corpus_paths
-from ..strategies import neutral_histories
+from ..strategies import examples, neutral_histories
 from .support import (
     FAST,
     agent_session,
@@ -228,7 +228,7 @@ def test_corpus_sessions_replayed_call_by_call_stay_in_the_window(
 # --- random histories --------------------------------------------------------------------------------
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(neutral_histories(max_turns=5, max_steps=5), st.integers(400, 4_000))
 def test_random_histories_keep_every_rule_in_both_modes(history: list[Message], window: int) -> None:
     ctx = context(window, FAST)

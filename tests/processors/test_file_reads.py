@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import posixpath
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from historykit.messages import Message, ToolCallPart
-from historykit.processors.file_reads import FileRead, file_accesses, files_touched
+from historykit.messages import Message, ToolCallPart, ToolResultPart
+from historykit.processors.file_reads import FileRead, FileWrite, file_accesses, files_touched
 from historykit.processors.summarizers import ExtractiveSummarizer, parse_sections
+from tests.strategies import examples
 
 
 def bash(command: str, call_id: str = "1") -> ToolCallPart:
@@ -47,7 +48,7 @@ _name = st.sampled_from(["a.py", "b.txt", "./c.md", "d/e.py", "../f.rs"])
 _reader = st.sampled_from(["cat", "nl -ba", "head -n 5", "tail -n 7", "sed -n '3,9p'"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     dirs=st.lists(st.lists(_segment, min_size=1, max_size=3).map("/".join), max_size=3),
     absolute=st.booleans(),
@@ -78,8 +79,11 @@ _shell_text = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_shell_text)
+# Found by this test: a strict read of `a.py$X` (a file the shell names) the looser reading refused.
+@example("cat a.py$X")
+@example("cd src && head -n 3 ../b.py$X")
 def test_whatever_the_shell_a_strict_read_is_a_file_the_looser_reading_names(command: str) -> None:
     call = bash(command)
     strict = file_accesses([call])[0]
@@ -88,3 +92,114 @@ def test_whatever_the_shell_a_strict_read_is_a_file_the_looser_reading_names(com
     # quoted `'a b.py'`; the generated commands quote nothing.)
     if isinstance(strict, FileRead) and ("." in strict.path or "/" in strict.path):
         assert (strict.path, "read") in loose
+
+
+def test_a_variable_in_a_read_is_part_of_the_file_s_name_to_both_readings() -> None:
+    # Claude Code reads a background task's output as `$TMPDIR/...`: the same spelling is the same
+    # file in one session, so both readings keep it; a glob or a substitution is no file name.
+    for command, path in (
+        ("cat a.py$X", "a.py$X"),
+        ("tail -30 $TMPDIR/tasks/b.output", "$TMPDIR/tasks/b.output"),
+    ):
+        strict = file_accesses([bash(command)])[0]
+        assert isinstance(strict, FileRead) and strict.path == path
+        assert files_touched(bash(command)) == [(path, "read")]
+    for command in ("cat src/*.py", "cat `ls a*`.py", "cat 'a[1].py'"):
+        assert file_accesses([bash(command)]) == [None], command
+        assert files_touched(bash(command)) == [], command
+
+
+_PATH_KEY = st.sampled_from(
+    ["file_path", "path", "filepath", "filename", "file", "target_file", "absolute_path", "notebook_path"]
+)
+_TOOL_NAME = st.sampled_from(
+    [
+        "Read",
+        "read_file",
+        "view_file",
+        "cat",
+        "open_file",
+        "Write",
+        "write_file",
+        "Edit",
+        "MultiEdit",
+        "delete_file",
+        "Glob",
+        "grep_search",
+        "list_dir",
+        "run_tests",
+        "lint",
+        "str_replace_editor",
+    ]
+)
+_OTHER_ARGS = st.dictionaries(
+    st.sampled_from(
+        [
+            "offset",
+            "limit",
+            "view_range",
+            "start_line",
+            "end_line",
+            "line_number",
+            "command",
+            "content",
+            "old_string",
+            "new_string",
+            "pattern",
+            "encoding",
+            "description",
+        ]
+    ),
+    st.sampled_from(["view", "create", "str_replace", "x", 1, 5, [1, 9], [3, -1]]),
+    max_size=3,
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(name=_TOOL_NAME, key=_PATH_KEY, other=_OTHER_ARGS)
+@example(name="read_file", key="filepath", other={})
+@example(name="Read", key="absolute_path", other={"offset": 5})
+def test_whatever_the_tool_and_its_path_argument_both_readings_name_the_file_alike(
+    name: str, key: str, other: dict[str, object]
+) -> None:
+    call = ToolCallPart("1", name, {key: "src/a.py", **other})
+    strict = file_accesses([call])[0]
+    loose = files_touched(call)
+    if isinstance(strict, FileRead):
+        assert loose == [("src/a.py", "read")]
+    elif isinstance(strict, FileWrite):
+        assert [path for path, action in loose if action != "read"] == ["src/a.py"]
+    else:
+        assert all(action == "read" for _, action in loose)
+
+
+def test_a_tool_that_names_a_file_without_saying_it_reads_it_is_no_read() -> None:
+    # A test run's output is not the file's lines: never deduplicated as one, its errors stay open.
+    call = ToolCallPart("1", "run_tests", {"path": "tests/test_a.py"})
+    assert file_accesses([call]) == [None]
+    assert files_touched(call) == []
+
+
+def test_the_summary_treats_every_path_argument_as_the_same_read() -> None:
+    # A file whose text holds `error: ...` is quoted text, not a failure, whichever key names it.
+    text = "1  # notes\n2  error: the old parser rejected this, kept for reference\n"
+    for key in ("file_path", "filepath", "path", "absolute_path"):
+        call = ToolCallPart("1", "read_file", {key: "notes.md"})
+        history = [
+            Message.user("task"),
+            Message("assistant", (call,)),
+            Message("tool", (ToolResultPart("1", "read_file", text),)),
+        ]
+        sections = parse_sections(ExtractiveSummarizer()(history))
+        assert sections["Files touched"] == ["notes.md (read)"], key
+        assert sections.get("Open errors", []) in ([], ["(none)"]), (key, sections.get("Open errors"))
+    # The same text from a command that is not a read is an open error.
+    failing = ToolCallPart("1", "bash", {"command": "python check.py"})
+    history = [
+        Message.user("task"),
+        Message("assistant", (failing,)),
+        Message("tool", (ToolResultPart("1", "bash", text),)),
+    ]
+    assert parse_sections(ExtractiveSummarizer()(history))["Open errors"] == [
+        "[bash: python check.py] 2  error: the old parser rejected this, kept for reference"
+    ]

@@ -26,6 +26,7 @@ from historykit.processors.summarizers import ExtractiveSummarizer, focus_terms
 from historykit.processors.trigger import Trigger
 from historykit.processors.turns import notice_count
 from historykit.view import request_points
+from tests.strategies import examples
 from tests.test_view_and_binding import histories_with_models
 
 FOCUS = "keep the details of the auth refactor"
@@ -158,7 +159,7 @@ def _same(a: list[Message], b: list[Message]) -> bool:
     return len(a) == len(b) and all(message_digest(x) == message_digest(y) for x, y in zip(a, b))
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
 @given(histories_with_models(), st.data(), st.sampled_from([600, 1_500, 4_000, 1_000_000]))
 def test_a_compaction_asked_for_at_any_call_gives_one_valid_view(
     raw: list[Message], data: st.DataObject, window: int

@@ -18,7 +18,7 @@ from historykit.processors.trigger import Trigger
 from historykit.processors.turns import notice_count, split_turns, truncation_notice
 from historykit.validity import check_neutral
 
-from ..strategies import neutral_histories
+from ..strategies import examples, neutral_histories
 from .support import (
     FAST,
     agent_session,
@@ -270,7 +270,7 @@ def test_corpus_sessions_replayed_call_by_call_stay_in_the_window(corpus_session
 # --- random histories -----------------------------------------------------------------------------
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(100), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(neutral_histories(max_turns=6, max_steps=5), st.integers(100, 3_000), st.sampled_from([0.3, 0.6, 1.0]))
 def test_random_histories_keep_every_rule(history: list[Message], budget: int, low: float) -> None:
     truncate = PairwiseTruncate(trigger=Trigger(max_tokens=budget, low_water=low))

@@ -15,7 +15,7 @@ from historykit.processors.strip_thinking import StripThinking
 from historykit.processors.trigger import Trigger
 from historykit.validity import check_neutral, current_cycle_start, final_request_start
 
-from ..strategies import neutral_histories
+from ..strategies import examples, neutral_histories
 from .support import (
     COUNTER,
     assert_idempotent,
@@ -370,7 +370,7 @@ configs = st.builds(
 windows = st.integers(300, 6_000)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(), configs, windows)
 def test_random_histories_keep_every_rule(history: list[Message], strip: StripThinking, window: int) -> None:
     out, _ = strip.process(history, context(window))
@@ -396,7 +396,7 @@ def test_random_histories_keep_every_rule(history: list[Message], strip: StripTh
         assert all(out[i] == everything[i] for i in inside)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(neutral_histories(max_turns=7, max_steps=4), configs, windows)
 def test_random_histories_persistent_equals_view_only_and_never_trickles(
     history: list[Message], strip: StripThinking, window: int

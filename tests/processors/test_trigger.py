@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.errors import ArgumentTypeError, HistoryKitDeprecationWarning, InvalidArgumentError
 from historykit.processors.clear_tool_results import ClearToolResults
 from historykit.processors.dedupe_file_reads import DedupeFileReads
 from historykit.processors.pairwise_truncate import PairwiseTruncate
@@ -40,7 +40,7 @@ def test_every_compacting_processor_takes_a_trigger(cls: Any) -> None:
 def test_flat_keywords_still_work_and_name_the_trigger_to_write(
     cls: Any, flat: dict[str, Any], equivalent: str
 ) -> None:
-    with pytest.warns(DeprecationWarning, match="deprecated") as caught:
+    with pytest.warns(HistoryKitDeprecationWarning, match="deprecated") as caught:
         processor = cls(**flat)
     message = str(caught[0].message)
     assert f"use {cls.__name__}(trigger={equivalent})" in message

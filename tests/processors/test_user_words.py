@@ -30,6 +30,7 @@ from historykit.processors.summarizers import (
 )
 from historykit.processors.trigger import Trigger
 from historykit.tokens import _offline_encoding_names
+from tests.strategies import examples
 
 from ..conftest import CORPUS
 from .support import FAST, carry_forward, context, tokens
@@ -337,7 +338,7 @@ def test_a_pydantic_ai_summary_is_completed_too() -> None:
 # --- the guarantee, replayed call by call at 32k -----------------------------------------------------
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10_000),
     requests=st.integers(2, 70),

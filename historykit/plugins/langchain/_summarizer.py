@@ -42,13 +42,15 @@ class LangChainSummarizer:
         return type(self.chat_model).__name__
 
     async def __call__(self, messages: Sequence[Message], focus: str | None = None) -> str:
+        return await self.ask(summary_prompt(messages, focus))
+
+    async def ask(self, prompt: str) -> str:
+        """One request: the instructions, then `prompt`; the reply's text (the judge of
+        `historykit.evaluation` asks its questions through this)."""
         from langchain_core.messages import HumanMessage, SystemMessage
 
         response = await self.chat_model.ainvoke(
-            [
-                SystemMessage(self.instructions.format(budget=self.budget_tokens)),
-                HumanMessage(summary_prompt(messages, focus)),
-            ]
+            [SystemMessage(self.instructions.format(budget=self.budget_tokens)), HumanMessage(prompt)]
         )
         return _text(getattr(response, "content", response))
 

@@ -16,8 +16,15 @@ Strategies, none of which calls an LLM:
   with the recall tool installed, so cleared outputs count as recoverable through their handles;
 - `langchain:ContextEditing`: LangChain v1 `ContextEditingMiddleware(ClearToolUsesEdit(trigger=0.8 x
   window, keep=3))`, driven as `create_agent` drives it (`anchors/langchain_anchors.py`);
-- `harness:ClearToolResults`, `harness:DeduplicateFileReads`: pydantic-ai-harness 0.62, in its own
-  environment (`benchmarks/.envs/harness`, created on first use, as `bench_replay.py` does).
+- `langchain:trim_messages`: LangChain's `trim_messages` (a sliding window by tokens) in a
+  `before_model` middleware, as LangChain v1's recipe runs it: past 0.8 x window, the first user
+  message and the latest whole messages within 0.5 x window;
+- `harness:ClearToolResults`, `harness:DeduplicateFileReads`, `harness:SlidingWindow`
+  (`SlidingWindowCompaction(max_tokens=0.8 x window, keep_tokens=0.5 x window)`, the first user
+  message kept, its default) and `harness:Tiered (extractive)` (`TieredCompaction` down to 0.8 x
+  window through dedupe, clearing and the sliding window: its tiers that need no LLM):
+  pydantic-ai-harness 0.62, in its own environment (`benchmarks/.envs/harness`, created on first
+  use, as `bench_replay.py` does).
 
 LLM summarizers (harness `TieredCompaction`'s summarizing tier, LangChain `SummarizationMiddleware`)
 are left out: the benchmarks run them on fake models whose summaries say nothing, which a quality
@@ -55,8 +62,13 @@ from historykit.tokens import TokenCounter
 FULL = "full context"
 PRESETS = tuple(f"historykit {name}" for name in TRIGGER_PRESETS)
 RECALL = "historykit default + recall"
-LANGCHAIN = {"langchain:ContextEditing": "context-editing"}
-HARNESS = {"harness:ClearToolResults": "clear", "harness:DeduplicateFileReads": "dedupe"}
+LANGCHAIN = {"langchain:ContextEditing": "context-editing", "langchain:trim_messages": "trim"}
+HARNESS = {
+    "harness:ClearToolResults": "clear",
+    "harness:DeduplicateFileReads": "dedupe",
+    "harness:SlidingWindow": "sliding",
+    "harness:Tiered (extractive)": "tiered-extractive",
+}
 STRATEGIES = (FULL, *PRESETS, RECALL, *LANGCHAIN, *HARNESS)
 Sessions = list[tuple[str, list[Message]]]
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from historykit import default_pipeline
 from historykit.cli import app
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.evaluation import JUDGE_INSTRUCTIONS, KINDS, evaluate, extract_probes, judge_question
@@ -184,3 +185,22 @@ def test_a_langchain_chat_model_judges_too() -> None:
     assert len(evaluation.judged) == 4 and len(emulator.accepted) == 8
     assert all(j.full_correct and j.view_correct == (j.matched == "held") for j in evaluation.judged)
     assert all(r.request.body["system"] for r in emulator.accepted)
+
+
+@pytest.mark.parametrize("stem", ["sweagent__gpt4-pydicom-1458", "claudecode__spotter-258c7280"])
+def test_on_corpus_sessions_a_reciting_judge_agrees_with_matching(stem: str) -> None:
+    """On real sessions compacted at 32k, the histories as the judge reads them hold exactly what
+    string matching found: each question asked at the right call, with the right histories."""
+    messages = corpus_session(stem)
+
+    def recite_prompt(prompt: str) -> str:
+        found = _HISTORY.search(prompt)
+        assert found is not None
+        return found.group(1)
+
+    evaluation = evaluate(messages, default_pipeline(), window=32_000, judge=recite_prompt, judge_probes=30)
+    assert len(evaluation.judged) >= 20
+    assert any(j.matched != "held" for j in evaluation.judged)  # the compaction lost some
+    for judged in evaluation.judged:
+        assert judged.full_correct, judged
+        assert judged.view_correct == (judged.matched == "held"), judged

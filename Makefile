@@ -92,6 +92,13 @@ bench-tokens: $(VENV)/.installed
 bench-user-words: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_user_words.py
 
+# Compaction quality x cost: the probes every strategy keeps of the corpus sessions at 32k and 100k,
+# historykit's presets against the anchors that need no LLM; the table, benchmarks/results/quality.json
+# and the Pareto plot benchmarks/results/quality.png (about 35 minutes on 2 cores; docs/quality.md).
+.PHONY: bench-quality
+bench-quality: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_quality.py --markdown --json benchmarks/results/quality.json --plot benchmarks/results/quality.png
+
 # LangGraph's own test suites from the sdists of the installed langgraph, langgraph-checkpoint-sqlite
 # and -postgres (downloaded into .peer/), with SQLModelSaver beside the official savers; a table per
 # suite, differences in .peer/results. Needs the PostgreSQL server. PEER_WORKERS=1 runs without xdist.

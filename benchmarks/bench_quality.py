@@ -16,8 +16,15 @@ Strategies, none of which calls an LLM:
   with the recall tool installed, so cleared outputs count as recoverable through their handles;
 - `langchain:ContextEditing`: LangChain v1 `ContextEditingMiddleware(ClearToolUsesEdit(trigger=0.8 x
   window, keep=3))`, driven as `create_agent` drives it (`anchors/langchain_anchors.py`);
-- `harness:ClearToolResults`, `harness:DeduplicateFileReads`: pydantic-ai-harness 0.62, in its own
-  environment (`benchmarks/.envs/harness`, created on first use, as `bench_replay.py` does).
+- `langchain:trim_messages`: LangChain's `trim_messages` (a sliding window by tokens) in a
+  `before_model` middleware, as LangChain v1's recipe runs it: past 0.8 x window, the first user
+  message and the latest whole messages within 0.5 x window;
+- `harness:ClearToolResults`, `harness:DeduplicateFileReads`, `harness:SlidingWindow`
+  (`SlidingWindowCompaction(max_tokens=0.8 x window, keep_tokens=0.5 x window)`, the first user
+  message kept, its default) and `harness:Tiered (extractive)` (`TieredCompaction` down to 0.8 x
+  window through dedupe, clearing and the sliding window: its tiers that need no LLM):
+  pydantic-ai-harness 0.62, in its own environment (`benchmarks/.envs/harness`, created on first
+  use, as `bench_replay.py` does).
 
 LLM summarizers (harness `TieredCompaction`'s summarizing tier, LangChain `SummarizationMiddleware`)
 are left out: the benchmarks run them on fake models whose summaries say nothing, which a quality
@@ -25,8 +32,10 @@ score would only measure as loss. Each anchor's probes are extracted from the se
 framework holds it (Pydantic AI groups a turn's tool results into one request), so their counts may
 differ by a few from historykit's.
 
-Run: `python benchmarks/bench_quality.py` (about 10 minutes on 2 cores); `--help` for the options.
-The table and the command are in `docs/quality.md`.
+Run: `make bench-quality` (the table, `benchmarks/results/quality.json` and the Pareto plot
+`benchmarks/results/quality.png`: quality, the mean over the kinds, against cost relative to the
+full context), or `python benchmarks/bench_quality.py` (about 35 minutes on 2 cores for both
+windows); `--help` for the options. The table and the command are in `docs/quality.md`.
 """
 
 from __future__ import annotations
@@ -55,8 +64,13 @@ from historykit.tokens import TokenCounter
 FULL = "full context"
 PRESETS = tuple(f"historykit {name}" for name in TRIGGER_PRESETS)
 RECALL = "historykit default + recall"
-LANGCHAIN = {"langchain:ContextEditing": "context-editing"}
-HARNESS = {"harness:ClearToolResults": "clear", "harness:DeduplicateFileReads": "dedupe"}
+LANGCHAIN = {"langchain:ContextEditing": "context-editing", "langchain:trim_messages": "trim"}
+HARNESS = {
+    "harness:ClearToolResults": "clear",
+    "harness:DeduplicateFileReads": "dedupe",
+    "harness:SlidingWindow": "sliding",
+    "harness:Tiered (extractive)": "tiered-extractive",
+}
 STRATEGIES = (FULL, *PRESETS, RECALL, *LANGCHAIN, *HARNESS)
 Sessions = list[tuple[str, list[Message]]]
 
@@ -189,6 +203,76 @@ def print_table(window: int, rows: list[Row]) -> list[str]:
     return markdown
 
 
+def quality(row: Row) -> float:
+    """One number per strategy for the plot: the mean over the kinds of the held-or-recoverable share."""
+    shares = [share for kind in KINDS if (share := row.kind(kind)[0]) is not None]
+    return sum(shares) / len(shares) if shares else 0.0
+
+
+def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point dominates (cost no higher and quality no lower, one of
+    them strictly), cheapest first."""
+    front = [
+        i
+        for i, (cost, score) in enumerate(points)
+        if not any(
+            c <= cost and q >= score and (c, q) != (cost, score) for j, (c, q) in enumerate(points) if j != i
+        )
+    ]
+    return sorted(front, key=lambda i: points[i][0])
+
+
+def plot(tables: Sequence[tuple[int, list[Row]]], path: Path) -> None:
+    """Quality against cost, one panel per window; the Pareto front is drawn through the strategies
+    that send no call over the window (a provider refuses those), which are drawn hollow."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # a file, no display
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(10 * len(tables), 5.5), squeeze=False)
+    for ax, (window, rows) in zip(axes[0], tables, strict=True):
+        full = next((r.cost for r in rows if r.strategy == FULL), None) or max(r.cost for r in rows)
+        points = [(r.cost / full, 100 * quality(r)) for r in rows]
+        fits = [i for i, r in enumerate(rows) if r.over(window) == 0]
+        colours = plt.get_cmap("tab20").colors
+        for i, (row, (x, y)) in enumerate(zip(rows, points, strict=True)):
+            over = row.over(window)
+            colour = colours[i % len(colours)]
+            # A legend, not labels by the points: strategies of about the same cost and score overlap.
+            ax.scatter(
+                x,
+                y,
+                s=70,
+                marker="o" if row.strategy.startswith("historykit") or row.strategy == FULL else "s",
+                facecolors=colour if i in fits else "none",
+                edgecolors=colour,
+                linewidths=1.5,
+                label=row.strategy + (f" ({over} calls over)" if over else ""),
+            )
+        front = [fits[k] for k in pareto([points[i] for i in fits])]
+        ax.step(
+            [points[i][0] for i in front],
+            [points[i][1] for i in front],
+            "k--",
+            where="post",
+            lw=0.8,
+            marker="x",
+            label="Pareto front (calls within the window)",
+        )
+        ax.set_title(f"window {window:,} tokens")
+        ax.set_xlabel("cost, relative to the full context (cache hits 0.1, the rest 1.25)")
+        ax.set_ylabel("held or recoverable, mean over the four probe kinds (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
+    fig.suptitle("Compaction quality x cost on the corpus (hollow: some calls over the window)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"plot written to {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, nargs="+", default=[32_000, 100_000])
@@ -198,6 +282,7 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, help="also write every session's result to this file")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown rows")
+    parser.add_argument("--plot", type=Path, help="also draw quality against cost (a PNG) to this file")
     args = parser.parse_args()
     # The full context goes over the window on purpose: its usage warnings (one a call) are noise here.
     logging.getLogger("historykit").setLevel(logging.ERROR)
@@ -217,6 +302,7 @@ def main() -> None:
         runners[s] = lambda s, w: run_harness(sessions, s, w)
     dump: list[dict[str, Any]] = []
     markdown: list[str] = []
+    tables: list[tuple[int, list[Row]]] = []
     for window in args.windows:
         rows = []
         for strategy in args.strategies:
@@ -224,6 +310,7 @@ def main() -> None:
             rows.append(runners[strategy](strategy, window))
             print(f"  {strategy}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
         markdown += print_table(window, rows)
+        tables.append((window, rows))
         for row in rows:
             for run in row.runs:
                 data = run.to_dict()
@@ -235,6 +322,8 @@ def main() -> None:
         print("\n| strategy | window | over | cost | vs full | " + " | ".join(KINDS) + " | calls <95% |")
         print("|---|---:|---:|---:|---:|" + "---:|" * len(KINDS) + "---:|")
         print("\n".join(markdown))
+    if args.plot:
+        plot(tables, args.plot)
     print(f"\n({time.perf_counter() - began:.0f} s)")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -292,38 +292,12 @@ def _params() -> list[Any]:
 @pytest.fixture(scope="module")
 def emulator_url() -> Iterator[str]:
     """The provider emulator (tests/emulator) served over HTTP, for the SDK clients' base URL variables."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from urllib.parse import urlsplit
-
     from tests.emulator import ProviderEmulator, Turn
+    from tests.emulator.http_server import serve_http
 
     emulator = ProviderEmulator(lambda request: Turn(text="The test passes now."))
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            with lock:
-                status, headers, content = emulator.handle(
-                    "POST", urlsplit(self.path).path, dict(self.headers), body
-                )
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("content-length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serve_http(emulator) as url:
+        yield url
     assert not emulator.rejected, [r.error for r in emulator.rejected]
 
 

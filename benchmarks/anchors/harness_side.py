@@ -40,6 +40,7 @@ from pydantic_ai.usage import RunUsage
 from pydantic_ai_harness.compaction import (
     ClearToolResults,
     DeduplicateFileReads,
+    SlidingWindowCompaction,
     SummarizingCompaction,
     TieredCompaction,
 )
@@ -149,6 +150,22 @@ def strategy(name: str, window: int, summarizer: SummaryModel, tokenizer: Callab
             target_tokens=high,
             tokenizer=tokenizer,
         )
+    if name == "tiered-extractive":
+        # TieredCompaction with its tiers that need no LLM: the sliding window in place of the
+        # summarizer, as the harness README's fallback composition uses it (a token tail).
+        return TieredCompaction(
+            tiers=[
+                DeduplicateFileReads(file_key=file_key, tokenizer=tokenizer),
+                ClearToolResults(max_tokens=1, keep_pairs=3, tokenizer=tokenizer),
+                SlidingWindowCompaction(max_messages=1, keep_tokens=window // 2, tokenizer=tokenizer),
+            ],
+            target_tokens=high,
+            tokenizer=tokenizer,
+        )
+    if name == "sliding":
+        # Fires at 80% of the window like the others and keeps half the window's tokens of recent
+        # messages (and the first user message, its default): trimming in batches, not every call.
+        return SlidingWindowCompaction(max_tokens=high, keep_tokens=window // 2, tokenizer=tokenizer)
     if name == "clear":
         return ClearToolResults(max_tokens=high, keep_pairs=3, tokenizer=tokenizer)
     if name == "dedupe":

@@ -15,7 +15,7 @@ triggers measure what the benchmark measures.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -118,7 +118,9 @@ def anchor(
         from langchain_core.messages.utils import count_tokens_approximately as count  # type: ignore[assignment]
 
     middleware: Any
-    if name == "context-editing":
+    if name == "trim":
+        middleware = trim_middleware(trigger, window // 2, count)
+    elif name == "context-editing":
         middleware = ContextEditingMiddleware(
             edits=[ClearToolUsesEdit(trigger=trigger, keep=3)], token_counter=count
         )
@@ -129,6 +131,36 @@ def anchor(
     else:
         raise ValueError(f"unknown LangChain anchor {name!r}")
     return Anchor(middleware, summarizer, adapter)
+
+
+def trim_middleware(trigger: int, keep: int, count: Callable[[Iterable[Any]], int]) -> Any:
+    """LangChain's `trim_messages` (a sliding window by tokens) in a `before_model` middleware, the
+    way LangChain v1's "trim messages" recipe runs it: past `trigger` tokens, the state becomes the
+    first user message and the latest messages within `keep` tokens (`strategy="last"`, whole
+    messages, starting on a user or assistant message so that no tool result loses its call)."""
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import HumanMessage, RemoveMessage, trim_messages
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    class TrimMessages(AgentMiddleware):  # type: ignore[type-arg]
+        def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            messages = state["messages"]
+            if count(messages) <= trigger:
+                return None
+            first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+            head = [first] if first is not None else []
+            rest = messages[messages.index(first) + 1 :] if first is not None else messages
+            tail = trim_messages(
+                rest,
+                max_tokens=max(keep - count(head), 0),
+                token_counter=count,
+                strategy="last",
+                start_on=("human", "ai"),
+                allow_partial=False,
+            )
+            return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *head, *tail]}
+
+    return TrimMessages()
 
 
 def native_session(session: Sequence[Message]) -> tuple[Any, list[Any]]:

@@ -65,6 +65,21 @@ def eval_command(
         bool, typer.Option("--json", help="Print a JSON array, one object per file and strategy.")
     ] = False,
     from_format: Annotated[str | None, typer.Option("--from", help=_FROM_HELP)] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            metavar="MODEL",
+            help="A Pydantic AI model name (anthropic:claude-haiku-4-5; its provider's key from the "
+            "environment) that answers each probe's question with the compacted view and with the "
+            "full history: two requests per probe asked.",
+            show_default=False,
+        ),
+    ] = None,
+    judge_probes: Annotated[
+        int,
+        typer.Option("--judge-probes", min=1, help="With --judge: how many probes to ask about per run."),
+    ] = 40,
 ) -> None:
     """Replay each transcript call by call through a pipeline and score what every call's view keeps
     of the transcript's probes (recall, artifacts, continuation, decisions), with its tokens and
@@ -72,7 +87,8 @@ def eval_command(
 
     A probe holds when its answer is in the view sent, and is recoverable when a recall handle the
     view names returns it (--recall); every call after the probe appeared is scored, against what
-    the full history had at that call. Rules: `historykit.evaluation.extract`.
+    the full history had at that call. Rules: `historykit.evaluation.extract`. With --judge, a
+    model answers each probe's question with the view and with the full history.
     """
     from historykit.evaluation import evaluate
 
@@ -94,6 +110,9 @@ def eval_command(
                         name=str(path),
                         strategy=f"{label}{' with recall' if recall else ''}",
                         on_call=progress.update,
+                        judge=judge,
+                        judge_probes=judge_probes,
+                        on_question=progress.update,
                     )
                 results.append(evaluation)
                 if not json_out:

@@ -8,8 +8,9 @@ what the agent did next). `evaluate` replays the transcript call by call through
 `historykit analyze` does, and scores the view each call sent: a probe *holds* when its answer is
 in the view (normalised), is *recoverable* when a recall handle the view names returns it, and is
 *lost* otherwise; every call after the probe appeared is scored, against what the full history had
-at that call. `ViewScorer` scores views made by anything else (the benchmarks' anchors). The
-command is `historykit eval`.
+at that call. `ViewScorer` scores views made by anything else (the benchmarks' anchors). With
+`judge=MODEL`, a model answers each probe's question with the compacted view and with the full
+history (`historykit.evaluation.judge`). The command is `historykit eval`.
 
 Example:
     ```python
@@ -26,6 +27,7 @@ Example:
 
 from historykit.evaluation.cost import CACHE_READ, CACHE_WRITE, call_cost
 from historykit.evaluation.extract import extract_probes
+from historykit.evaluation.judge import JUDGE_INSTRUCTIONS, JudgedProbe, JudgeKindScore, judge_question
 from historykit.evaluation.matching import message_text, normalise
 from historykit.evaluation.probes import KINDS, Probe, ProbeKind
 from historykit.evaluation.report import Evaluation
@@ -35,9 +37,12 @@ from historykit.evaluation.scoring import CallScore, KindScore, ViewScorer
 __all__ = [
     "CACHE_READ",
     "CACHE_WRITE",
+    "JUDGE_INSTRUCTIONS",
     "KINDS",
     "CallScore",
     "Evaluation",
+    "JudgeKindScore",
+    "JudgedProbe",
     "KindScore",
     "Probe",
     "ProbeKind",
@@ -45,6 +50,7 @@ __all__ = [
     "call_cost",
     "evaluate",
     "extract_probes",
+    "judge_question",
     "message_text",
     "normalise",
 ]

@@ -16,6 +16,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
+from historykit.evaluation.judge import JudgedProbe, JudgeKindScore, judge_kind_scores
 from historykit.evaluation.probes import KINDS, Probe
 from historykit.evaluation.scoring import CallScore, KindScore, kind_scores
 
@@ -41,6 +42,13 @@ class Evaluation:
     window: int
     probes: tuple[Probe, ...]
     calls: tuple[CallScore, ...]
+    judged: tuple[JudgedProbe, ...] = ()
+    """The judge's answers (`evaluate(judge=...)`), one per probe asked; empty without a judge."""
+
+    @property
+    def judge_kinds(self) -> tuple[JudgeKindScore, ...]:
+        """Per kind, the judge's answers with the view and with the full history (`KINDS` order)."""
+        return judge_kind_scores(self.probes, self.judged)
 
     @property
     def kinds(self) -> tuple[KindScore, ...]:
@@ -105,6 +113,37 @@ class Evaluation:
                 }
                 for p, call in self.lost()
             ],
+            **({"judge": self._judge_dict()} if self.judged else {}),
+        }
+
+    def _judge_dict(self) -> dict[str, Any]:
+        return {
+            "kinds": {
+                k.kind: {
+                    "asked": k.asked,
+                    "view_correct": k.view_correct,
+                    "full_correct": k.full_correct,
+                    "held_by_matching": k.matched,
+                    "errors": k.errors,
+                }
+                for k in self.judge_kinds
+            },
+            "probes": [
+                {
+                    "kind": self.probes[j.probe].kind,
+                    "call": j.call,
+                    "question": j.question,
+                    "expected": list(j.expected),
+                    "matching": j.matched,
+                    "view_answer": j.view_answer,
+                    "view_correct": j.view_correct,
+                    "full_answer": j.full_answer,
+                    "full_correct": j.full_correct,
+                    "view_error": j.view_error,
+                    "full_error": j.full_error,
+                }
+                for j in self.judged
+            ],
         }
 
     def _tables(self, lost_shown: int) -> list[_Table]:
@@ -149,7 +188,34 @@ class Evaluation:
             ("kind", "first lost at call", "answer", "what") if lost else (),
             rows,
         )
-        return [kinds, calls, lost_table]
+        tables = [kinds, calls, lost_table]
+        if self.judged:
+            tables.append(
+                (
+                    "judge: each probe's question asked with the view and with the full history, at "
+                    "the last call scoring it",
+                    (
+                        "kind",
+                        "asked",
+                        "right with view",
+                        "right with full history",
+                        "held (matching)",
+                        "errors",
+                    ),
+                    [
+                        (
+                            k.kind,
+                            str(k.asked),
+                            _pct(k.view_share),
+                            _pct(k.full_share),
+                            _pct(k.matched / k.asked if k.asked else None),
+                            str(k.errors),
+                        )
+                        for k in self.judge_kinds
+                    ],
+                )
+            )
+        return tables
 
     def render(self, *, per_call: bool = True, lost_shown: int = 20) -> Any:
         """A rich renderable: the kinds table, the per-call table (unless `per_call` is false), and

@@ -24,8 +24,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from historykit.analysis import replay
-from historykit.errors import ArgumentTypeError
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.evaluation.extract import extract_probes
+from historykit.evaluation.judge import JudgedProbe, ask_both, asker, judge_question, pick
 from historykit.evaluation.probes import Probe
 from historykit.evaluation.report import Evaluation
 from historykit.evaluation.scoring import ViewScorer
@@ -61,6 +62,9 @@ def evaluate(
     name: str = "transcript",
     strategy: str | None = None,
     on_call: Callable[[int, int], None] | None = None,
+    judge: Any = None,
+    judge_probes: int | None = None,
+    on_question: Callable[[int, int], None] | None = None,
 ) -> Evaluation:
     """Replay `messages` through `pipeline` (default: `historykit.default_pipeline()`) and score
     each call's view against `probes` (default: `extract_probes(messages)`).
@@ -72,10 +76,18 @@ def evaluate(
     - `name`, `strategy`: what the report calls the transcript and the pipeline (default: the
       pipeline's steps).
     - `on_call(done, total)`: called after each replayed call (for progress bars).
+    - `judge`: a model that answers each probe's question with the compacted view and with the full
+      history, at the last call that scores the probe (`historykit.evaluation.judge`: a Pydantic AI
+      model name, `Model` or `Agent`, or a callable `(prompt) -> str`); two requests per probe.
+    - `judge_probes`: ask about at most this many probes (the kinds in turn); `None`: all of them.
+    - `on_question(done, total)`: called after each probe the judge answered.
     """
     for index, msg in enumerate(messages):
         if not isinstance(msg, Message):
             raise ArgumentTypeError(f"message {index} is a {type(msg).__name__}, not a historykit Message")
+    if judge_probes is not None and judge_probes < 0:
+        raise InvalidArgumentError(f"judge_probes must be 0 or more, got {judge_probes}")
+    ask = asker(judge) if judge is not None else None  # a bad judge fails before the replay
     if pipeline is None:
         from historykit.processors.default_pipeline import default_pipeline
 
@@ -91,9 +103,32 @@ def evaluate(
     scorer = ViewScorer(messages, found, counter=inner.counter)
     points = [i for i, m in enumerate(messages) if m.role == "assistant"]
     scores = []
+    starts = []
     for size, point, view in zip(replayed.calls, points, recording.views, strict=True):
         start = max((b for b in replayed.boundaries if b < point), default=0)
+        starts.append(start)
         scores.append(
             scorer.score(size.call, point, view, start=start, tokens=size.after, reused=size.reused)
         )
-    return Evaluation(name, strategy or replayed.pipeline, replayed.window, tuple(found), tuple(scores))
+    judged: tuple[JudgedProbe, ...] = ()
+    if ask is not None:
+        asked = pick(found, sorted(scorer.last_scored), judge_probes)
+
+        async def ask_all() -> tuple[JudgedProbe, ...]:
+            out = []
+            for done, number in enumerate(asked, start=1):
+                call, verdict = scorer.last_scored[number]
+                point, start = scores[call - 1].point, starts[call - 1]
+                question, expected = judge_question(found[number], messages)
+                replies = await ask_both(ask, recording.views[call - 1], messages[start:point], question)
+                out.append(JudgedProbe(number, call, question, expected, verdict, *replies))  # type: ignore[arg-type]
+                if on_question is not None:
+                    on_question(done, len(asked))
+            return tuple(out)
+
+        from historykit.checkpointers.inspection import _complete
+
+        judged = _complete(ask_all())
+    return Evaluation(
+        name, strategy or replayed.pipeline, replayed.window, tuple(found), tuple(scores), judged
+    )

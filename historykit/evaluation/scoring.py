@@ -128,6 +128,9 @@ class ViewScorer:
     )
     _originals: dict[str, frozenset[int]] = field(default_factory=dict, init=False, repr=False)
     _previous: Sequence[Message] = field(default=(), init=False, repr=False)
+    last_scored: dict[int, tuple[int, str]] = field(default_factory=dict, init=False, repr=False)
+    """Per probe (its index), the latest call given to `score` that scored it and the verdict there
+    (`held`, `recoverable`, `lost`): where the judge mode asks about it."""
 
     def __post_init__(self) -> None:
         index: dict[str, int] = {}
@@ -198,10 +201,14 @@ class ViewScorer:
             scored[probe.kind] += 1
             if needles <= in_view:
                 held[probe.kind] += 1
+                verdict = "held"
             elif needles <= in_view | recovered:
                 recoverable[probe.kind] += 1
+                verdict = "recoverable"
             else:
                 lost.append(number)
+                verdict = "lost"
+            self.last_scored[number] = (call, verdict)
         if tokens is None:
             tokens = sum(self.counter.count_message(m) for m in view)
         if reused is None:

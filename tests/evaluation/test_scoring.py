@@ -4,41 +4,15 @@ fall; a placeholder naming a recall handle makes it recoverable; matching is nor
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 import pytest
 
 from historykit.evaluation import CACHE_READ, CACHE_WRITE, KINDS, Probe, ViewScorer, evaluate, extract_probes
-from historykit.messages import Message, TextPart, ToolResultPart
-from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit.messages import Message
 from historykit.processors import ClearToolResults, Repair
 from historykit.processors.trigger import Trigger
 from historykit.tokens import TokenCounter
-from tests.evaluation.transcripts import ERROR, SECRET, session
-
-
-class ForgetSecret(HistoryProcessor):
-    """Replaces every tool output naming `SECRET` (and the calls naming it) by a bare notice: a
-    compaction that loses that fact and nothing the other probes need."""
-
-    def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        out = []
-        notes = StepNotes()
-        for msg in messages:
-            parts = tuple(
-                replace(p, content="[output removed]")
-                if isinstance(p, ToolResultPart) and SECRET in p.content
-                else p
-                for p in msg.parts
-            )
-            if msg.role == "assistant" and any(SECRET in str(getattr(p, "arguments", "")) for p in parts):
-                # The call that used it goes too (its result with it: Repair drops the orphan).
-                parts = (TextPart("(a call)"),)
-            if parts != msg.parts:
-                notes.replaced += 1
-                msg = replace(msg, parts=parts)
-            out.append(msg)
-        return out, notes
+from tests.evaluation.transcripts import ERROR, SECRET, ForgetSecret, session
 
 
 def points(messages: list[Message]) -> list[int]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from historykit.messages import Message, ToolCallPart, ToolResultPart
+from dataclasses import replace
+
+from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 
 SECRET = "config/settings_prod.yaml"
 """A path a tool returns and the agent then uses: the recall probe of `session`."""
@@ -75,3 +78,27 @@ def session(rounds: int = 6) -> list[Message]:
         ]
     messages.append(Message.assistant("Done."))
     return messages
+
+
+class ForgetSecret(HistoryProcessor):
+    """Replaces every tool output naming `SECRET` (and the calls naming it) by a bare notice: a
+    compaction that loses that fact and nothing the other probes need."""
+
+    def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
+        out = []
+        notes = StepNotes()
+        for msg in messages:
+            parts = tuple(
+                replace(p, content="[output removed]")
+                if isinstance(p, ToolResultPart) and SECRET in p.content
+                else p
+                for p in msg.parts
+            )
+            if msg.role == "assistant" and any(SECRET in str(getattr(p, "arguments", "")) for p in parts):
+                # The call that used it goes too (its result with it: Repair drops the orphan).
+                parts = (TextPart("(a call)"),)
+            if parts != msg.parts:
+                notes.replaced += 1
+                msg = replace(msg, parts=parts)
+            out.append(msg)
+        return out, notes

@@ -68,14 +68,16 @@ class LangChainSummarizer:
         return type(self.chat_model).__name__
 
     async def __call__(self, messages: Sequence[Message], focus: str | None = None) -> str:
+        return await self.ask(summary_prompt(messages, focus))
+
+    async def ask(self, prompt: str) -> str:
+        """One request: the instructions, then `prompt`; the reply's text (the judge of
+        `historykit.evaluation` asks its questions through this)."""
         from langchain_core.messages import HumanMessage, SystemMessage
 
-        prompt = [
-            SystemMessage(self.instructions.format(budget=self.budget_tokens)),
-            HumanMessage(summary_prompt(messages, focus)),
-        ]
+        request = [SystemMessage(self.instructions.format(budget=self.budget_tokens)), HumanMessage(prompt)]
         try:
-            response = await self.chat_model.ainvoke(prompt, config=summary_call_config())
+            response = await self.chat_model.ainvoke(request, config=summary_call_config())
         except ImportError as exc:
             raise UnusableSummarizerError(f"summarizer model {self.model_name!r}: {exc}") from None
         except Exception as exc:

@@ -67,10 +67,16 @@ class PydanticAISummarizer:
         return getattr(model, "model_name", None) or type(model).__name__
 
     async def __call__(self, messages: Sequence[Message], focus: str | None = None) -> str:
+        return await self.ask(summary_prompt(messages, focus))
+
+    async def ask(self, prompt: str) -> str:
+        """One run: the instructions, then `prompt`; the output as text (the judge of
+        `historykit.evaluation` asks its questions through this), a provider's refusal of the model
+        or its key as `UnusableSummarizerError`."""
         from pydantic_ai.exceptions import ModelHTTPError, UserError
 
         try:
-            return await self._summarize(messages, focus)
+            return await self._ask(prompt)
         except UserError as exc:  # Pydantic AI's own word for a configuration mistake (a missing key)
             raise UnusableSummarizerError(f"summarizer model {self.model_name!r}: {exc}") from None
         except ImportError as exc:
@@ -83,16 +89,16 @@ class PydanticAISummarizer:
                 f"{_one_line(exc.body)}"
             ) from None
 
-    async def _summarize(self, messages: Sequence[Message], focus: str | None) -> str:
+    async def _ask(self, prompt: str) -> str:
         instructions = self.instructions.format(budget=self.budget_tokens)
         if _is_agent(self.model):
-            result = await self.model.run(f"{instructions}\n\n{summary_prompt(messages, focus)}")
+            result = await self.model.run(f"{instructions}\n\n{prompt}")
         else:
             if self._agent is None:
                 from pydantic_ai import Agent
 
                 self._agent = Agent(self.model, instructions=instructions, output_type=str)
-            result = await self._agent.run(summary_prompt(messages, focus))
+            result = await self._agent.run(prompt)
         output = result.output
         return output if isinstance(output, str) else str(output)
 

@@ -51,6 +51,7 @@ JUDGE_INSTRUCTIONS = """\
 You answer questions about an agent's conversation, which is given between <history> tags, from \
 that history only. Quote exact values (paths, identifiers, code lines, error messages, commands) \
 as the history writes them. If the history does not tell, answer "not in the history"."""
+"""What the judge model is told before each question (the history, then the question follow)."""
 
 BLANK = "____"
 _CONTEXT_CHARS = 160

@@ -21,6 +21,7 @@ from historykit.checkpointers._refs import (
 )
 from historykit.checkpointers._saver_base import (
     SaverBase,
+    _exists,
     _Transaction,
 )
 from historykit.checkpointers._saver_sql import (
@@ -152,9 +153,9 @@ class SaverMessages(SaverBase):
             stored[i] = found[digest].position
         if lower and written_to is not None:
             placed = {seq for seq, at in zip(seqs, stored, strict=True) if at is not None}
-            if placed & lower.keys() and not (
-                yield from self._checkpoint_exists_plan(thread_id, *written_to)
-            ):
+            ns, checkpoint_id = written_to
+            params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+            if placed & lower.keys() and not (yield from _exists(self._sql.checkpoint_exists, params)):
                 # Writes of a checkpoint that is gone: the thread was deleted under the run, and
                 # the run's next checkpoint logged its state again. They move no message before it.
                 lower = {seq: at for seq, at in lower.items() if seq not in placed}
@@ -194,12 +195,6 @@ class SaverMessages(SaverBase):
         if without_id is not None:
             without_id[:] = [message_id is None for message_id in ids]
         return seqs, forms
-
-    def _checkpoint_exists_plan(self, thread_id: str, ns: str, checkpoint_id: str) -> Plan[bool]:
-        rows = yield Query(
-            self._sql.checkpoint_exists, {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
-        )
-        return bool(rows)
 
     def _serialize(self, message: BaseMessage) -> tuple[Any, str | None, str, bytes, str]:
         """`(form, id, encoding, data, hash)` of a message as one consistent form, `form` being a

@@ -135,9 +135,6 @@ class _Statements:
         self.get_checkpoint = sa.select(*self.checkpoint_columns).where(
             c_thread == bp("thread_id"), c_ns == bp("ns"), c_id == bp("checkpoint_id")
         )
-        self.checkpoint_exists = sa.select(sa.literal(1)).where(
-            c_thread == bp("thread_id"), c_ns == bp("ns"), c_id == bp("checkpoint_id")
-        )
         self.latest_checkpoint = (
             sa.select(*self.checkpoint_columns)
             .where(c_thread == bp("thread_id"), c_ns == bp("ns"))

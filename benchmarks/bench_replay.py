@@ -55,7 +55,14 @@ from historykit.tokens import TokenCounter
 
 OURS = "historykit"
 TIERED = "harness:TieredCompaction"
-HARNESS = {TIERED: "tiered", "harness:ClearToolResults": "clear", "harness:DeduplicateFileReads": "dedupe"}
+HARNESS = {
+    TIERED: "tiered",
+    "harness:ClearToolResults": "clear",
+    "harness:ClearToolResults+inputs": "clear-inputs",
+    "harness:DeduplicateFileReads": "dedupe",
+}
+# Whole-session cost targets against the cheapest anchor configuration, by window (issue 23).
+CHEAPEST_TARGET = {32_000: 0.75, 100_000: 0.70}
 LANGCHAIN = {"langchain:ContextEditing": "context-editing", "langchain:Summarization": "summarization"}
 STRATEGIES = (OURS, *HARNESS, *LANGCHAIN)
 Sessions = list[tuple[str, list[Message]]]
@@ -199,6 +206,13 @@ def check_targets(
         lines.append(
             f"{mode}: total cost {ours.cost:,.0f} vs TieredCompaction {tiered.cost:,.0f}: "
             f"{below:.1%} below (target >= 25%)"
+        )
+        anchors = {s: total(r.values()).cost for s, r in by_strategy.items() if s != OURS}
+        cheapest = min(anchors, key=anchors.__getitem__)
+        target = CHEAPEST_TARGET.get(window)
+        lines.append(
+            f"{mode}: total cost vs the cheapest anchor here, {cheapest} ({anchors[cheapest]:,.0f}): "
+            f"{ours.cost / anchors[cheapest]:.3f}x" + (f" (target <= {target:.2f}x)" if target else "")
         )
         floor = cheapest_at_reuse(arrivals, 0.95)
         lines.append(

@@ -131,10 +131,12 @@ def timing(
     window: int,
     repeat: int,
     summary_tokens: int,
+    clock: str = "wall",
 ) -> dict[tuple[str, str], float]:
     """Milliseconds per call of each harness strategy on each history, `(history, strategy) -> ms`."""
     job = {
         "task": "time",
+        "clock": clock,
         "strategies": list(strategies),
         "window": window,
         "repeat": repeat,
@@ -143,3 +145,58 @@ def timing(
     }
     out = run_job(job)
     return {(r["history"], r["strategy"]): r["ms"] for r in out["results"]}
+
+
+def persistent(
+    history: Sequence[Message],
+    extra: Sequence[Message],
+    *,
+    strategy: str,
+    window: int,
+    repeat: int,
+    summary_tokens: int,
+    database: Path,
+    key: str,
+    clock: str = "wall",
+) -> dict[str, Any]:
+    """A harness strategy run persistently over `history`, call by call; its warm call on its own
+    compacted history with `extra` appended (best of `repeat`, ms); that history stored in `database`
+    under `key` for `cold`."""
+    job = {
+        "task": "persistent",
+        "clock": clock,
+        "strategy": strategy,
+        "window": window,
+        "repeat": repeat,
+        "summary_tokens": summary_tokens,
+        "messages": to_json(history),
+        "extra": to_json(extra),
+        "database": str(database),
+        "key": key,
+    }
+    return run_job(job)
+
+
+def cold(
+    extra: Sequence[Message],
+    *,
+    strategy: str,
+    window: int,
+    summary_tokens: int,
+    database: Path,
+    key: str,
+    clock: str = "wall",
+) -> dict[str, Any]:
+    """In a new process: the stored compacted history loaded from `database` and the first call on
+    it with `extra` appended, on a new capability (`load_ms`, `call_ms`)."""
+    job = {
+        "task": "cold",
+        "clock": clock,
+        "strategy": strategy,
+        "window": window,
+        "summary_tokens": summary_tokens,
+        "extra": to_json(extra),
+        "database": str(database),
+        "key": key,
+    }
+    return run_job(job)

@@ -19,6 +19,12 @@ Jobs:
   the tokens the summarizer read and how many summaries it wrote.
 - `time`: milliseconds per call of each strategy on the given histories (with the harness's own
   token estimate, its default), each call on a fresh capability.
+- `persistent`: a history run call by call through a strategy persistently (its edits carry
+  forward, as in an agent run), then the warm call: the same capability on its own compacted history
+  with the next exchange appended. The compacted history is written to a SQLite table for `cold`.
+- `cold`: what a new process does on a stored conversation: load the compacted history from SQLite
+  (`SELECT` and Pydantic AI validation, as a Pydantic AI app keeps its history) and make the first
+  call on it with the next exchange appended, on a new capability; load and call timed apart.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -168,6 +175,10 @@ def strategy(name: str, window: int, summarizer: SummaryModel, tokenizer: Callab
         return SlidingWindowCompaction(max_tokens=high, keep_tokens=window // 2, tokenizer=tokenizer)
     if name == "clear":
         return ClearToolResults(max_tokens=high, keep_pairs=3, tokenizer=tokenizer)
+    if name == "clear-inputs":
+        # The same, clearing the calls' arguments too: the cheapest harness configuration on the
+        # corpus (an edit's arguments are often as large as a read's result).
+        return ClearToolResults(max_tokens=high, keep_pairs=3, clear_tool_inputs=True, tokenizer=tokenizer)
     if name == "dedupe":
         # No trigger: the harness runs it on every request ("it is cheap and near-lossless").
         return DeduplicateFileReads(file_key=file_key, tokenizer=tokenizer)
@@ -192,6 +203,10 @@ async def send(capability: Any, history: list[ModelMessage], model: FunctionMode
 
 def _points(history: list[ModelMessage]) -> list[int]:
     return [i for i, m in enumerate(history) if isinstance(m, ModelResponse) and i > 0]
+
+
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+"""A job's `clock`: wall time, or the process's CPU time (for a machine other work shares)."""
 
 
 async def replay(job: dict[str, Any]) -> dict[str, Any]:
@@ -228,6 +243,7 @@ async def replay(job: dict[str, Any]) -> dict[str, Any]:
 
 
 async def timing(job: dict[str, Any]) -> dict[str, Any]:
+    clock = CLOCKS[job.get("clock", "wall")]
     out: dict[str, Any] = {"tokenizer": TOKENIZER_NAME, "results": []}
     for item in job["histories"]:
         history = ModelMessagesTypeAdapter.validate_python(item["messages"])
@@ -238,19 +254,66 @@ async def timing(job: dict[str, Any]) -> dict[str, Any]:
                 summarizer = SummaryModel(job["summary_tokens"])
                 capability = strategy(name, job["window"], summarizer, None)
                 state = list(history)
-                start = time.perf_counter()
+                start = clock()
                 await send(capability, state, model)
                 if attempt:  # the first call warms up (imports, schema building)
-                    samples.append((time.perf_counter() - start) * 1000)
+                    samples.append((clock() - start) * 1000)
             out["results"].append({"history": item["name"], "strategy": name, "ms": min(samples)})
     return out
+
+
+async def persistent_timing(job: dict[str, Any]) -> dict[str, Any]:
+    clock = CLOCKS[job.get("clock", "wall")]
+    history = ModelMessagesTypeAdapter.validate_python(job["messages"])
+    extra = ModelMessagesTypeAdapter.validate_python(job["extra"])
+    model = FunctionModel(_never_called, model_name="run-model")
+    capability = strategy(job["strategy"], job["window"], SummaryModel(job["summary_tokens"]), None)
+    carried: list[ModelMessage] = []
+    previous = 0
+    for t in _points(history):
+        carried = carried + history[previous:t]
+        await send(capability, carried, model)  # rewrites `carried` in place, as the run's history
+        previous = t
+    carried = carried + history[previous:]
+    samples = []
+    for _ in range(job["repeat"]):
+        state = [*carried, *extra]
+        start = clock()
+        await send(capability, state, model)
+        samples.append((clock() - start) * 1000)
+    with sqlite3.connect(job["database"]) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS tiered_runs (id TEXT PRIMARY KEY, messages BLOB)")
+        db.execute(
+            "INSERT OR REPLACE INTO tiered_runs VALUES (?, ?)",
+            (job["key"], ModelMessagesTypeAdapter.dump_json(carried)),
+        )
+    return {"warm_ms": min(samples), "stored_messages": len(carried)}
+
+
+async def cold_timing(job: dict[str, Any]) -> dict[str, Any]:
+    clock = CLOCKS[job.get("clock", "wall")]
+    extra = ModelMessagesTypeAdapter.validate_python(job["extra"])
+    model = FunctionModel(_never_called, model_name="run-model")
+    capability = strategy(job["strategy"], job["window"], SummaryModel(job["summary_tokens"]), None)
+    start = clock()
+    with sqlite3.connect(job["database"]) as db:
+        (blob,) = db.execute("SELECT messages FROM tiered_runs WHERE id = ?", (job["key"],)).fetchone()
+    stored = ModelMessagesTypeAdapter.validate_json(blob)
+    load_ms = (clock() - start) * 1000
+    start = clock()
+    await send(capability, [*stored, *extra], model)
+    call_ms = (clock() - start) * 1000
+    return {"load_ms": load_ms, "call_ms": call_ms, "loaded": len(stored)}
+
+
+TASKS = {"replay": replay, "time": timing, "persistent": persistent_timing, "cold": cold_timing}
 
 
 def main() -> None:
     job_path, out_path = sys.argv[1], sys.argv[2]
     with open(job_path) as f:
         job = json.load(f)
-    run = replay if job["task"] == "replay" else timing
+    run = TASKS[job["task"]]
     result = asyncio.run(run(job))
     with open(out_path, "w") as f:
         json.dump(result, f)

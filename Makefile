@@ -48,8 +48,10 @@ wheel-check: $(VENV)/.installed
 # file on one worker: its module-scoped fixtures (the README blocks, the demo runs) run once, and
 # its tests in order. Each worker is a test session of its own: the PostgreSQL and MySQL databases
 # are created under unique names per session, the rest in tmp_path, so workers share nothing.
+# --no-loadscope-reorder hands the files out in collection order, the slow ones first
+# (tests/conftest.py); xdist's own order (most tests first) started them last, a long tail on one worker.
 PYTEST_WORKERS ?= auto
-PYTEST_XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+PYTEST_XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test-main: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q $(PYTEST_XDIST)

@@ -28,7 +28,7 @@ from historykit import default_pipeline
 from historykit.plugins.langchain import HistoryKitMiddleware, hide_private_state
 
 WINDOW = 2_500
-"""The model's context window: small, so a thread of 20 turns compacts several times."""
+"""The model's context window: small, so a thread compacts on every turn from its third on."""
 
 CALLS_VARIABLE = "HISTORYKIT_DEPLOY_CALLS"
 PERSIST_VARIABLE = "HISTORYKIT_DEPLOY_PERSIST"

@@ -2,7 +2,7 @@
 serves `agent_app.py` with `historykit.checkpointers.agent_server.checkpointer` named in
 langgraph.json, on SQLite and on PostgreSQL, driven with `langgraph_sdk`.
 
-Three threads take 20 turns each, concurrently, and the server is restarted twice in the middle
+Three threads take 9 turns each, concurrently, and the server is restarted twice in the middle
 (SIGTERM, then SIGKILL). Afterwards: every prompt the server accepted is in the thread's transcript
 once and in order, the transcript and the state pass `check()`, compaction happened, every model
 request is the one an uninterrupted in-process run sends, `get_state`, the history and the thread's
@@ -31,8 +31,10 @@ from tests.deploy.conftest import DevServer, read_calls, reference_calls
 pytestmark = pytest.mark.slow
 
 THREADS = 3
-TURNS = int(os.environ.get("HISTORYKIT_DEPLOY_TURNS", "20"))
-"""Turns per thread (`HISTORYKIT_DEPLOY_TURNS` for a longer run)."""
+TURNS = int(os.environ.get("HISTORYKIT_DEPLOY_TURNS", "9"))
+"""Turns per thread (`HISTORYKIT_DEPLOY_TURNS` for a longer run). A thread compacts on every turn
+from its third on (`agent_app.WINDOW`): with 9 turns and the restarts before turns 3 and 6, each of
+the three server processes compacts every thread, the later two on state the one before stored."""
 _RESTART_COUNT = int(os.environ.get("HISTORYKIT_DEPLOY_RESTARTS", "2"))
 RESTARTS = {TURNS * (n + 1) // (_RESTART_COUNT + 1): n % 2 == 1 for n in range(_RESTART_COUNT)}
 """Before these turns (evenly spaced; `HISTORYKIT_DEPLOY_RESTARTS` of them, 2 by default) the server

@@ -2,8 +2,8 @@
 (or several savers in one server process) does: every turn of a thread is served by another worker
 than the turn before, and every model request must be the one a single process sends.
 
-- 4 worker processes on one PostgreSQL database, 8 threads of 20 turns (160 turns), view-only and
-  persistent.
+- 4 worker processes on one PostgreSQL database, 8 threads of 8 turns (64 turns; every thread is
+  served by every worker twice, and compacted from its third turn on), view-only and persistent.
 - One process with two `SQLModelSaver` instances on one database (LangGraph's Agent Server opens a
   saver per thread of its own), alternating turns through the async methods the server calls.
 """
@@ -29,7 +29,7 @@ from tests.deploy.worker_process import serve
 
 WORKERS = 4
 THREADS = 8
-TURNS = 20
+TURNS = 8
 WAIT = 600.0
 """Seconds a worker may take to start or to serve a round (the machine may be shared and loaded)."""
 

@@ -660,6 +660,37 @@ def _error_of(result: ToolResultPart, call: ToolCallPart | None) -> str | None:
     return line if len(line) <= 200 else line[:197] + "..."
 
 
+ERROR_LINE_CHARS = 100
+"""Characters of an error line kept by `error_line`."""
+_ERROR_SHAPE = re.compile(
+    r"(?:Error|Exception|Failure)\b|\berror(?:\[\w+\])?:|\bFAILED\b|command not found|"
+    r"No such file or directory|fatal: |\b\d+ failed\b|\bis required\b|\bnot found\b",
+    re.IGNORECASE,
+)
+"""What an error line says (`_error_of` finds the line; this keeps the ones that read as an error,
+not a failing command's first line of output)."""
+_LISTING_LINE = re.compile(r"^\s*\d+(?:→|\t|:\s)")
+
+
+def error_line(result: ToolResultPart, call: ToolCallPart | None) -> str | None:
+    """The error line of a result `_error_of` counts as an error, when it reads as one (what
+    placeholders and probes keep of a failure, `ERROR_LINE_CHARS` characters): a bare heading
+    (`ERROR:`) gives way to the line after it; a failure with no error line (its first line would
+    stand in) and a numbered line of a file listing (a read or an edit's
+    echo quoting `error:` in code) are no error."""
+    error = _error_of(result, call)
+    if error is None:
+        return None
+    error = error.removesuffix("...").strip()
+    if error.endswith(":") and len(error.split()) <= 2:
+        lines = [ln.strip() for ln in result.content.splitlines() if ln.strip()]
+        at = lines.index(error) if error in lines else -1
+        error = lines[at + 1] if 0 <= at < len(lines) - 1 else error
+    if not _ERROR_SHAPE.search(error) or _LISTING_LINE.match(error):
+        return None
+    return error[:ERROR_LINE_CHARS].rstrip()
+
+
 def _open_errors(previous: list[str], messages: Sequence[Message], max_items: int) -> list[str]:
     errors: dict[str, str] = {}
     for item in previous:

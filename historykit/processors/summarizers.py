@@ -76,6 +76,7 @@ from historykit.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from historykit.processors.change_records import change_line
 from historykit.processors.file_reads import FileRead, FileWrite, file_accesses, files_touched, shell_text
 
 __all__ = [
@@ -527,22 +528,29 @@ def _dedupe(items: Iterable[str]) -> list[str]:
 # --- files touched --------------------------------------------------------------------------------
 
 _ACTION_ORDER = ("read", "written", "edited")
-_FILE_ITEM = re.compile(r"^(.*) \(([a-z, ]+)\)$")
+_FILE_ITEM = re.compile(r"^(.*?) \(([a-z, ]+)\)(?:: added `(.*)`)?$")
+"""A file of the files-touched section: `src/a.py (read, edited): added `def run(self) -> None:``,
+the record of its latest change after the colon (`change_records.change_line`)."""
 
 
 def _merge_files(items: list[str], calls: Sequence[ToolCallPart], max_files: int) -> list[str]:
     """The previous summary's files merged with what `calls` did, most recently touched last.
 
-    Every file written or edited is listed, whatever `max_files` says; files only read fill the
-    room left, the most recently read first. What changed a file is `file_accesses`' verdict; the
-    files a call names as read (`cat a b`, `grep x a.py | head`) and whether a change wrote a new
-    file or edited one are `files_touched`' (both in `file_reads`, which resolve paths alike).
+    Every file written or edited is listed, whatever `max_files` says, with the record of its
+    latest change (the longest line it added, `change_records.change_line`): a summary keeps what
+    changed, not only where. Files only read fill the room left, the most recently read first.
+    What changed a file is `file_accesses`' verdict; the files a call names as read (`cat a b`,
+    `grep x a.py | head`) and whether a change wrote a new file or edited one are `files_touched`'
+    (both in `file_reads`, which resolve paths alike).
     """
     files: dict[str, set[str]] = {}
+    changes: dict[str, str] = {}
     for item in items:
         match = _FILE_ITEM.match(item)
         path, actions = (match.group(1), match.group(2).split(", ")) if match else (item, [])
         files.setdefault(path, set()).update(a for a in actions if a in _ACTION_ORDER)
+        if match and match.group(3):
+            changes[path] = match.group(3)
 
     def touch(path: str, action: str) -> None:
         actions = files.pop(path, set())  # most recently touched last
@@ -558,17 +566,30 @@ def _merge_files(items: list[str], calls: Sequence[ToolCallPart], max_files: int
             touch(access.path, "read")
         elif isinstance(access, FileWrite):
             how = {path: action for path, action in loose if action != "read"}
+            line = change_line(call)
             for path in access.paths:
                 touch(path, how.get(path, "edited"))
+                if line is not None:
+                    changes[path] = line
+                else:  # a change with nothing to say: an older record is no longer the latest
+                    changes.pop(path, None)
     changed = {path for path, actions in files.items() if actions - {"read"}}
     room = max(0, max_files - len(changed))
     read_only = [path for path in files if path not in changed]
     shown = changed | set(read_only[max(0, len(read_only) - room) :])
     return [
-        f"{path} ({', '.join(a for a in _ACTION_ORDER if a in actions)})" if actions else path
+        _file_item(path, actions, changes.get(path) if path in changed else None)
         for path, actions in files.items()
         if path in shown
     ]
+
+
+def _file_item(path: str, actions: set[str], change: str | None) -> str:
+    if not actions:
+        return path
+    item = f"{path} ({', '.join(a for a in _ACTION_ORDER if a in actions)})"
+    # A backtick inside the record would end its code span early: it becomes a quote.
+    return f"{item}: added `{change.replace('`', chr(39))}`" if change else item
 
 
 def _changed_files(items: list[str], calls: Sequence[ToolCallPart]) -> list[str]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from historykit.messages import ToolCallPart
 from historykit.processors.file_reads import shell_text
 
-__all__ = ["CHANGE_CHARS", "change_line", "change_text"]
+__all__ = ["CHANGE_CHARS", "NEW_TEXT_KEYS", "change_line", "change_text", "kept_record"]
 
 CHANGE_CHARS = 80
 """Characters of the line kept."""
@@ -38,6 +38,25 @@ _CHANGE_KEYS = (
     ("input", None),
 )
 """The argument holding what a write or edit call wrote, and the one holding what it replaced."""
+NEW_TEXT_KEYS = frozenset(new for new, _ in _CHANGE_KEYS)
+"""The arguments holding the new text of a change."""
+CLEARED_HEAD = "[cleared from the history: "
+"""How a value `ClearToolResults` cleared starts..."""
+CLEARED_TAIL = "; the call was made with the full value]"
+"""...and ends; a record of the change it held comes just before the tail: ``added `line` ``."""
+_RECORD_TAIL = "`" + CLEARED_TAIL
+
+
+def kept_record(value: str) -> str | None:
+    """`value` itself, unless it is a cleared value: then the record its placeholder kept of the
+    change (the line it added), or `None` when it kept none. A summary of calls cleared earlier
+    lists what the change added, not the placeholder."""
+    if not (value.startswith(CLEARED_HEAD) and value.endswith(CLEARED_TAIL)) or "\n" in value:
+        return value
+    at = value.find(" added `")
+    if at < 0 or not value.endswith(_RECORD_TAIL):
+        return None
+    return value[at + len(" added `") : -len(_RECORD_TAIL)]
 
 
 def change_text(call: ToolCallPart) -> str:
@@ -52,6 +71,10 @@ def change_text(call: ToolCallPart) -> str:
     )
     news = []
     for new, old in pairs:
+        if isinstance(new, str):
+            new = kept_record(new)
+        if isinstance(old, str):
+            old = kept_record(old)
         if isinstance(new, str) and new.strip():
             kept = {ln.strip() for ln in old.splitlines()} if isinstance(old, str) else set()
             added = "\n".join(ln for ln in new.splitlines() if ln.strip() not in kept)

@@ -31,7 +31,7 @@ from historykit.identity_cache import CachePolicy, IdentityCache
 from historykit.messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
-from historykit.processors.change_records import change_line
+from historykit.processors.change_records import CLEARED_HEAD, CLEARED_TAIL, NEW_TEXT_KEYS, change_line
 from historykit.processors.file_reads import _PATH_KEYS, FileWrite, file_accesses
 from historykit.processors.summarizers import error_line
 from historykit.processors.trigger import Trigger
@@ -69,8 +69,8 @@ WRITE_PLACEHOLDER = (
 """What a cleared value reads when it held the only mention of the files the call wrote (a shell
 script, a patch): the model, and `file_reads` (hence dedupe and summaries), still see the write.
 With a record of the change, `and added `line`` follows the paths."""
-_INPUT_HEAD = "[cleared from the history: "
-_INPUT_TAIL = "; the call was made with the full value]"
+_INPUT_HEAD = CLEARED_HEAD
+_INPUT_TAIL = CLEARED_TAIL
 
 KEY_ARGUMENTS = (
     *_PATH_KEYS,  # the files a call names, as `file_reads` knows them
@@ -416,7 +416,11 @@ def _clear_value(
             record.clear()
         return text, True
     if isinstance(value, dict):
-        items = {key: _clear_value(item, counter, min_tokens, wrote, record) for key, item in value.items()}
+        # The new text's value takes the record first (a summary reads the change from there),
+        # whatever the order of the keys, which the output keeps.
+        first = sorted(value, key=lambda key: key not in NEW_TEXT_KEYS)
+        done = {key: _clear_value(value[key], counter, min_tokens, wrote, record) for key in first}
+        items = {key: done[key] for key in value}
         if not any(changed for _, changed in items.values()):
             return value, False
         return {key: new for key, (new, _) in items.items()}, True

@@ -240,6 +240,9 @@ def test_bulky_arguments_of_old_calls_are_cleared_keeping_their_keys() -> None:
     new_line = change_line(history[3].tool_calls[0])
     assert new_line is not None and new_line.startswith("new line")
     assert sum(new_line in v for v in edit.values() if isinstance(v, str)) == 1
+    assert new_line in edit["new_string"]
+    # What a summary reads of the cleared call is the record, not the placeholder.
+    assert change_line(out[3].tool_calls[0]) == new_line and change_line(write) == line
     assert not any("`old line" in v for v in edit.values() if isinstance(v, str))
     # Small results (the write's confirmation) are left as they are.
     assert out[2] is history[2] and out[4] is history[4]

@@ -10,6 +10,13 @@ argument, an `Edit` its `old_string` and `new_string`. With `clear_tool_inputs` 
 cleared too, leaving the arguments a valid object with the same keys (providers and frameworks
 parse them).
 
+A placeholder keeps a compact record of what matters later, so that clearing loses the bulk and
+not the facts: a cleared failure names its error line (`Bash(command='pytest') (failed: KeyError:
+'user_id')`, `historykit.processors.summarizers.error_line`), and the first cleared value of a write
+or edit names the longest line the change added (`historykit.processors.change_records`), which
+summaries then list beside the file. Measured on the corpus and generated long sessions
+(`docs/quality.md`): the latest change of every file and the error lines stay in the view.
+
 Clearing edits old messages, which makes the provider's prompt cache miss from the first edited
 message on; so it happens rarely and in batches (see `historykit.processors.batching`): only when the
 history crosses the trigger's high-water mark, then down to its low-water mark and by at least

@@ -18,6 +18,7 @@ from historykit.evaluation import KINDS, evaluate, extract_probes
 from historykit.evaluation.matching import normalise
 from historykit.messages import ToolCallPart, ToolResultPart
 from historykit.processors.clear_tool_results import ClearToolResults
+from historykit.tokens import TokenCounter
 from historykit.validity import check_neutral
 
 from .long_sessions import long_session
@@ -73,8 +74,9 @@ def session() -> list[historykit.Message]:
 
 def test_default_pipeline_with_recall_keeps_every_kind_at_100k(session: list[historykit.Message]) -> None:
     logging.getLogger("historykit").setLevel(logging.ERROR)
+    counter = TokenCounter()
+    assert sum(counter.count_message(m) for m in session) > 120_000  # the pipeline has work to do
     evaluation = evaluate(session, historykit.default_pipeline(), window=100_000, recall=True)
-    assert max(c.tokens for c in evaluation.calls) > 40_000  # the cheap edits did fire
     for kind in evaluation.kinds:
         assert kind.reachable_share is not None and kind.reachable_share >= 0.95, kind
         assert kind.worst is not None and kind.worst >= 0.95, kind

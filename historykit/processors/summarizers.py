@@ -691,6 +691,7 @@ _ERROR_SHAPE = re.compile(
 """What an error line says (`_error_of` finds the line; this keeps the ones that read as an error,
 not a failing command's first line of output)."""
 _LISTING_LINE = re.compile(r"^\s*\d+(?:→|\t|:\s)")
+_EXCEPTION = re.compile(r"^\w+(?:\.\w+)*(?:Error|Exception|Failure)\b")
 
 
 def error_line(result: ToolResultPart, call: ToolCallPart | None) -> str | None:
@@ -703,6 +704,11 @@ def error_line(result: ToolResultPart, call: ToolCallPart | None) -> str | None:
     if error is None:
         return None
     error = error.removesuffix("...").strip()
+    if "Traceback (most recent call last)" in result.content and not _EXCEPTION.match(error):
+        # A test runner's tally after the traceback (`1 failed`) says less than the exception.
+        tail = result.content.rsplit("Traceback (most recent call last)", 1)[1].splitlines()
+        raised = [ln.strip() for ln in tail if _EXCEPTION.match(ln.strip())]
+        error = raised[-1] if raised else error
     if error.endswith(":") and len(error.split()) <= 2:
         lines = [ln.strip() for ln in result.content.splitlines() if ln.strip()]
         at = lines.index(error) if error in lines else -1

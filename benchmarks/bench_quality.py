@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -375,7 +376,7 @@ def main() -> None:
     if args.markdown:
         print("\n" + "\n".join([*header, *markdown]))
     if args.write_docs:
-        command = " ".join(["python benchmarks/bench_quality.py", *sys.argv[1:]])
+        command = shlex.join(["python", "benchmarks/bench_quality.py", *sys.argv[1:]])
         names = f"{len(sessions)} sessions ({sum(len(call_points(s)) for _, s in sessions):,} model calls)"
         for window in args.windows:
             lines = [line for line in markdown if line.split(" | ")[1] == f"{window:,}"]

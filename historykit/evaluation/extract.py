@@ -29,7 +29,9 @@ call).
 `Traceback` last line, a failing exit status, an `...Error:` line; searches and successful reads
 excluded), when its line reads as an error (an `Error`, `Exception`, `error:`, `FAILED`, `not
 found`, `is required`... line; not a numbered line of a file listing; a bare `ERROR:` heading gives
-way to the line after it), and what it did next: the next assistant message's first tool call (its
+way to the line after it; after a traceback, the exception line rather than a test runner's tally
+such as `1 failed`: `historykit.processors.summarizers.error_line`, the line cleared placeholders
+keep), and what it did next: the next assistant message's first tool call (its
 shell command or first argument, first line, 80 characters), or its first sentence when it called
 no tool. Answer: the error line (100 characters) and that action. From: the next assistant
 message; to the end.

@@ -75,7 +75,7 @@ WRITE_PLACEHOLDER = (
 )
 """What a cleared value reads when it held the only mention of the files the call wrote (a shell
 script, a patch): the model, and `file_reads` (hence dedupe and summaries), still see the write.
-With a record of the change, `and added `line`` follows the paths."""
+It keeps no record of the change: `file_reads` parses the paths back from it."""
 _INPUT_HEAD = CLEARED_HEAD
 _INPUT_TAIL = CLEARED_TAIL
 
@@ -410,9 +410,8 @@ def _clear_value(
             return value, False
         line = record[0] if record else None
         if wrote is not None:
+            # No record here: `file_reads` reads the paths back from this wording.
             text = WRITE_PLACEHOLDER.format(tokens=tokens, paths=wrote)
-            if line is not None:
-                text = text.replace(_INPUT_TAIL, f" and added `{line}`{_INPUT_TAIL}")
         elif line is not None:
             text = CHANGE_PLACEHOLDER.format(tokens=tokens, line=line)
         else:

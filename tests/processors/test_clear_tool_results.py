@@ -15,7 +15,6 @@ from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from historykit.processors.change_records import change_line
 from historykit.processors.clear_tool_results import (
     CHANGE_PLACEHOLDER,
-    INPUT_PLACEHOLDER,
     RESULT_PLACEHOLDER,
     ClearToolResults,
     describe_call,

@@ -32,6 +32,15 @@ score would only measure as loss. Each anchor's probes are extracted from the se
 framework holds it (Pydantic AI groups a turn's tool results into one request), so their counts may
 differ by a few from historykit's.
 
+Generated long sessions (`--generated N`, 2 by default): `tests/evaluation/long_sessions.py`
+writes N seeded sessions of `--generated-calls` model calls each (1,500 by default: many file
+edits, failing test runs and the fix that follows, todo plans, a new request now and then), scored
+beside the corpus; the table names them `generated-<seed>`.
+
+`--write-docs` puts each window's Markdown table, with the command that made it, between that
+window's `<!-- quality-table:WINDOW:start/end -->` markers in `benchmarks/README.md` and
+`docs/quality.md` (generated, not typed).
+
 Run: `make bench-quality` (the table, `benchmarks/results/quality.json` and the Pareto plot
 `benchmarks/results/quality.png`: quality, the mean over the kinds, against cost relative to the
 full context), or `python benchmarks/bench_quality.py` (about 35 minutes on 2 cores for both
@@ -43,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +70,9 @@ from historykit.messages import Message
 from historykit.pipeline import Pipeline
 from historykit.processors.default_pipeline import TRIGGER_PRESETS
 from historykit.tokens import TokenCounter
+
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the generator lives in tests/
+from tests.evaluation.long_sessions import long_session
 
 FULL = "full context"
 PRESETS = tuple(f"historykit {name}" for name in TRIGGER_PRESETS)
@@ -273,6 +286,34 @@ def plot(tables: Sequence[tuple[int, list[Row]]], path: Path) -> None:
     print(f"plot written to {path}")
 
 
+DOCS = ("benchmarks/README.md", "docs/quality.md")
+
+
+def marks(window: int) -> tuple[str, str]:
+    """The markers a window's table goes between in each file of `DOCS`."""
+    return f"<!-- quality-table:{window}:start -->", f"<!-- quality-table:{window}:end -->"
+
+
+def write_docs(window: int, table: str, root: Path) -> None:
+    """Put `table` between the window's markers in each file of `DOCS` (the text outside them
+    stays); a lock lets runs of the two windows side by side write the same files."""
+    import fcntl
+    import tempfile
+
+    start, end = marks(window)
+    with open(Path(tempfile.gettempdir()) / "historykit-quality-docs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for name in DOCS:
+            path = root / name
+            text = path.read_text()
+            if start not in text or end not in text:
+                raise SystemExit(f"{name} has no {start} ... {end} markers")
+            head, rest = text.split(start, 1)
+            _, tail = rest.split(end, 1)
+            path.write_text(f"{head}{start}\n{table}\n{end}{tail}")
+            print(f"window {window:,}: table written to {name}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, nargs="+", default=[32_000, 100_000])
@@ -283,12 +324,22 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write every session's result to this file")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown rows")
     parser.add_argument("--plot", type=Path, help="also draw quality against cost (a PNG) to this file")
+    parser.add_argument("--generated", type=int, default=2, help="generated long sessions (seeds 1..N)")
+    parser.add_argument("--generated-calls", type=int, default=1_500, help="model calls per generated one")
+    parser.add_argument("--no-corpus", action="store_true", help="the generated sessions only")
+    parser.add_argument(
+        "--write-docs", action="store_true", help="write the table into benchmarks/README.md, docs/quality.md"
+    )
     args = parser.parse_args()
     # The full context goes over the window on purpose: its usage warnings (one a call) are noise here.
     logging.getLogger("historykit").setLevel(logging.ERROR)
     began = time.perf_counter()
     counter = TokenCounter()
-    sessions = load_sessions(args.sessions)
+    sessions = [] if args.no_corpus else load_sessions(args.sessions)
+    sessions += [
+        (f"generated-{seed}", long_session(seed, calls=args.generated_calls))
+        for seed in range(1, args.generated + 1)
+    ]
     print(
         f"{len(sessions)} sessions, {sum(len(call_points(s)) for _, s in sessions):,} model calls; "
         f"tokenizer {counter.tokenizer_name}; prices: previous prefix 0.1, rest 1.25"
@@ -318,10 +369,19 @@ def main() -> None:
                     {"window": window, **{k: v for k, v in data.items() if k not in ("calls", "lost")}}
                 )
         sys.stdout.flush()
+    header = [
+        "| strategy | window | over | cost | vs full | " + " | ".join(KINDS) + " | calls <95% |",
+        "|---|---:|---:|---:|---:|" + "---:|" * len(KINDS) + "---:|",
+    ]
     if args.markdown:
-        print("\n| strategy | window | over | cost | vs full | " + " | ".join(KINDS) + " | calls <95% |")
-        print("|---|---:|---:|---:|---:|" + "---:|" * len(KINDS) + "---:|")
-        print("\n".join(markdown))
+        print("\n" + "\n".join([*header, *markdown]))
+    if args.write_docs:
+        command = shlex.join(["python", "benchmarks/bench_quality.py", *sys.argv[1:]])
+        names = f"{len(sessions)} sessions ({sum(len(call_points(s)) for _, s in sessions):,} model calls)"
+        for window in args.windows:
+            lines = [line for line in markdown if line.split(" | ")[1] == f"{window:,}"]
+            text = "\n".join([f"{names}, written by `{command}`:", "", *header, *lines])
+            write_docs(window, text, Path(__file__).resolve().parent.parent)
     if args.plot:
         plot(tables, args.plot)
     print(f"\n({time.perf_counter() - began:.0f} s)")

@@ -21,6 +21,7 @@ EXPECTED = [
     "02-langgraph-checkpointer",
     "03-analyze-a-real-transcript",
     "04-budgets-and-prompt-cache-cost",
+    "05-evaluate-compaction-quality",
 ]
 # What each notebook must display besides text: Jupyter renders a report as HTML, a plot as an image.
 DISPLAYS = {
@@ -28,6 +29,7 @@ DISPLAYS = {
     "02-langgraph-checkpointer": {"text/html"},
     "03-analyze-a-real-transcript": {"text/html", "image/png"},
     "04-budgets-and-prompt-cache-cost": {"text/html", "image/png"},
+    "05-evaluate-compaction-quality": {"text/html", "image/png"},
 }
 
 if IN_CI:

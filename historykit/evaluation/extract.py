@@ -29,7 +29,9 @@ call).
 `Traceback` last line, a failing exit status, an `...Error:` line; searches and successful reads
 excluded), when its line reads as an error (an `Error`, `Exception`, `error:`, `FAILED`, `not
 found`, `is required`... line; not a numbered line of a file listing; a bare `ERROR:` heading gives
-way to the line after it), and what it did next: the next assistant message's first tool call (its
+way to the line after it; after a traceback, the exception line rather than a test runner's tally
+such as `1 failed`: `historykit.processors.summarizers.error_line`, the line cleared placeholders
+keep), and what it did next: the next assistant message's first tool call (its
 shell command or first argument, first line, 80 characters), or its first sentence when it called
 no tool. Answer: the error line (100 characters) and that action. From: the next assistant
 message; to the end.
@@ -63,8 +65,9 @@ from collections.abc import Iterator, Sequence
 from historykit.evaluation.matching import message_text, normalise
 from historykit.evaluation.probes import Probe
 from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit.processors.change_records import change_line
 from historykit.processors.file_reads import FileWrite, file_accesses, shell_text
-from historykit.processors.summarizers import _error_of, _plan_items, user_words
+from historykit.processors.summarizers import _plan_items, error_line, user_words
 
 __all__ = ["extract_probes"]
 
@@ -83,29 +86,8 @@ _CANDIDATE = re.compile(
 _MIN_CANDIDATE = 4
 REQUEST_CHARS = 120
 """How much of a user message a continuation probe asks for: its beginning, whitespace collapsed."""
-CHANGE_CHARS = 80
-ERROR_CHARS = 100
 ACTION_CHARS = 80
-_MIN_CHANGE = 8
 _DONE = frozenset({"completed", "complete", "done"})
-_CHANGE_KEYS = (
-    ("new_string", "old_string"),
-    ("new_str", "old_str"),
-    ("content", None),
-    ("file_text", None),
-    ("text", None),
-    ("patch", None),
-    ("input", None),
-)
-"""The argument holding what a write or edit call wrote, and the one holding what it replaced."""
-_ERROR_SHAPE = re.compile(
-    r"(?:Error|Exception|Failure)\b|\berror(?:\[\w+\])?:|\bFAILED\b|command not found|"
-    r"No such file or directory|fatal: |\b\d+ failed\b|\bis required\b|\bnot found\b",
-    re.IGNORECASE,
-)
-"""What an error line says (`historykit.processors.summarizers` finds the line; this keeps the
-ones that read as an error, not a failing command's first line of output)."""
-_LISTING_LINE = re.compile(r"^\s*\d+(?:→|\t|:\s)")
 _SENTENCE = re.compile(r"(?<=[.!?:])\s")
 
 
@@ -184,40 +166,6 @@ def _results_by_call(messages: Sequence[Message]) -> dict[str, ToolResultPart]:
     return {p.tool_call_id: p for m in messages for p in m.parts if isinstance(p, ToolResultPart)}
 
 
-def _change_text(call: ToolCallPart) -> str:
-    """The text a change wrote, without the lines it kept: an edit's `new_string` repeats lines of
-    its `old_string` for context, and those are not what changed."""
-    args = call.arguments_dict()
-    edits = args.get("edits")
-    pairs: list[tuple[object, object]] = (
-        [(e.get("new_string"), e.get("old_string")) for e in edits if isinstance(e, dict)]
-        if isinstance(edits, list)
-        else [(args.get(k), args.get(old) if old else None) for k, old in _CHANGE_KEYS]
-    )
-    news = []
-    for new, old in pairs:
-        if isinstance(new, str) and new.strip():
-            kept = {ln.strip() for ln in old.splitlines()} if isinstance(old, str) else set()
-            added = "\n".join(ln for ln in new.splitlines() if ln.strip() not in kept)
-            news.append(_patch_additions(added) if "*** Begin Patch" in added else added)
-    if news:
-        return "\n".join(news)
-    script = shell_text(call)
-    if script is not None:
-        return _patch_additions(script) if "*** Begin Patch" in script else script
-    return call.arguments if isinstance(call.arguments, str) else ""
-
-
-def _patch_additions(patch: str) -> str:
-    return "\n".join(ln[1:] for ln in patch.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
-
-
-def _longest_line(text: str, limit: int) -> str | None:
-    lines = sorted((ln.strip() for ln in text.splitlines()), key=len, reverse=True)
-    line = lines[0] if lines else ""
-    return line[:limit].rstrip() if len(line) >= _MIN_CHANGE else None
-
-
 def _artifacts(messages: Sequence[Message]) -> Iterator[Probe]:
     located = [(i, p) for i, m in enumerate(messages) for p in m.parts if isinstance(p, ToolCallPart)]
     results = _results_by_call(messages)
@@ -229,7 +177,7 @@ def _artifacts(messages: Sequence[Message]) -> Iterator[Probe]:
         result = results.get(call.id)
         if result is not None and (result.is_error or "<tool_use_error>" in result.content[:200]):
             continue
-        line = _longest_line(_change_text(call), CHANGE_CHARS)
+        line = change_line(call)
         written = normalise(message_text(Message("assistant", (call,))))
         sources = _copy_sources(call)
         for resolved in access.paths:
@@ -336,24 +284,6 @@ def _action(message: Message) -> str | None:
     return sentence[:ACTION_CHARS].rstrip() or None
 
 
-def _error_line(result: ToolResultPart, call: ToolCallPart | None) -> str | None:
-    """The error line of a result the extractive summarizer counts as an error, when it reads as
-    one: a bare heading (`ERROR:`) gives way to the line after it; a failure with no error line
-    (its first line would stand in) and a numbered line of a file listing (a read or an edit's
-    echo quoting `error:` in code) are no error."""
-    error = _error_of(result, call)
-    if error is None:
-        return None
-    error = error.removesuffix("...").strip()
-    if error.endswith(":") and len(error.split()) <= 2:
-        lines = [ln.strip() for ln in result.content.splitlines() if ln.strip()]
-        at = lines.index(error) if error in lines else -1
-        error = lines[at + 1] if 0 <= at < len(lines) - 1 else error
-    if not _ERROR_SHAPE.search(error) or _LISTING_LINE.match(error):
-        return None
-    return error[:ERROR_CHARS].rstrip()
-
-
 def _decisions(messages: Sequence[Message]) -> Iterator[Probe]:
     calls: dict[str, ToolCallPart] = {}
     for index, msg in enumerate(messages):
@@ -363,7 +293,7 @@ def _decisions(messages: Sequence[Message]) -> Iterator[Probe]:
                 continue
             if not isinstance(part, ToolResultPart):
                 continue
-            error = _error_line(part, calls.get(part.tool_call_id))
+            error = error_line(part, calls.get(part.tool_call_id))
             if error is None:
                 continue
             if normalise(error) not in normalise(part.content):

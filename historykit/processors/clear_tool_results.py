@@ -10,6 +10,13 @@ argument, an `Edit` its `old_string` and `new_string`. With `clear_tool_inputs` 
 cleared too, leaving the arguments a valid object with the same keys (providers and frameworks
 parse them).
 
+A placeholder keeps a compact record of what matters later, so that clearing loses the bulk and
+not the facts: a cleared failure names its error line (`Bash(command='pytest') (failed: KeyError:
+'user_id')`, `historykit.processors.summarizers.error_line`), and the first cleared value of a write
+or edit names the longest line the change added (`historykit.processors.change_records`), which
+summaries then list beside the file. Measured on the corpus and generated long sessions
+(`docs/quality.md`): the latest change of every file and the error lines stay in the view.
+
 Clearing edits old messages, which makes the provider's prompt cache miss from the first edited
 message on; so it happens rarely and in batches (see `historykit.processors.batching`): only when the
 history crosses the trigger's high-water mark, then down to its low-water mark and by at least
@@ -31,7 +38,9 @@ from historykit.identity_cache import CachePolicy, IdentityCache
 from historykit.messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit.processors.batching import batch_boundary, prefix_sums
+from historykit.processors.change_records import CLEARED_HEAD, CLEARED_TAIL, NEW_TEXT_KEYS, change_line
 from historykit.processors.file_reads import _PATH_KEYS, FileWrite, file_accesses
+from historykit.processors.summarizers import error_line
 from historykit.processors.trigger import Trigger
 from historykit.recall import check_recall_tool, placeholder_handle, recall_call
 from historykit.tokens import TokenCounter
@@ -40,6 +49,10 @@ __all__ = ["ClearToolResults", "describe_call"]
 
 RESULT_PLACEHOLDER = "[cleared: output of {call}, {tokens:,} tokens; call the tool again to see it]"
 """What a cleared tool result reads. It names the call so the model can repeat it."""
+FAILED = "{call} (failed: {error})"
+"""How a placeholder names a call whose output was an error: the error line stays in the history
+(`historykit.processors.summarizers.error_line`), so what went wrong and what the agent did about
+it can still be read after the output is gone."""
 RECALL_PLACEHOLDER = "[cleared: output of {call}, {tokens:,} tokens; {recall} returns it]"
 """What a cleared tool result reads when the recall tool is installed (`recall_tool`): `{recall}` is
 `recall(handle='3f9a0c1b2d')`, the handle being the cleared content's (`historykit.recall`)."""
@@ -49,14 +62,22 @@ _RECALL_TAIL = re.compile(r" tokens; \w+\(handle='[0-9a-f]+'\) returns it\]\Z")
 
 INPUT_PLACEHOLDER = "[cleared from the history: {tokens:,} tokens; the call was made with the full value]"
 """What a cleared argument value reads."""
+CHANGE_PLACEHOLDER = (
+    "[cleared from the history: {tokens:,} tokens of a change that added `{line}`; the call was made "
+    "with the full value]"
+)
+"""What the first cleared value of a write or edit call reads: it keeps the record of what the
+change added (`historykit.processors.change_records.change_line`), so the latest change of a file
+can still be read after its text is gone."""
 WRITE_PLACEHOLDER = (
     "[cleared from the history: {tokens:,} tokens of a call that wrote {paths}; the call was made with the "
     "full value]"
 )
 """What a cleared value reads when it held the only mention of the files the call wrote (a shell
-script, a patch): the model, and `file_reads` (hence dedupe and summaries), still see the write."""
-_INPUT_HEAD = "[cleared from the history: "
-_INPUT_TAIL = " tokens; the call was made with the full value]"
+script, a patch): the model, and `file_reads` (hence dedupe and summaries), still see the write.
+It keeps no record of the change: `file_reads` parses the paths back from it."""
+_INPUT_HEAD = CLEARED_HEAD
+_INPUT_TAIL = CLEARED_TAIL
 
 KEY_ARGUMENTS = (
     *_PATH_KEYS,  # the files a call names, as `file_reads` knows them
@@ -111,34 +132,35 @@ def _is_cleared_value(value: str) -> bool:
 class ClearToolResults(HistoryProcessor):
     """Replaces the content of old tool results (and the bulky arguments of old calls) by placeholders.
 
-    A cleared result reads `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; call the
-    tool again to see it]`, or, when the integration installed the recall tool (`recall_tool`),
-    `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; recall(handle='3f9a0c1b2d')
-    returns it]`, the handle being the cleared content's (`historykit.recall`); a cleared argument
-    value reads `[cleared from the history: 2,311 tokens; the call was made with the full value]`.
-    Placeholders depend only on the call and the cleared content, so the same history always gives
-    the same output, and a placeholder is never cleared again or counted as a gain.
+        A cleared result reads `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; call the
+        tool again to see it]`, or, when the integration installed the recall tool (`recall_tool`),
+        `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; recall(handle='3f9a0c1b2d')
+        returns it]`, the handle being the cleared content's (`historykit.recall`); a cleared argument
+        value reads `[cleared from the history: 2,311 tokens; the call was made with the full value]`.
+        Placeholders depend only on the call and the cleared content, so the same history always gives
+        the same output, and a placeholder is never cleared again or counted as a gain.
 
-    What it never touches: the last `keep` tool results and their calls (and those in the last
-    `keep_tokens` tokens), the results the model is about to answer (the final request), results
-    and calls of `exclude_tools`, pinned messages and parts, results smaller than `min_tokens`,
-    argument values that are not strings, and arguments given as a string that is not a JSON object.
-    A tool call and its results are cleared together, as one unit.
+        What it never touches: the last `keep` tool results and their calls (and those in the last
+        `keep_tokens` tokens), the results the model is about to answer (the final request), results
+        and calls of `exclude_tools`, pinned messages and parts, results smaller than `min_tokens`,
+        argument values that are not strings, and arguments given as a string that is not a JSON object.
+        A tool call and its results are cleared together, as one unit.
 
-    When it clears: when the history crosses the trigger's high-water mark, it clears the oldest
-    units until the low-water mark is reached, in one batch of at least `min_gain` tokens, or not
-    at all (`historykit.processors.batching`).
-    A message-count trigger counts all messages (clearing never lowers it) and keeps the results of
-    the last `low_water * max_messages` messages; `min_gain` is then what sizes its batches.
+        When it clears: when the history crosses the trigger's high-water mark, it clears the oldest
+        units until the low-water mark is reached, in one batch of at least `min_gain` tokens, or not
+        at all (`historykit.processors.batching`).
+        A message-count trigger counts all messages (clearing never lowers it) and keeps the results of
+        the last `low_water * max_messages` messages; `min_gain` is then what sizes its batches.
 
-    Example:
-        ```python
-        from historykit.processors import ClearToolResults
-        from historykit.processors.trigger import Trigger
+        Example:
+            ```python
+            from historykit.processors import ClearToolResults
+            from historykit.processors.summarizers import error_line
+    from historykit.processors.trigger import Trigger
 
-        clear = ClearToolResults(keep=3, exclude_tools=("TodoWrite",), trigger=Trigger(max_fraction=0.5))
-        result = clear.run(messages, context_window=200_000)   # native messages in and out
-        ```
+            clear = ClearToolResults(keep=3, exclude_tools=("TodoWrite",), trigger=Trigger(max_fraction=0.5))
+            result = clear.run(messages, context_window=200_000)   # native messages in and out
+            ```
     """
 
     keep: int = 3
@@ -304,7 +326,9 @@ class ClearToolResults(HistoryProcessor):
                     and not _is_cleared_result(part.content)
                 ):
                     tokens = counter.count_text(part.content)
-                    text = self._placeholder(call, part.content, tokens, msg.marker is not None)
+                    text = self._placeholder(
+                        call, part, tokens, msg.marker is not None, error_line(part, call)
+                    )
                     if tokens >= self.min_tokens and counter.count_text(text) < tokens:
                         new = replace(part, content=text)
             parts.append(new)
@@ -312,31 +336,44 @@ class ClearToolResults(HistoryProcessor):
             return msg
         return replace(msg, parts=tuple(parts))
 
-    def _placeholder(self, call: ToolCallPart, content: str, tokens: int, written: bool) -> str:
+    def _placeholder(
+        self, call: ToolCallPart, part: ToolResultPart, tokens: int, written: bool, error: str | None
+    ) -> str:
+        named = describe_call(call)
+        if error is not None:
+            named = FAILED.format(call=named, error=error)
         if self.recall_tool is None:
-            return RESULT_PLACEHOLDER.format(call=describe_call(call), tokens=tokens)
+            return RESULT_PLACEHOLDER.format(call=named, tokens=tokens)
         # Another processor's notice (a superseded read) already names the original's handle.
-        recall = recall_call(self.recall_tool, placeholder_handle(content, self.recall_tool, written))
-        return RECALL_PLACEHOLDER.format(call=describe_call(call), tokens=tokens, recall=recall)
+        recall = recall_call(self.recall_tool, placeholder_handle(part.content, self.recall_tool, written))
+        return RECALL_PLACEHOLDER.format(call=named, tokens=tokens, recall=recall)
 
     def _clear_call(self, call: ToolCallPart, counter: TokenCounter) -> ToolCallPart:
-        cleared = self._cleared_call(call, counter, None)
+        cleared = self._cleared_call(call, counter, None, None)
         if cleared is call:
             return call
-        # A write whose files only the cleared values named (a shell script, a patch) keeps them
-        # in its placeholder, so the model, dedupe and summaries still see what it wrote.
         before = file_accesses([call])[0]
-        if isinstance(before, FileWrite):
-            after = file_accesses([cleared])[0]
-            kept = set(after.paths) if isinstance(after, FileWrite) else set()
-            lost = [path for path in before.paths if path not in kept]
-            if lost:
-                return self._cleared_call(call, counter, ", ".join(lost))
+        if not isinstance(before, FileWrite):
+            return cleared
+        # A write whose files only the cleared values named (a shell script, a patch) keeps them
+        # in its placeholder, so the model, dedupe and summaries still see what it wrote; a write
+        # keeps the record of what it added, unless its arguments still show that line.
+        after = file_accesses([cleared])[0]
+        kept = set(after.paths) if isinstance(after, FileWrite) else set()
+        lost = [path for path in before.paths if path not in kept]
+        line = change_line(call)
+        if line is not None and line in json.dumps(cleared.arguments_dict(), ensure_ascii=False):
+            line = None
+        if lost or line is not None:
+            return self._cleared_call(call, counter, ", ".join(lost) or None, line)
         return cleared
 
-    def _cleared_call(self, call: ToolCallPart, counter: TokenCounter, wrote: str | None) -> ToolCallPart:
+    def _cleared_call(
+        self, call: ToolCallPart, counter: TokenCounter, wrote: str | None, line: str | None
+    ) -> ToolCallPart:
+        record = [line] if line is not None else []
         if isinstance(call.arguments, dict):
-            args, changed = _clear_value(call.arguments, counter, self.min_tokens, wrote)
+            args, changed = _clear_value(call.arguments, counter, self.min_tokens, wrote, record)
             return replace(call, arguments=args) if changed else call
         try:
             parsed = json.loads(call.arguments)
@@ -344,7 +381,7 @@ class ClearToolResults(HistoryProcessor):
             return call  # not JSON: the framework sends it as it is, and so do we
         if not isinstance(parsed, dict):
             return call
-        args, changed = _clear_value(parsed, counter, self.min_tokens, wrote)
+        args, changed = _clear_value(parsed, counter, self.min_tokens, wrote, record)
         return replace(call, arguments=json.dumps(args, ensure_ascii=False)) if changed else call
 
 
@@ -355,29 +392,46 @@ def _too_short(text: str, min_tokens: int) -> bool:
 
 
 def _clear_value(
-    value: Any, counter: TokenCounter, min_tokens: int, wrote: str | None = None
+    value: Any,
+    counter: TokenCounter,
+    min_tokens: int,
+    wrote: str | None = None,
+    record: list[str] | None = None,
 ) -> tuple[Any, bool]:
     """`value` with every big string in it replaced by a placeholder; containers keep their shape.
 
-    `wrote`: the files the call wrote that only its big values name; their placeholders say so."""
+    `wrote`: the files the call wrote that only its big values name; their placeholders say so.
+    `record`: the line a write added, still to be written: the first placeholder made takes it."""
     if isinstance(value, str):
         if _too_short(value, min_tokens) or _is_cleared_value(value):
             return value, False
         tokens = counter.count_text(value)
         if tokens < min_tokens:
             return value, False
+        line = record[0] if record else None
         if wrote is not None:
+            # No record here: `file_reads` reads the paths back from this wording.
             text = WRITE_PLACEHOLDER.format(tokens=tokens, paths=wrote)
+        elif line is not None:
+            text = CHANGE_PLACEHOLDER.format(tokens=tokens, line=line)
         else:
             text = INPUT_PLACEHOLDER.format(tokens=tokens)
-        return (text, True) if counter.count_text(text) < tokens else (value, False)
+        if counter.count_text(text) >= tokens:
+            return value, False
+        if record:
+            record.clear()
+        return text, True
     if isinstance(value, dict):
-        items = {key: _clear_value(item, counter, min_tokens, wrote) for key, item in value.items()}
+        # The new text's value takes the record first (a summary reads the change from there),
+        # whatever the order of the keys, which the output keeps.
+        first = sorted(value, key=lambda key: key not in NEW_TEXT_KEYS)
+        done = {key: _clear_value(value[key], counter, min_tokens, wrote, record) for key in first}
+        items = {key: done[key] for key in value}
         if not any(changed for _, changed in items.values()):
             return value, False
         return {key: new for key, (new, _) in items.items()}, True
     if isinstance(value, list):
-        cleared = [_clear_value(item, counter, min_tokens, wrote) for item in value]
+        cleared = [_clear_value(item, counter, min_tokens, wrote, record) for item in value]
         if not any(changed for _, changed in cleared):
             return value, False
         return [new for new, _ in cleared], True

@@ -76,6 +76,7 @@ from historykit.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from historykit.processors.change_records import change_line
 from historykit.processors.file_reads import FileRead, FileWrite, file_accesses, files_touched, shell_text
 
 __all__ = [
@@ -527,22 +528,29 @@ def _dedupe(items: Iterable[str]) -> list[str]:
 # --- files touched --------------------------------------------------------------------------------
 
 _ACTION_ORDER = ("read", "written", "edited")
-_FILE_ITEM = re.compile(r"^(.*) \(([a-z, ]+)\)$")
+_FILE_ITEM = re.compile(r"^(.*?) \(([a-z, ]+)\)(?:: added `(.*)`)?$")
+"""A file of the files-touched section: `src/a.py (read, edited): added `def run(self) -> None:``,
+the record of its latest change after the colon (`change_records.change_line`)."""
 
 
 def _merge_files(items: list[str], calls: Sequence[ToolCallPart], max_files: int) -> list[str]:
     """The previous summary's files merged with what `calls` did, most recently touched last.
 
-    Every file written or edited is listed, whatever `max_files` says; files only read fill the
-    room left, the most recently read first. What changed a file is `file_accesses`' verdict; the
-    files a call names as read (`cat a b`, `grep x a.py | head`) and whether a change wrote a new
-    file or edited one are `files_touched`' (both in `file_reads`, which resolve paths alike).
+    Every file written or edited is listed, whatever `max_files` says, with the record of its
+    latest change (the longest line it added, `change_records.change_line`): a summary keeps what
+    changed, not only where. Files only read fill the room left, the most recently read first.
+    What changed a file is `file_accesses`' verdict; the files a call names as read (`cat a b`,
+    `grep x a.py | head`) and whether a change wrote a new file or edited one are `files_touched`'
+    (both in `file_reads`, which resolve paths alike).
     """
     files: dict[str, set[str]] = {}
+    changes: dict[str, str] = {}
     for item in items:
         match = _FILE_ITEM.match(item)
         path, actions = (match.group(1), match.group(2).split(", ")) if match else (item, [])
         files.setdefault(path, set()).update(a for a in actions if a in _ACTION_ORDER)
+        if match and match.group(3):
+            changes[path] = match.group(3)
 
     def touch(path: str, action: str) -> None:
         actions = files.pop(path, set())  # most recently touched last
@@ -558,17 +566,30 @@ def _merge_files(items: list[str], calls: Sequence[ToolCallPart], max_files: int
             touch(access.path, "read")
         elif isinstance(access, FileWrite):
             how = {path: action for path, action in loose if action != "read"}
+            line = change_line(call)
             for path in access.paths:
                 touch(path, how.get(path, "edited"))
+                if line is not None:
+                    changes[path] = line
+                else:  # a change with nothing to say: an older record is no longer the latest
+                    changes.pop(path, None)
     changed = {path for path, actions in files.items() if actions - {"read"}}
     room = max(0, max_files - len(changed))
     read_only = [path for path in files if path not in changed]
     shown = changed | set(read_only[max(0, len(read_only) - room) :])
     return [
-        f"{path} ({', '.join(a for a in _ACTION_ORDER if a in actions)})" if actions else path
+        _file_item(path, actions, changes.get(path) if path in changed else None)
         for path, actions in files.items()
         if path in shown
     ]
+
+
+def _file_item(path: str, actions: set[str], change: str | None) -> str:
+    if not actions:
+        return path
+    item = f"{path} ({', '.join(a for a in _ACTION_ORDER if a in actions)})"
+    # A backtick inside the record would end its code span early: it becomes a quote.
+    return f"{item}: added `{change.replace('`', chr(39))}`" if change else item
 
 
 def _changed_files(items: list[str], calls: Sequence[ToolCallPart]) -> list[str]:
@@ -658,6 +679,43 @@ def _error_of(result: ToolResultPart, call: ToolCallPart | None) -> str | None:
         line = found
     line = line.strip() or "error"
     return line if len(line) <= 200 else line[:197] + "..."
+
+
+ERROR_LINE_CHARS = 100
+"""Characters of an error line kept by `error_line`."""
+_ERROR_SHAPE = re.compile(
+    r"(?:Error|Exception|Failure)\b|\berror(?:\[\w+\])?:|\bFAILED\b|command not found|"
+    r"No such file or directory|fatal: |\b\d+ failed\b|\bis required\b|\bnot found\b",
+    re.IGNORECASE,
+)
+"""What an error line says (`_error_of` finds the line; this keeps the ones that read as an error,
+not a failing command's first line of output)."""
+_LISTING_LINE = re.compile(r"^\s*\d+(?:→|\t|:\s)")
+_EXCEPTION = re.compile(r"^\w+(?:\.\w+)*(?:Error|Exception|Failure)\b")
+
+
+def error_line(result: ToolResultPart, call: ToolCallPart | None) -> str | None:
+    """The error line of a result `_error_of` counts as an error, when it reads as one (what
+    placeholders and probes keep of a failure, `ERROR_LINE_CHARS` characters): a bare heading
+    (`ERROR:`) gives way to the line after it; a failure with no error line (its first line would
+    stand in) and a numbered line of a file listing (a read or an edit's
+    echo quoting `error:` in code) are no error."""
+    error = _error_of(result, call)
+    if error is None:
+        return None
+    error = error.removesuffix("...").strip()
+    if "Traceback (most recent call last)" in result.content and not _EXCEPTION.match(error):
+        # A test runner's tally after the traceback (`1 failed`) says less than the exception.
+        tail = result.content.rsplit("Traceback (most recent call last)", 1)[1].splitlines()
+        raised = [ln.strip() for ln in tail if _EXCEPTION.match(ln.strip())]
+        error = raised[-1] if raised else error
+    if error.endswith(":") and len(error.split()) <= 2:
+        lines = [ln.strip() for ln in result.content.splitlines() if ln.strip()]
+        at = lines.index(error) if error in lines else -1
+        error = lines[at + 1] if 0 <= at < len(lines) - 1 else error
+    if not _ERROR_SHAPE.search(error) or _LISTING_LINE.match(error):
+        return None
+    return error[:ERROR_LINE_CHARS].rstrip()
 
 
 def _open_errors(previous: list[str], messages: Sequence[Message], max_items: int) -> list[str]:

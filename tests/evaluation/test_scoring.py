@@ -54,19 +54,28 @@ def test_a_processor_that_drops_a_fact_makes_its_score_fall() -> None:
 
 def test_a_cleared_output_is_recoverable_through_the_handle_its_placeholder_names() -> None:
     messages = session(rounds=8)
-    clear = ClearToolResults(keep=1, min_tokens=5, min_gain=1, trigger=Trigger(max_tokens=800, low_water=0.1))
-    without = evaluate(messages, clear | Repair(), window=200_000)
-    clear_again = ClearToolResults(
-        keep=1, min_tokens=5, min_gain=1, trigger=Trigger(max_tokens=800, low_water=0.1)
-    )
-    with_recall = evaluate(messages, clear_again | Repair(), window=200_000, recall=True)
-    # Without recall the test run's error is gone once its output is cleared; with it, the
-    # placeholder's handle returns it.
-    assert [p.needles[0] for p, _ in without.lost()] == [ERROR]
-    assert sum(c.recoverable["decisions"] for c in with_recall.calls) > 0
+    run = next(i for i, m in enumerate(messages) if m.role == "tool" and ERROR in m.parts[0].content)
+    # A fact of the traceback that no placeholder keeps (a frame), and everything extracted.
+    frame = Probe("recall", ("lib/layer_7.py",), appeared=run, source=run, question="Which frame?")
+    probes = [*extract_probes(messages), frame]
+
+    def clear() -> ClearToolResults:
+        trigger = Trigger(max_tokens=800, low_water=0.1)
+        return ClearToolResults(keep=1, min_tokens=5, min_gain=1, trigger=trigger)
+
+    without = evaluate(messages, clear() | Repair(), window=200_000, probes=probes)
+    with_recall = evaluate(messages, clear() | Repair(), window=200_000, recall=True, probes=probes)
+    # Without recall the frame is gone once the output is cleared; with it, the placeholder's
+    # handle returns it.
+    assert [p.needles for p, _ in without.lost()] == [frame.needles]
+    assert sum(c.recoverable["recall"] for c in with_recall.calls) > 0
     assert with_recall.lost() == []
-    decisions = {k.kind: k for k in with_recall.kinds}["decisions"]
-    assert decisions.held < decisions.scored == decisions.held + decisions.recoverable
+    recall = {k.kind: k for k in with_recall.kinds}["recall"]
+    assert recall.held < recall.scored == recall.held + recall.recoverable
+    # The error line itself stays in the view either way: the failure's placeholder names it.
+    for evaluation in (without, with_recall):
+        decisions = {k.kind: k for k in evaluation.kinds}["decisions"]
+        assert decisions.scored > 0 and decisions.held == decisions.scored
     # The views themselves are the same size either way: only the placeholders' wording differs.
     assert [c.scored for c in without.calls] == [c.scored for c in with_recall.calls]
 

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit.processors.change_records import change_line
 from historykit.processors.clear_tool_results import (
-    INPUT_PLACEHOLDER,
+    CHANGE_PLACEHOLDER,
     RESULT_PLACEHOLDER,
     ClearToolResults,
     describe_call,
@@ -222,15 +223,26 @@ def test_bulky_arguments_of_old_calls_are_cleared_keeping_their_keys() -> None:
     write = out[1].tool_calls[0]
     assert isinstance(write.arguments, dict)
     content = history[1].tool_calls[0].arguments_dict()["content"]
+    # The write's placeholder keeps the record of what it added: its longest new line.
+    line = change_line(history[1].tool_calls[0])
+    assert line is not None and line in content
     assert write.arguments == {
         "file_path": "m.py",
-        "content": INPUT_PLACEHOLDER.format(tokens=COUNTER.count_text(content)),
+        "content": CHANGE_PLACEHOLDER.format(tokens=COUNTER.count_text(content), line=line),
     }
     edit = out[3].tool_calls[0].arguments_dict()
     assert list(edit) == ["file_path", "old_string", "new_string", "n"]
     assert edit["file_path"] == "m.py" and edit["n"] == 1
     assert edit["old_string"].startswith("[cleared from the history: ")
     assert edit["new_string"].startswith("[cleared from the history: ")
+    # One record per call, of the new text (never of the old one), in the first placeholder made.
+    new_line = change_line(history[3].tool_calls[0])
+    assert new_line is not None and new_line.startswith("new line")
+    assert sum(new_line in v for v in edit.values() if isinstance(v, str)) == 1
+    assert new_line in edit["new_string"]
+    # What a summary reads of the cleared call is the record, not the placeholder.
+    assert change_line(out[3].tool_calls[0]) == new_line and change_line(write) == line
+    assert not any("`old line" in v for v in edit.values() if isinstance(v, str))
     # Small results (the write's confirmation) are left as they are.
     assert out[2] is history[2] and out[4] is history[4]
     assert "the arguments of 2 tool call(s)" in notes.details[0]
@@ -238,6 +250,27 @@ def test_bulky_arguments_of_old_calls_are_cleared_keeping_their_keys() -> None:
     without, _ = replace(processor, clear_tool_inputs=False).process(history, context())
     assert without[1] is history[1] and without[3] is history[3]
     assert tokens(out) < tokens(without)
+
+
+def test_a_cleared_failure_keeps_its_error_line_and_a_success_says_nothing_more() -> None:
+    history = [Message.user("Run the tests.")]
+    trace = "\n".join(f"  File 'src/m.py', line {k}, in f{k}" for k in range(200))
+    failure = f"Traceback (most recent call last):\n{trace}\nKeyError: 'missing_key_42'"
+    for n, output in enumerate([failure, file_text("ok", 200)]):
+        call = ToolCallPart(f"b{n}", "Bash", {"command": f"pytest tests/test_{n}.py"})
+        history.append(Message("assistant", (call,)))
+        history.append(Message("tool", (ToolResultPart(f"b{n}", "Bash", output),)))
+    history += read_session(3)[2:]
+    out, _ = ClearToolResults(keep=1, trigger=Trigger(max_tokens=100), min_gain=0).process(history, context())
+    failed, passed = out[2].parts[0].content, out[4].parts[0].content
+    assert failed.startswith("[cleared: output of Bash(command='pytest tests/test_0.py') (failed: ")
+    assert "KeyError: 'missing_key_42'" in failed and "\n" not in failed
+    assert passed == RESULT_PLACEHOLDER.format(
+        call="Bash(command='pytest tests/test_1.py')", tokens=COUNTER.count_text(file_text("ok", 200))
+    )
+    # A placeholder with an error line is still recognised as one: clearing again changes nothing.
+    again, _ = ClearToolResults(keep=1, trigger=Trigger(max_tokens=100), min_gain=0).process(out, context())
+    assert again[2] is out[2]
 
 
 def test_arguments_given_as_a_json_string_stay_a_json_string() -> None:

@@ -603,11 +603,34 @@ def test_extractive_files_touched_from_the_common_tool_shapes() -> None:
         "/w/c.py (written)",
         "setup.cfg (read)",
         "src/d.py (read)",
-        "src/e.py (edited)",
+        "src/e.py (edited): added `sed -i 's/a/b/' src/e.py`",
         "src/f.ts (read)",
-        "out.txt (written)",
+        "out.txt (written): added `nl -ba src/f.ts && echo done > out.txt`",
         "src/g.py (edited)",
         "/workspace/h.css (read)",
+    ]
+
+
+def test_extractive_files_keep_the_latest_change_of_each_file_across_summaries() -> None:
+    def edit(n: str, new: str) -> ToolCallPart:
+        return call(n, "Edit", {"file_path": "src/a.py", "old_string": "pass", "new_string": f"pass\n{new}"})
+
+    first = [Message.user("task"), Message("assistant", (edit("1", "return compute_total(items)"),))]
+    summary = ExtractiveSummarizer()(first)
+    assert parse_sections(summary)["Files touched"] == [
+        "src/a.py (edited): added `return compute_total(items)`"
+    ]
+    # A later summary merges the earlier one: a new change replaces the record, a read keeps it.
+    later = [
+        Message("user", (SummaryPart(summary),)),
+        Message("assistant", (call("2", "Read", {"file_path": "src/a.py"}),)),
+    ]
+    assert parse_sections(ExtractiveSummarizer()(later))["Files touched"] == [
+        "src/a.py (read, edited): added `return compute_total(items)`"
+    ]
+    later.append(Message("assistant", (edit("3", "raise ValueError(`no items`)"),)))
+    assert parse_sections(ExtractiveSummarizer()(later))["Files touched"] == [
+        "src/a.py (read, edited): added `raise ValueError('no items')`"
     ]
 
 

@@ -204,7 +204,7 @@ def test_every_file_written_or_edited_is_listed_whatever_max_files_says() -> Non
     for k in range(30):
         history += tool_exchange(f"e{k}", "Edit", {"file_path": f"e/{k}.py", "old_string": "a"})
     files = parse_sections(ExtractiveSummarizer(max_files=5)(history))["Files touched"]
-    paths = [re.sub(r" \([a-z, ]+\)$", "", f) for f in files]
+    paths = [re.sub(r" \([a-z, ]+\)(?:: added `.*`)?$", "", f) for f in files]
     assert set(WRITTEN) | {f"e/{k}.py" for k in range(30)} <= set(paths)
     assert len(paths) == len(WRITTEN) + 30  # no room left for the files only read
     assert "w/write.py (written)" in files and "w/edit.py (edited)" in files
@@ -231,7 +231,7 @@ def test_an_incremental_update_keeps_what_the_earlier_summary_kept() -> None:
         '"now the tests, please"',
         "now the CLI",
     ]
-    assert sections["Files touched"] == ["p.py (written)", "cli.py (edited)"]
+    assert sections["Files touched"] == ["p.py (written)", "cli.py (edited): added `sed -i 's/a/b/' cli.py`"]
 
 
 def test_a_cleared_script_or_patch_still_says_which_files_it_wrote() -> None:

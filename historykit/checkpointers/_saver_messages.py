@@ -138,7 +138,7 @@ class SaverMessages(SaverBase):
             else:
                 anonymous = digest
                 if message_id is not None:
-                    anonymous = self._codec.message_hashed(stored.model_copy(update={"id": None}))[-1]
+                    anonymous = self._codec.message_digest(stored.model_copy(update={"id": None}))
                 pending[digest] = _Pending(encoding, data, stored, message_id, positions[i], anonymous)
             unknown.append((i, digest))
         found: dict[str, _Found] = {}

@@ -324,16 +324,20 @@ class RowCodec:
             return None
         return (unpack_message(plain), *self._stored(MESSAGE_ENCODING, plain))
 
-    def message_hashed(self, message: Any) -> tuple[Any | None, str, bytes, str]:
-        """`dumps_message` when the message fits historykit's form, else `dumps_hashed` (no form):
-        the one way a message is addressed, whichever path computes its hash."""
-        packed = self.dumps_message(message)
-        if packed is not None:
-            return packed
-        return (None, *self.dumps_hashed(message))
+    def message_digest(self, message: Any) -> str:
+        """The hash `dumps_message` gives the message when it fits historykit's form, else the one
+        of `dumps_hashed`: the one way a message is addressed, whichever path computes it."""
+        plain = pack_message(message) if self._own_form else None
+        if plain is not None:
+            return self._digest(MESSAGE_ENCODING, plain)
+        return self.dumps_hashed(message)[2]
+
+    @staticmethod
+    def _digest(encoding: str, plain: bytes) -> str:
+        return hashlib.sha256(encoding.encode() + b"\0" + plain).hexdigest()
 
     def _stored(self, encoding: str, plain: bytes) -> tuple[str, bytes, str]:
-        digest = hashlib.sha256(encoding.encode() + b"\0" + plain).hexdigest()
+        digest = self._digest(encoding, plain)
         stored_encoding, stored = encoding, plain
         if len(plain) >= COMPRESS_FROM:
             packed = _zstd().compress(plain)

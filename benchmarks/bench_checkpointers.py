@@ -23,7 +23,8 @@ goes up to the largest `--steps`, and is measured when it passes each of them:
   its ratio to the payload (`x pay`): the serialized size of the distinct messages;
 - `get_state` (graph) / `get_tuple` (direct), median of 5 calls on the running saver (`warm`),
   and the first call in a new process on a new saver (`cold`: nothing cached; the targets say how
-  much of it went to full garbage collections);
+  much of it went to full garbage collections, and compare its CPU time, steadier than wall time
+  on a loaded machine);
 - a full `list` of the thread's checkpoints in that new process (`list`), capped at `--list-cap`
   seconds (shown as `>N`, with the share listed by then);
 - peak RSS of the process running the steps (`RSS`), and of the one reading (`rRSS`).
@@ -157,6 +158,9 @@ class Milestone:
     cold_read_ms: float | None = None
     cold_read_gc_ms: float | None = None
     """Of `cold_read_ms`, the time spent in full garbage collections."""
+    cold_read_cpu_ms: float | None = None
+    """The reading process's CPU time during the cold read (steadier than wall time on a loaded
+    machine; the PostgreSQL server's own CPU is not in it)."""
     list_s: float | None = None
     list_count: int | None = None
     list_total: int | None = None
@@ -457,9 +461,10 @@ async def reader_main(job: Job) -> None:
         if job.collect_before_read:
             gc.collect()
         with full_collections() as collections:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             await target.read()
             report["cold_read_ms"] = (time.perf_counter() - start) * 1000
+            report["cold_read_cpu_ms"] = (time.process_time() - start_cpu) * 1000
         report["cold_read_gc_ms"] = sum(collections) * 1000
         emit()
         last_emit = [time.perf_counter()]
@@ -518,6 +523,7 @@ async def measure(
     read = run_reader(job, timeout=job.list_cap + 60)
     milestone.cold_read_ms = read.get("cold_read_ms")
     milestone.cold_read_gc_ms = read.get("cold_read_gc_ms")
+    milestone.cold_read_cpu_ms = read.get("cold_read_cpu_ms")
     milestone.list_s = read.get("list_s")
     milestone.list_count = read.get("list_count")
     milestone.list_capped = bool(read.get("list_capped")) or not read.get("done")
@@ -950,6 +956,15 @@ def print_server_targets(by_key: dict[tuple[str, str, str], Result], steps: list
                     speedup >= 2 and m_theirs.steps == last,
                     f"{m_ours.cold_read_ms:.1f} vs {m_theirs.cold_read_ms:.1f} ms"
                     f"{'' if m_theirs.steps == last else f' (theirs at {m_theirs.steps})'} = {speedup:.2f}x",
+                )
+            )
+        if m_ours and m_theirs and m_ours.cold_read_cpu_ms and m_theirs.cold_read_cpu_ms:
+            speedup = m_theirs.cold_read_cpu_ms / m_ours.cold_read_cpu_ms
+            checks.append(
+                (
+                    f"cold get_state CPU at {last} >= 2x less than {theirs_name}",
+                    speedup >= 2 and m_theirs.steps == last,
+                    f"{m_ours.cold_read_cpu_ms:.1f} vs {m_theirs.cold_read_cpu_ms:.1f} ms = {speedup:.2f}x",
                 )
             )
         if m_ours and m_ours.db_bytes is not None and m_ours.steps == last:

@@ -138,7 +138,7 @@ class SaverMessages(SaverBase):
             else:
                 anonymous = digest
                 if message_id is not None:
-                    _, _, anonymous = self._codec.dumps_hashed(stored.model_copy(update={"id": None}))
+                    anonymous = self._codec.message_digest(stored.model_copy(update={"id": None}))
                 pending[digest] = _Pending(encoding, data, stored, message_id, positions[i], anonymous)
             unknown.append((i, digest))
         found: dict[str, _Found] = {}
@@ -205,6 +205,10 @@ class SaverMessages(SaverBase):
         (on this very object, from another thread) while we copy it, and the caller may change it
         later; the copy does not move.
         """
+        packed = self._codec.dumps_message(message)
+        if packed is not None:  # one picture of the message, and its form decoded from it
+            form, encoding, data, digest = packed
+            return form, form.id, encoding, data, digest
         form = snapshot(message)
         if form is None:  # cannot be copied: serialize the object itself, as one consistent form
             while True:
@@ -400,12 +404,12 @@ class SaverMessages(SaverBase):
                     Query(self._sql.messages_in, {"thread_id": thread_id, "seqs": list(chunk)})
                     for chunk in chunks(missing)
                 ]
-            fetched: builtins.list[tuple[int, BaseMessage]] = []
+            fetched: builtins.list[tuple[int, BaseMessage, Any]] = []
             for query in queries:
                 for row in (yield query):
-                    fetched.append((row.seq, self._decode_message(thread_id, row)))
-            known.update(fetched)
-            learned = [(seq, message, snapshot(message), None, True) for seq, message in fetched]
+                    fetched.append((row.seq, *self._decode_message(thread_id, row)))
+            known.update((seq, message) for seq, message, _ in fetched)
+            learned = [(seq, message, form, None, True) for seq, message, form in fetched]
             forms.update((seq, form) for seq, _, form, _, _ in learned if form is not None)
             cache.add(thread_id, learned)
             absent = [seq for seq in missing if seq not in known]
@@ -418,12 +422,14 @@ class SaverMessages(SaverBase):
             out[thread_id] = known
         return out, out_forms
 
-    def _decode_message(self, thread_id: str, row: Row[Any]) -> BaseMessage:
+    def _decode_message(self, thread_id: str, row: Row[Any]) -> tuple[BaseMessage, Any]:
+        """A stored message and its private form (`snapshot`; decoded a second time from the
+        row's bytes when they are in historykit's own form, which costs less than a copy)."""
         where = f"message seq {row.seq} of thread {thread_id!r} (historykit_message)"
-        message = self._codec.loads(row.encoding, row.data, where=where)
+        message, form = self._codec.loads_message(row.encoding, row.data, where=where)
         if not isinstance(message, BaseMessage):
             raise CorruptRowError(f"{where} decodes to a {type(message).__name__}, not a LangChain message")
-        return message
+        return message, form if form is not None else snapshot(message)
 
 
 def _is_original(message: BaseMessage) -> bool:

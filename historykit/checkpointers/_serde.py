@@ -47,6 +47,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
+from historykit.checkpointers._message_form import MESSAGE_ENCODING, pack_message, unpack_message
 from historykit.errors import CorruptRowError, InvalidArgumentError, RefusedTypeError
 
 StateTypes = Literal["loaded", "declared"]
@@ -276,7 +277,7 @@ def _unzstd() -> Any:
 class RowCodec:
     """A serializer bound to the saver, with hashing and clear errors for undecodable rows."""
 
-    __slots__ = ("_cipher", "_plain", "_reader", "serde")
+    __slots__ = ("_cipher", "_own_form", "_plain", "_reader", "serde")
 
     def __init__(self, serde: SerializerProtocol) -> None:
         _refuse_pickle(serde)
@@ -288,6 +289,12 @@ class RowCodec:
             self._plain = serde
             self._cipher = None
         self._reader = _reader_for(self._plain)
+        # Messages are written in historykit's own form when the serializer writes values as
+        # LangGraph's does; a serializer that changes that (its own `dumps_typed`) writes them.
+        self._own_form = (
+            isinstance(self._plain, JsonPlusSerializer)
+            and type(self._plain).dumps_typed is JsonPlusSerializer.dumps_typed
+        )
 
     def dumps(self, obj: Any) -> tuple[str, bytes]:
         try:
@@ -304,7 +311,33 @@ class RowCodec:
             encoding, plain = self._plain.dumps_typed(obj)
         except (TypeError, ValueError, RecursionError) as exc:
             raise _unstorable(obj, exc) from exc
-        digest = hashlib.sha256(encoding.encode() + b"\0" + plain).hexdigest()
+        return self._stored(encoding, plain)
+
+    def dumps_message(self, message: Any) -> tuple[Any, str, bytes, str] | None:
+        """`(form, encoding, stored bytes, hash)` of a LangChain message in historykit's own form
+        (`_message_form`), `form` being a new object decoded from those very bytes (the private
+        copy the saver's cache compares the message with); `None` when the message does not fit
+        that form, or the saver's serializer writes values its own way (the caller serializes it with
+        `dumps_hashed`)."""
+        plain = pack_message(message) if self._own_form else None
+        if plain is None:
+            return None
+        return (unpack_message(plain), *self._stored(MESSAGE_ENCODING, plain))
+
+    def message_digest(self, message: Any) -> str:
+        """The hash `dumps_message` gives the message when it fits historykit's form, else the one
+        of `dumps_hashed`: the one way a message is addressed, whichever path computes it."""
+        plain = pack_message(message) if self._own_form else None
+        if plain is not None:
+            return self._digest(MESSAGE_ENCODING, plain)
+        return self.dumps_hashed(message)[2]
+
+    @staticmethod
+    def _digest(encoding: str, plain: bytes) -> str:
+        return hashlib.sha256(encoding.encode() + b"\0" + plain).hexdigest()
+
+    def _stored(self, encoding: str, plain: bytes) -> tuple[str, bytes, str]:
+        digest = self._digest(encoding, plain)
         stored_encoding, stored = encoding, plain
         if len(plain) >= COMPRESS_FROM:
             packed = _zstd().compress(plain)
@@ -318,6 +351,40 @@ class RowCodec:
     def loads(self, encoding: str, data: bytes | None, *, where: str) -> Any:
         """Decode a stored value; `CorruptRowError` naming `where` when it cannot be decoded (a
         pickle, a row not encrypted when the saver encrypts, a type it does not build)."""
+        return self._decode(*self._plain_payload(encoding, data, where=where), where=where)
+
+    def _decode(self, encoding: str, payload: bytes, *, where: str) -> Any:
+        if encoding == MESSAGE_ENCODING:
+            return self._unpack(payload, where)
+        try:
+            return self._reader.loads_typed((encoding, payload))
+        except RefusedTypeError as exc:
+            raise RefusedTypeError(f"{where}: {exc}") from None
+        except Exception as exc:
+            raise CorruptRowError(
+                f"{where} cannot be decoded (encoding {encoding!r}): {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def loads_message(self, encoding: str, data: bytes | None, *, where: str) -> tuple[Any, Any | None]:
+        """A stored message, and a second object decoded from the same bytes when the row holds
+        historykit's own form (cheaper than copying the first); `None` for a row in the
+        serializer's form."""
+        plain_encoding, payload = self._plain_payload(encoding, data, where=where)
+        if plain_encoding == MESSAGE_ENCODING:
+            return self._unpack(payload, where), self._unpack(payload, where)
+        return self._decode(plain_encoding, payload, where=where), None
+
+    @staticmethod
+    def _unpack(payload: bytes, where: str) -> Any:
+        try:
+            return unpack_message(payload)
+        except Exception as exc:
+            raise CorruptRowError(
+                f"{where} cannot be decoded (encoding {MESSAGE_ENCODING!r}): {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _plain_payload(self, encoding: str, data: bytes | None, *, where: str) -> tuple[str, bytes]:
+        """The serializer's encoding and bytes of a stored value: decrypted and decompressed."""
         if _is_pickle(encoding):
             raise CorruptRowError(
                 f"{where} holds a pickle, which historykit never writes and refuses to load "
@@ -346,11 +413,4 @@ class RowCodec:
                     f"{where} cannot be decompressed (encoding {encoding!r}): {type(exc).__name__}: {exc}"
                 ) from exc
             encoding = encoding[: -len(ZSTD_SUFFIX)]
-        try:
-            return self._reader.loads_typed((encoding, payload))
-        except RefusedTypeError as exc:
-            raise RefusedTypeError(f"{where}: {exc}") from None
-        except Exception as exc:
-            raise CorruptRowError(
-                f"{where} cannot be decoded (encoding {encoding!r}): {type(exc).__name__}: {exc}"
-            ) from exc
+        return encoding, payload

@@ -59,7 +59,6 @@ from sqlalchemy.engine import URL, Row
 from historykit.checkpointers._langgraph_protocol import (
     LangGraphProtocol,
 )
-from historykit.checkpointers._message_cache import snapshot
 from historykit.checkpointers._saver_base import (
     _Connections,
 )
@@ -216,15 +215,15 @@ class SQLModelSaver(LangGraphProtocol, SaverMaintenance):
         compaction_rows = yield Query(self._sql.transcript_compactions, {"thread_id": thread_id})
         cache = self._db.cache
         known, _, _ = cache.lookup(thread_id, {row.seq for row in rows})
-        decoded: builtins.list[tuple[int, BaseMessage]] = []
+        decoded: builtins.list[tuple[int, BaseMessage, Any, None, bool]] = []
         entries: builtins.list[tuple[int, BaseMessage]] = []
         for row in rows:
             message = known.get(row.seq)
             if message is None:
-                message = self._decode_message(thread_id, row)
-                decoded.append((row.seq, message))
+                message, form = self._decode_message(thread_id, row)
+                decoded.append((row.seq, message, form, None, True))
             entries.append((row.seq, message))
-        cache.add(thread_id, [(seq, message, snapshot(message), None, True) for seq, message in decoded])
+        cache.add(thread_id, decoded)
         markers = {row.summary_seq: row for row in compaction_rows}
         known_seqs = {seq for seq, _ in entries}
         for seq, row in markers.items():

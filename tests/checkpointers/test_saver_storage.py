@@ -685,7 +685,7 @@ def test_an_encrypted_serializer_encrypts_every_stored_value(sqlite_url: str) ->
         for (data,) in query(sqlite_url, f"SELECT {column} FROM {table}"):
             assert b"SECRET-PAYLOAD" not in (data or b""), table
     encodings = {row[0] for row in query(sqlite_url, "SELECT encoding FROM historykit_message")}
-    assert encodings == {"msgpack+sha256-stream"}
+    assert encodings == {"historykit.message+sha256-stream"}  # historykit's message form, encrypted
     # Identical messages are still stored once: the address is the hash of the plaintext.
     assert query(sqlite_url, "SELECT COUNT(*) FROM historykit_message")[0][0] == 3  # h, w (a write), a
     cold = SQLModelSaver(sqlite_url, serde=serde, cached_threads=0)
@@ -700,7 +700,8 @@ def test_an_encrypted_serializer_encrypts_every_stored_value(sqlite_url: str) ->
     # Without the key, nothing decodes: a clear error, not garbage.
     plain = SQLModelSaver(sqlite_url, cached_threads=0)
     with pytest.raises(
-        CorruptRowError, match=r"historykit_.*cannot be decoded \(encoding 'msgpack\+sha256-stream'\)"
+        CorruptRowError,
+        match=r"historykit_.*cannot be decoded \(encoding '(historykit\.message|msgpack)\+sha256-stream'\)",
     ):
         plain.get_tuple(config)
 

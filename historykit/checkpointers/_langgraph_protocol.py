@@ -183,7 +183,7 @@ class LangGraphProtocol(SaverMessages):
 
         if message_channels:
             stored = yield from self._store_messages_plan(
-                txn, thread_id, ns, checkpoint["id"], message_channels
+                txn, thread_id, ns, checkpoint["id"], message_channels, parent_id
             )
             yield from self._record_counts_plan(txn, thread_id, message_channels)
             for item, runs in zip(message_channels, stored, strict=True):

@@ -58,11 +58,12 @@ class SaverMessages(SaverBase):
         ns: str,
         checkpoint_id: str,
         channels: Sequence[_MessageChannel],
+        parent_id: str | None = None,
     ) -> Plan[builtins.list[builtins.list[Run]]]:
         """Put every message of these lists in the thread's log (once); return each list's runs.
 
         The head of a list that is the very list stored last time costs nothing; the rest goes
-        through `_log_plan`.
+        through `_log_plan`. `parent_id`: the checkpoint this one follows.
         """
         cache = self._db.cache
         tail_seqs: builtins.list[tuple[builtins.list[int], builtins.list[Any]]] = []
@@ -71,7 +72,9 @@ class SaverMessages(SaverBase):
             tail = item.messages[start:]
             positions = [_position(checkpoint_id, 0, ns, item.channel, start + i) for i in range(len(tail))]
             tail_seqs.append(
-                (yield from self._log_plan(txn, thread_id, tail, positions)) if tail else ([], [])
+                (yield from self._log_plan(txn, thread_id, tail, positions, parent=(ns, parent_id)))
+                if tail
+                else ([], [])
             )
         out: builtins.list[builtins.list[Run]] = []
         remembered: builtins.list[tuple[tuple[str, str], KnownList]] = []
@@ -103,12 +106,14 @@ class SaverMessages(SaverBase):
         positions: Sequence[str],
         without_id: builtins.list[bool] | None = None,
         written_to: tuple[str, str] | None = None,
+        parent: tuple[str, str | None] | None = None,
     ) -> Plan[tuple[builtins.list[int], builtins.list[Any]]]:
         """The log number of each message, adding to the log the ones it lacks (at `positions` of
         the transcript), with the private copy of each message's stored form (`None` for one that
         cannot be copied); `without_id` learns which messages had no id as they were stored.
         `written_to`: `(ns, checkpoint id)` of the node's writes the messages come from; without
-        it, the messages are one channel's list of a checkpoint, whose order their positions follow.
+        it, the messages are one channel's list of a checkpoint, following `parent` (`(ns, id)` of
+        the checkpoint before it).
 
         Objects the cache knows, unchanged, cost a lookup; the others are serialized and hashed,
         and looked up in (or added to) the log.
@@ -160,13 +165,22 @@ class SaverMessages(SaverBase):
                 # the run's next checkpoint logged its state again. They move no message before it.
                 lower = {seq: at for seq, at in lower.items() if seq not in placed}
         moved: dict[int, str] = {}
-        if written_to is None:  # a channel's list (the writes of a step are several lists at once)
+        if written_to is None:
+            # A channel's list (the writes of a step are several lists at once) of a checkpoint
+            # with no parent or whose parent is gone: the thread was deleted under the run (see
+            # `_in_list_order`). After a parent that exists, the log keeps the order the thread
+            # first had each message: a message edited in place is new where the edit was made,
+            # after the messages it precedes.
             moved = _in_list_order(
                 seqs,
                 positions,
                 [lower.get(seq, at) for seq, at in zip(seqs, stored, strict=True)],
                 [_is_original(message) for message in messages],
             )
+            if moved and parent is not None and parent[1] is not None:
+                params = {"thread_id": thread_id, "ns": parent[0], "checkpoint_id": parent[1]}
+                if (yield from _exists(self._sql.checkpoint_exists, params)):
+                    moved = {}
         for seq in moved:
             lower.pop(seq, None)
         if lower:

@@ -145,6 +145,56 @@ def test_a_later_middlewares_append_reaches_the_state_as_without_historykit(
     assert _shape(state) == _shape(base_state)
 
 
+@tool
+def long_weather(city: str) -> str:
+    """The weather in a city, at length."""
+    return f"sunny in {city}; " * 80
+
+
+def _long_weather_then_answer(messages: list[BaseMessage]) -> AIMessage:
+    prompt = max(
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, HumanMessage) and "later middleware" not in m.content
+    )
+    if any(isinstance(m, ToolMessage) for m in messages[prompt:]):
+        return AIMessage("It is sunny.")
+    call = {"name": "long_weather", "args": {"city": "Paris"}, "id": f"call_{len(messages)}"}
+    return AIMessage("", tool_calls=[call])
+
+
+@pytest.mark.parametrize("persist", [False, True], ids=["view", "persistent"])
+def test_a_later_middlewares_append_reaches_the_state_on_a_call_that_compacts(persist: bool) -> None:
+    """The model request is historykit's own list on a call that compacts (old tool results
+    cleared): what a later middleware appends to it reaches the state as without historykit."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from historykit.plugins.langchain import HistoryKitMiddleware
+    from historykit.processors.clear_tool_results import ClearToolResults
+
+    def run(middleware: list[Any]) -> tuple[list[list[BaseMessage]], list[BaseMessage]]:
+        model = ScriptedChatModel(respond=_long_weather_then_answer)
+        agent = create_agent(model, tools=[long_weather], middleware=middleware, checkpointer=InMemorySaver())
+        config: Any = {"configurable": {"thread_id": "t"}}
+        for prompt in ("Weather in Paris?", "And tomorrow?"):
+            out = agent.invoke({"messages": [("user", prompt)]}, config)
+        return model.inputs, out["messages"]
+
+    clear = ClearToolResults(trigger=Trigger(max_tokens=200), keep=0, min_gain=0, min_tokens=10)
+    reports: list[Any] = []
+    kit = HistoryKitMiddleware(Pipeline([clear]), persist=persist, on_report=reports.append)
+    _, base_state = run([_appending()])
+    inputs, state = run([kit, _appending()])
+    assert any(r.changed for r in reports), "no call compacted"
+    note = "a note from a later middleware"
+    # Every request carried the note appended to it, and it reached the state each time.
+    assert all(i[-1].content == note for i in inputs)
+    assert [m.content for m in state].count(note) == [m.content for m in base_state].count(note) > 1
+    if not persist:  # view only: the state is exactly LangChain's own
+        assert _shape(state) == _shape(base_state)
+
+
 # --- LangGraph: HistoryKitHook under stream_mode="messages" --------------------------------------
 
 

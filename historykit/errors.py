@@ -19,9 +19,6 @@ HistoryKitError                          except HistoryKitError: anything histor
         └── ConcurrentRunError                   a second run of a thread the single-writer guard holds
 ```
 
-Deprecations are `HistoryKitDeprecationWarning`s (a `DeprecationWarning`), so they can be turned
-into errors, or silenced, apart from other libraries' deprecations.
-
 Each class also derives from the built-in exception callers caught before this module existed
 (shown in brackets), so `except ValueError` around a historykit call keeps working.
 
@@ -42,7 +39,6 @@ __all__ = [
     "ArgumentTypeError",
     "ConcurrentRunError",
     "CorruptRowError",
-    "HistoryKitDeprecationWarning",
     "HistoryKitError",
     "InvalidArgumentError",
     "ReadOnlyDatabaseError",
@@ -128,18 +124,3 @@ class WriteConflictError(StoreError, RuntimeError):
 class ConcurrentRunError(WriteConflictError):
     """A run of a thread another run is writing, refused by the saver's single-writer guard
     (`SQLModelSaver(single_writer=True)`): nothing of the refused run was written."""
-
-
-class HistoryKitDeprecationWarning(DeprecationWarning):
-    """A historykit name, keyword or option that goes in a coming release; the message says what to
-    use instead. Not an error: a warning category of its own, so that a test suite can make
-    historykit's deprecations errors and leave other libraries' alone.
-
-    Example:
-        ```python
-        import warnings
-        from historykit.errors import HistoryKitDeprecationWarning
-
-        warnings.simplefilter("error", HistoryKitDeprecationWarning)
-        ```
-    """

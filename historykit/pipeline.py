@@ -346,6 +346,18 @@ class PipelineResult(Generic[MessageT]):
     """The tool outputs this call's placeholders replaced, by the recall handle each placeholder
     names (`historykit.recall`): what a recall tool must be able to give back once the processed
     history replaces the original. Empty when no step names a recall tool."""
+    kept: list[MessageT] | None = None
+    """The history to keep (`history`): `messages` without the edits of the steps that only make the
+    request valid for providers (`Repair`, `HistoryProcessor.repairs_request`); `None` when they
+    made none, so it is `messages` itself."""
+
+    @property
+    def history(self) -> list[MessageT]:
+        """What the framework keeps as its history in persistent mode (the integrations write this,
+        not `messages`): the compaction edits only. The provider-rule repairs go into the request
+        alone, so with nothing to compact the framework's history is exactly what it would be
+        without historykit; `messages` is what the model is sent."""
+        return self.messages if self.kept is None else self.kept
 
 
 class HistoryProcessor(ABC):
@@ -357,6 +369,12 @@ class HistoryProcessor(ABC):
 
     compacts_on_request: ClassVar[bool] = False
     """True for a processor that makes a `ManualCompaction` (`Summarize`): `Pipeline.compact` needs one."""
+
+    repairs_request: ClassVar[bool] = False
+    """True for a processor that only makes the request valid for providers (`Repair`): a pipeline
+    runs it after every other step, wherever it stands, and its edits go into what the model is
+    sent (`PipelineResult.messages`), never into the history kept (`PipelineResult.history`), so a
+    framework's own history is never rewritten by a repair of it."""
 
     @property
     def name(self) -> str:
@@ -551,26 +569,56 @@ class Pipeline(HistoryProcessor):
         )
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        out, steps = _drive(self._steps_plan(messages, ctx))
+        out, steps, _ = _drive(self._steps_plan(messages, ctx))
         return out, _merge_notes(steps)
 
     async def aprocess(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        out, steps = await _adrive(self._steps_plan(messages, ctx))
+        out, steps, _ = await _adrive(self._steps_plan(messages, ctx))
         return out, _merge_notes(steps)
 
     def _steps_plan(
         self, messages: list[Message], ctx: ProcessContext
-    ) -> _Plan[tuple[list[Message], list[StepReport]]]:
-        """Every processor in turn, then thinking settled (`_settle_thinking`): yields each step for
-        a runner to process (`_drive` calls `process`, `_adrive` awaits `aprocess`), so the sync and
-        the async pipeline are this one piece of code."""
-        given = messages
+    ) -> _Plan[tuple[list[Message], list[StepReport], list[Message]]]:
+        """Every processor in turn, the repairs last (`HistoryProcessor.repairs_request`), thinking
+        settled after each stage (`_settle_thinking`): yields each step for a runner to process
+        (`_drive` calls `process`, `_adrive` awaits `aprocess`), so the sync and the async pipeline
+        are this one piece of code. Returns what is sent, the step reports, and what is kept (the
+        history before the repairs: the same list when they changed nothing)."""
         if self.use_usage:
             ctx = replace(ctx, reported_offset=reported_offset(messages, ctx.counter))
+        kept, steps = yield from self._compaction_plan(messages, ctx)
+        sent, repairs = yield from self._repair_plan(kept, ctx)
+        return sent, [*steps, *repairs], kept
+
+    def _compaction_plan(
+        self, messages: list[Message], ctx: ProcessContext
+    ) -> _Plan[tuple[list[Message], list[StepReport]]]:
+        """The steps that compact (every one but the repairs), then thinking settled: the history
+        a persistent integration keeps, and a view-only replay continues from."""
+        compacting = [p for p in self.processors if not p.repairs_request]
+        out, steps = yield from self._run_steps(messages, compacting, ctx)
+        return self._settle_thinking(messages, out, steps, ctx), steps
+
+    def _repair_plan(
+        self, kept: list[Message], ctx: ProcessContext
+    ) -> _Plan[tuple[list[Message], list[StepReport]]]:
+        """The repairs of the request sent, on the history kept; thinking settled again (on a
+        binding model a repair is an edit too)."""
+        repairs = [p for p in self.processors if p.repairs_request]
+        out, steps = yield from self._run_steps(kept, repairs, ctx)
+        if out is kept:
+            return kept, steps
+        return self._settle_thinking(kept, out, steps, ctx), steps
+
+    def _run_steps(
+        self, messages: list[Message], processors: Sequence[HistoryProcessor], ctx: ProcessContext
+    ) -> _Plan[tuple[list[Message], list[StepReport]]]:
         steps: list[StepReport] = []
-        for proc in self.processors:
+        for proc in processors:
             before = messages
             messages, notes = yield proc, list(before), ctx
+            if len(messages) == len(before) and all(a is b for a, b in zip(messages, before)):
+                messages = before  # unchanged: the very list, so "nothing repaired" is `is`
             messages = mark_written(before, messages, proc.name, notes, ctx)
             step = self._step_report(proc.name, before, messages, notes, ctx)
             if not notes.markers:
@@ -580,7 +628,7 @@ class Pipeline(HistoryProcessor):
                 if batch is not None:
                     notes.markers.append(batch)
             steps.append(step)
-        return self._settle_thinking(given, messages, steps, ctx), steps
+        return messages, steps
 
     def _settle_thinking(
         self, given: list[Message], processed: list[Message], steps: list[StepReport], ctx: ProcessContext
@@ -647,19 +695,33 @@ class Pipeline(HistoryProcessor):
 
     def _view_plan(
         self, neutral: list[Message], ctx: ProcessContext
-    ) -> _Plan[tuple[list[Message], list[StepReport], int]]:
+    ) -> _Plan[tuple[list[Message], list[StepReport], int, list[Message]]]:
         """View-only mode: the view of a raw history, each model call replayed once (`historykit.view`),
-        from the views this conversation derived before."""
+        from the views this conversation derived before. The replay continues from each call's
+        compacted history (what persistent mode keeps); the repairs are made on the last one, for
+        the request alone. Returns what is sent, the step reports, the calls replayed and the view
+        kept."""
         derive = ctx.conversation.views.derive(neutral, _view_setting(ctx))
         steps: list[StepReport] = []
+        # The repairs are measured as the last call replayed was (a view seen before: the raw
+        # history's usage; a compacted view's would count what its summary replaced).
+        call_ctx = (
+            replace(ctx, reported_offset=reported_offset(neutral, ctx.counter)) if self.use_usage else ctx
+        )
         try:
             call = next(derive)
             while True:
-                view, steps = yield from self._steps_plan(call, ctx)
+                if self.use_usage:
+                    call_ctx = replace(ctx, reported_offset=reported_offset(call, ctx.counter))
+                view, steps = yield from self._compaction_plan(call, call_ctx)
                 call = derive.send(view)
         except StopIteration as done:
             final, replayed = done.value
-        return final, steps, replayed
+        sent, repairs = yield from self._repair_plan(final, call_ctx)
+        if replayed or sent is not final:
+            # A view derived before and sent as it is reports no step, as before the repairs ran.
+            steps = [*steps, *repairs]
+        return sent, steps, replayed, final
 
     def remember_view(
         self,
@@ -908,12 +970,14 @@ class Pipeline(HistoryProcessor):
         ctx = self._context(call, neutral, state)
         if call.manual is None:
             if call.mode == "view":
-                processed, steps, replayed = yield from self._view_plan(neutral, replace(ctx, manual=None))
+                processed, steps, replayed, kept = yield from self._view_plan(
+                    neutral, replace(ctx, manual=None)
+                )
             else:
-                processed, steps = yield from self._steps_plan(neutral, ctx)
+                processed, steps, kept = yield from self._steps_plan(neutral, ctx)
                 replayed = 1
         elif call.mode != "view":
-            processed, steps = yield from self._steps_plan(neutral, ctx)
+            processed, steps, kept = yield from self._steps_plan(neutral, ctx)
             replayed = 1
         else:
             # Made for the call about to be made, after the view of the previous one, and remembered
@@ -922,11 +986,13 @@ class Pipeline(HistoryProcessor):
             view: list[Message] = []
             replayed = 0
             if previous:
-                view, _, replayed = yield from self._view_plan(neutral[:previous], replace(ctx, manual=None))
-            processed, steps = yield from self._steps_plan([*view, *neutral[previous:]], ctx)
-            state.views.remember(neutral, processed, _view_setting(ctx))
+                _, _, replayed, view = yield from self._view_plan(
+                    neutral[:previous], replace(ctx, manual=None)
+                )
+            processed, steps, kept = yield from self._steps_plan([*view, *neutral[previous:]], ctx)
+            state.views.remember(neutral, kept, _view_setting(ctx))
             replayed += 1
-        return self._finish(neutral, processed, steps, ctx, call, replayed, record)
+        return self._finish(neutral, processed, steps, ctx, call, replayed, record, kept)
 
     def _finish(
         self,
@@ -937,6 +1003,7 @@ class Pipeline(HistoryProcessor):
         call: Call,
         replayed: int = 1,
         record: Callable[[Report], None] | None = None,
+        kept: list[Message] | None = None,
     ) -> PipelineResult[Message]:
         before = steps[0].tokens_before if steps else sum(ctx.counter.count_message(m) for m in neutral)
         # A pipeline with no step counts on its own (anchored as its steps would be).
@@ -964,7 +1031,7 @@ class Pipeline(HistoryProcessor):
         originals = (
             {} if call.mode == "view" else _placeholder_originals(neutral, processed, self.recall_tools)
         )
-        return PipelineResult(processed, report, originals)
+        return PipelineResult(processed, report, originals, None if kept is processed else kept)
 
 
 def reported_offset(messages: Sequence[Message], counter: TokenCounter) -> int:
@@ -1003,14 +1070,19 @@ def native_result(
 ) -> PipelineResult[MessageT]:
     """`result` (of `Pipeline.run_call` on `neutral`, the conversion of `original` by `adapter`)
     with the framework's messages: the caller's own objects when nothing changed, else the adapter's
-    conversion, recorded for the stores (`historykit.provenance`)."""
-    processed = result.messages
-    if len(processed) == len(neutral) and all(a is b for a, b in zip(processed, neutral)):
-        return PipelineResult(list(original), result.report, result.originals)
-    native = adapter.to_native(processed)
-    # So a store can keep what this call replaced even if no store saw it before.
-    provenance.record(original, native)
-    return PipelineResult(native, result.report, result.originals)
+    conversion, recorded for the stores (`historykit.provenance`); its `kept` history likewise."""
+
+    def native(processed: list[Message]) -> list[Any]:
+        if len(processed) == len(neutral) and all(a is b for a, b in zip(processed, neutral)):
+            return list(original)
+        out = adapter.to_native(processed)
+        # So a store can keep what this call replaced even if no store saw it before.
+        provenance.record(original, out)
+        return cast("list[Any]", out)
+
+    sent = native(result.messages)
+    kept = None if result.kept is None else native(result.kept)
+    return PipelineResult(sent, result.report, result.originals, kept)
 
 
 def _placeholder_originals(

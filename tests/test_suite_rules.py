@@ -1,13 +1,8 @@
-"""The suite's own rules (tests/conftest.py, pyproject's pytest settings): a skip says why, and
-historykit's deprecations are errors in its tests."""
+"""The suite's own rules (tests/conftest.py, pyproject's pytest settings): a skip says why."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
-
-from historykit.errors import HistoryKitDeprecationWarning
 
 pytest_plugins = ["pytester"]
 
@@ -37,15 +32,3 @@ def test_a_skip_without_a_reason_fails_and_one_with_a_reason_shows_it(pytester: 
     result.assert_outcomes(failed=1, errors=1, skipped=1, xfailed=1)  # the marked one fails at setup
     result.stdout.fnmatch_lines(["*test_bare skipped without saying why*", "SKIPPED*the server is not there"])
     result.stdout.fnmatch_lines(["*test_marked skipped without saying why*"])
-
-
-def test_historykit_deprecations_are_errors_here() -> None:
-    # pyproject's filterwarnings: a test (or historykit's own code) using a deprecated historykit API
-    # fails, unless it catches the warning on purpose.
-    with pytest.raises(HistoryKitDeprecationWarning):
-        warnings.warn("old", HistoryKitDeprecationWarning, stacklevel=1)
-    with pytest.warns(HistoryKitDeprecationWarning):
-        warnings.warn("old", HistoryKitDeprecationWarning, stacklevel=1)
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("default")
-        warnings.warn("a framework's", DeprecationWarning, stacklevel=1)  # not an error: not ours

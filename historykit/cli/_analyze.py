@@ -14,10 +14,9 @@ import typer
 from historykit.cli._app import EXIT_FAILURE, CliError, _classify, _errors, _state, app
 from historykit.cli._options import (
     _FROM_HELP,
-    _LEGACY_FORMAT,
     _PIPELINE_HELP,
     _check_writable,
-    _format_flags,
+    _format_option,
     _read,
     _window_option,
 )
@@ -46,7 +45,6 @@ def analyze(
     top: Annotated[
         int, typer.Option("--top", min=1, help="How many of the largest tool outputs to list.")
     ] = 10,
-    legacy_format: Annotated[str | None, _LEGACY_FORMAT] = None,
 ) -> None:
     """Where a transcript's tokens go, and what each processor would save, replayed call by call.
 
@@ -57,7 +55,7 @@ def analyze(
     from historykit.analysis import analyze as run_analysis
 
     with _errors():
-        fmt = _format_flags(from_format, legacy_format, "--from")
+        fmt = _format_option(from_format)
         built = build_pipeline(pipeline)
         if plot is not None:
             _check_writable(plot)

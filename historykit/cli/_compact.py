@@ -16,10 +16,8 @@ from rich.table import Table
 from historykit.cli._app import EXIT_FAILURE, EXIT_NOT_FOUND, CliError, _errors, app
 from historykit.cli._options import (
     _FROM_HELP,
-    _LEGACY_FORMAT,
     _PIPELINE_HELP,
     _check_writable,
-    _format_flags,
     _format_option,
     _read,
     _window_option,
@@ -64,7 +62,6 @@ def compact(
             "(a small history too); the marker records a manual compaction.",
         ),
     ] = False,
-    legacy_format: Annotated[str | None, _LEGACY_FORMAT] = None,
 ) -> None:
     """Write the history the model would be sent next, processed, in the input's format or --to's.
 
@@ -79,7 +76,7 @@ def compact(
     from historykit.validity import check
 
     with _errors():
-        fmt = _format_flags(from_format, legacy_format, "--from")
+        fmt = _format_option(from_format)
         out_fmt = _format_option(to_format)
         if not file.exists():
             raise CliError(f"{file}: no such file", EXIT_NOT_FOUND)

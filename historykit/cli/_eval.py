@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from historykit.cli._app import CliError, _errors, app
-from historykit.cli._options import _FROM_HELP, _PIPELINE_HELP, _format_flags, _read, _window_option
+from historykit.cli._options import _FROM_HELP, _PIPELINE_HELP, _format_option, _read, _window_option
 from historykit.cli._pipeline_spec import build_pipeline
 from historykit.cli._render import _out, _Progress, _say, _working
 from historykit.pipeline import Pipeline
@@ -93,7 +93,7 @@ def eval_command(
     from historykit.evaluation import evaluate
 
     with _errors():
-        fmt = _format_flags(from_format, None, "--from")
+        fmt = _format_option(from_format)
         _strategies(preset, pipeline)  # bad options fail before any file is read
         results = []
         for path in files:

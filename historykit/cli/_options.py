@@ -1,4 +1,4 @@
-"""What the transcript commands share: reading a file, the format flags, checking where output goes."""
+"""What the transcript commands share: reading a file, the format option, checking where output goes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 import typer
 
 from historykit.cli._app import EXIT_NOT_FOUND, CliError
-from historykit.cli._render import _say
 from historykit.formats import FORMATS, TranscriptFile, read_transcript
 from historykit.tokens import DEFAULT_CONTEXT_WINDOW
 
@@ -27,23 +26,7 @@ def _format_option(format: str | None) -> str | None:
     return resolve_format(format)
 
 
-def _format_flags(new: str | None, old: str | None, flag: str) -> str | None:
-    """The format `flag` (`--from`/`--to`) names, or the deprecated `--format`'s, with a warning."""
-    if old is not None:
-        if new is not None and _format_option(new) != _format_option(old):
-            raise CliError(f"{flag} {new} and --format {old} disagree: give {flag} only")
-        _say(
-            f"historykit: warning: --format/-f is deprecated here and goes in the next release; use {flag}",
-            err=True,
-        )
-        new = new if new is not None else old
-    return _format_option(new)
-
-
 _FROM_HELP = f"Input format ({', '.join(FORMATS)}); detected from the content when not given."
-_LEGACY_FORMAT = typer.Option(
-    "--format", "-f", hidden=True, help="Deprecated: --from (input) or --to (output)."
-)
 _PIPELINE_HELP = (
     "Processors to run: `default` or e.g. dedupe,clear:keep=5,strip,truncate, "
     "summarize:model=openai:gpt-4o-mini (see `historykit --help`)."

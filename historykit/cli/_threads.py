@@ -14,7 +14,7 @@ from rich.table import Table
 
 from historykit.cli._app import EXIT_NOT_FOUND, CliError, _errors, app
 from historykit.cli._database import _DB_ARGUMENT, _database, _no_thread, _thread
-from historykit.cli._options import _LEGACY_FORMAT, _check_writable, _format_flags
+from historykit.cli._options import _check_writable, _format_option
 from historykit.cli._render import _out, _safe, _say, _size, _when, _working
 from historykit.formats import write_transcript
 
@@ -177,7 +177,6 @@ def export(
             help="Output format; default: langchain for LangGraph threads, pydantic-ai for conversations.",
         ),
     ] = None,
-    legacy_format: Annotated[str | None, _LEGACY_FORMAT] = None,
     view: Annotated[
         bool,
         typer.Option(
@@ -190,7 +189,7 @@ def export(
 ) -> None:
     """Write a thread's original transcript (every original message, each once, never edited) to a file."""
     with _errors(), _working("exporting the thread"), _database(db_url) as db:
-        fmt = _format_flags(to_format, legacy_format, "--to")
+        fmt = _format_option(to_format)
         _check_writable(output)
         info = _thread(db, thread)
         transcript = db.transcript(thread)

@@ -242,7 +242,7 @@ def _retry(
         if call.mode == "view" and previous_call:
             earlier = messages[:previous_call]
             previous = yield earlier, replace(call, binds_thinking=binds, manual=None)
-            pipeline.remember_neutral_view(earlier, previous.messages, smaller)
+            pipeline.remember_neutral_view(earlier, previous.history, smaller)
         result = yield messages, replace(smaller, manual=None)
         changed_at = next(
             (i for i, (a, b) in enumerate(zip(rejected, result.messages)) if a != b),
@@ -272,4 +272,4 @@ def _retry(
         pipeline.state_of(call).window = window
         report: Report = replace(result.report, steps=(*result.report.steps, step))
         record(report)
-        return PipelineResult(result.messages, report, result.originals)
+        return PipelineResult(result.messages, report, result.originals, result.kept)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from historykit.messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
@@ -35,6 +36,11 @@ class Repair(HistoryProcessor):
     It never drops a system message or the final request, and never edits the thinking of the
     current tool-use cycle. What it could not fix is listed in its notes.
 
+    In a pipeline it runs after every other step, and its edits reach the request the model is sent
+    only (`PipelineResult.messages`): the history an integration keeps (`PipelineResult.history`:
+    Pydantic AI's `all_messages()`, a LangGraph state, the stores) carries the compaction edits
+    alone, so a framework's own history is never rewritten by a repair of it.
+
     Example:
         ```python
         from historykit.processors import Repair
@@ -42,6 +48,8 @@ class Repair(HistoryProcessor):
         fixed = Repair()(messages)   # native messages in, native messages out
         ```
     """
+
+    repairs_request: ClassVar[bool] = True
 
     strict_alternation: bool = False
     """Also merge consecutive user messages, for providers that require strict alternation."""

@@ -174,8 +174,8 @@ class Summarize(TriggerField, HistoryProcessor):
     compacts_on_request: ClassVar[bool] = True
     _digests: MessageDigests = field(default_factory=MessageDigests, init=False, repr=False, compare=False)
 
-    def __post_init__(self, *flat: float | None) -> None:
-        super().__post_init__(*flat)
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if self.summarizer is not None and self.model is not None:
             raise InvalidArgumentError("give either summarizer= or model=, not both")
         if self.model is not None:

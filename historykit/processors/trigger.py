@@ -29,12 +29,11 @@ Example:
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import InitVar, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from historykit._validate import check_fraction, check_instance, check_int
 from historykit.context_window import MAX_CONTEXT_WINDOW
-from historykit.errors import HistoryKitDeprecationWarning, InvalidArgumentError
+from historykit.errors import InvalidArgumentError
 from historykit.pipeline import ProcessContext
 
 __all__ = ["DEFAULT_TRIGGER", "Trigger", "counted_mark"]
@@ -190,54 +189,13 @@ down to 60% of that (`Trigger.low_water`'s default)."""
 
 @dataclass
 class TriggerField:
-    """The `trigger` field of the processors that compact (`Summarize`, `PairwiseTruncate`), with
-    the flat keywords they took before it, deprecated (`max_fraction=0.7` ->
-    `trigger=Trigger(max_fraction=0.7)`): a subclass's `__post_init__` passes them on to this one."""
+    """The `trigger` field of the processors that compact (`Summarize`, `PairwiseTruncate`): a
+    subclass's `__post_init__` calls this one, which checks it."""
 
     trigger: Trigger = field(default_factory=lambda: DEFAULT_TRIGGER)
     """When work starts (the high-water mark) and how far down it goes (the low-water mark); see
     `Trigger`. Default: over 80% of the window, down to 60% of that."""
-    max_tokens: InitVar[int | None] = None
-    """Deprecated: `trigger=Trigger(max_tokens=...)`."""
-    max_fraction: InitVar[float | None] = None
-    """Deprecated: `trigger=Trigger(max_fraction=...)`."""
-    max_messages: InitVar[int | None] = None
-    """Deprecated: `trigger=Trigger(max_messages=...)`."""
-    low_water: InitVar[float | None] = None
-    """Deprecated: `trigger=Trigger(..., low_water=...)`."""
-    reserve: InitVar[int | None] = None
-    """Deprecated: `trigger=Trigger(reserve=...)`."""
-    floor_fraction: InitVar[float | None] = None
-    """Deprecated: `trigger=Trigger(..., floor_fraction=...)`."""
 
-    def __post_init__(self, *flat: float | None) -> None:
-        """Resolve the deprecated flat keywords (in field order) into `trigger`, warning with the
-        `Trigger` to write instead; with no high-water mark among them (only `low_water`), the mark
-        is the default's, as it was. Raises `InvalidArgumentError` when a trigger other than the
-        default comes with flat keywords, `ArgumentTypeError` when `trigger` is not a `Trigger`."""
+    def __post_init__(self) -> None:
+        """Raises `ArgumentTypeError` when `trigger` is not a `Trigger`."""
         check_instance("trigger", self.trigger, Trigger, "a historykit Trigger")
-        order = [f.name for f in fields(Trigger)]
-        names = ("max_tokens", "max_fraction", "max_messages", "low_water", "reserve", "floor_fraction")
-        given = {name: value for name, value in zip(names, flat) if value is not None}
-        if not given:
-            return
-        owner = type(self).__name__
-        # A subclass's own __post_init__ (calling this one) is one more frame above this one.
-        overridden = type(self).__post_init__ is not TriggerField.__post_init__
-        listed = ", ".join(name for name in order if name in given)
-        if self.trigger != DEFAULT_TRIGGER:
-            raise InvalidArgumentError(
-                f"give {owner} either trigger= or the flat keywords ({listed}), not both"
-            )
-        self.trigger = DEFAULT_TRIGGER.with_settings(**given)
-        spelled = ", ".join(
-            f"{name}={getattr(self.trigger, name)!r}"
-            for name in order
-            if name in given or (name == "max_fraction" and self.trigger.max_fraction is not None)
-        )
-        warnings.warn(
-            f"{owner}'s flat trigger keywords ({listed}) are deprecated and go in the next release: "
-            f"use {owner}(trigger=Trigger({spelled}))",
-            HistoryKitDeprecationWarning,
-            stacklevel=3 + overridden,  # the caller of __init__
-        )

@@ -6,10 +6,10 @@ and once with it, and compares what the model was sent, what the state or `all_m
 what a `stream_mode="messages"` stream showed. The differences were found by running LangChain's,
 LangGraph's and Pydantic AI's own test suites with historykit added.
 
-Differences still open (they are provider-rule repairs, `Repair`, of histories the frameworks
-themselves produce; keeping them exactly conflicts with DESIGN §5, "every history that leaves
-historykit satisfies the rules providers enforce") are `xfail(strict=True)` here, so the day one is
-fixed the test says so.
+Where a framework's own history breaks a provider rule (an empty response, an empty system prompt,
+a tool-call id used again), `Repair` fixes the request the model is sent (DESIGN §5), and only that:
+the framework's history (`all_messages()`, the graph state) stays exactly what it is without
+historykit.
 """
 
 from __future__ import annotations
@@ -143,6 +143,56 @@ def test_a_later_middlewares_append_reaches_the_state_as_without_historykit(
     assert "a note from a later middleware" in [m.content for m in base_state]  # what LangChain does
     assert [_shape(i) for i in inputs] == [_shape(i) for i in base_inputs]
     assert _shape(state) == _shape(base_state)
+
+
+@tool
+def long_weather(city: str) -> str:
+    """The weather in a city, at length."""
+    return f"sunny in {city}; " * 80
+
+
+def _long_weather_then_answer(messages: list[BaseMessage]) -> AIMessage:
+    prompt = max(
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, HumanMessage) and "later middleware" not in m.content
+    )
+    if any(isinstance(m, ToolMessage) for m in messages[prompt:]):
+        return AIMessage("It is sunny.")
+    call = {"name": "long_weather", "args": {"city": "Paris"}, "id": f"call_{len(messages)}"}
+    return AIMessage("", tool_calls=[call])
+
+
+@pytest.mark.parametrize("persist", [False, True], ids=["view", "persistent"])
+def test_a_later_middlewares_append_reaches_the_state_on_a_call_that_compacts(persist: bool) -> None:
+    """The model request is historykit's own list on a call that compacts (old tool results
+    cleared): what a later middleware appends to it reaches the state as without historykit."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from historykit.plugins.langchain import HistoryKitMiddleware
+    from historykit.processors.clear_tool_results import ClearToolResults
+
+    def run(middleware: list[Any]) -> tuple[list[list[BaseMessage]], list[BaseMessage]]:
+        model = ScriptedChatModel(respond=_long_weather_then_answer)
+        agent = create_agent(model, tools=[long_weather], middleware=middleware, checkpointer=InMemorySaver())
+        config: Any = {"configurable": {"thread_id": "t"}}
+        for prompt in ("Weather in Paris?", "And tomorrow?"):
+            out = agent.invoke({"messages": [("user", prompt)]}, config)
+        return model.inputs, out["messages"]
+
+    clear = ClearToolResults(trigger=Trigger(max_tokens=200), keep=0, min_gain=0, min_tokens=10)
+    reports: list[Any] = []
+    kit = HistoryKitMiddleware(Pipeline([clear]), persist=persist, on_report=reports.append)
+    _, base_state = run([_appending()])
+    inputs, state = run([kit, _appending()])
+    assert any(r.changed for r in reports), "no call compacted"
+    note = "a note from a later middleware"
+    # Every request carried the note appended to it, and it reached the state each time.
+    assert all(i[-1].content == note for i in inputs)
+    assert [m.content for m in state].count(note) == [m.content for m in base_state].count(note) > 1
+    if not persist:  # view only: the state is exactly LangChain's own
+        assert _shape(state) == _shape(base_state)
 
 
 # --- LangGraph: HistoryKitHook under stream_mode="messages" --------------------------------------
@@ -311,9 +361,7 @@ def test_langchain_summarizer_calls_are_tagged_internal_and_nostream() -> None:
     assert internal_call_metadata().items() <= metadata.items()
 
 
-# --- Open: Repair's edits of histories the frameworks produce ------------------------------------
-
-REPAIR_CONFLICT = "a provider-rule repair of the framework's own history (DESIGN §5): not decided"
+# --- Pydantic AI: Repair's edits reach the request, never all_messages() -----------------------
 
 
 def _pai_runs(capabilities: list[Any], respond: Any, prompts: tuple[str, ...], setup: Any = None) -> Any:
@@ -348,24 +396,40 @@ def _pai_shape(messages: list[Any]) -> list[Any]:
     ]
 
 
-def _compare_pai(respond: Any, prompts: tuple[str, ...], setup: Any = None) -> None:
+def _compare_pai(respond: Any, prompts: tuple[str, ...], setup: Any = None, *, persist: bool) -> None:
+    """`all_messages()` exactly as without historykit; each request sent as without it, unless
+    that one breaks a provider rule: then historykit's breaks none, and says which it repaired."""
+    from historykit import check
     from historykit.plugins.pydantic_ai import HistoryKit
 
     base_seen, base_all = _pai_runs([], respond, prompts, setup)
-    seen, kept = _pai_runs([HistoryKit(default_pipeline())], respond, prompts, setup)
-    assert [_pai_shape(s) for s in seen] == [_pai_shape(s) for s in base_seen]
+    seen, kept = _pai_runs([HistoryKit(default_pipeline(), persist=persist)], respond, prompts, setup)
     assert _pai_shape(kept) == _pai_shape(base_all)
+    assert len(seen) == len(base_seen)
+    repaired = 0
+    for ours, theirs in zip(seen, base_seen):
+        if _pai_shape(ours) != _pai_shape(theirs):
+            assert check(theirs) != [] and check(ours) == [], (_pai_shape(theirs), _pai_shape(ours))
+            repaired += 1
+    assert repaired, "no request broke a rule: the test no longer tests a repair"
 
 
-@pytest.mark.xfail(strict=True, reason=REPAIR_CONFLICT + " (R6: an empty response is dropped)")
-def test_pydantic_ai_empty_answer_then_please_return_text() -> None:
+PERSIST = pytest.mark.parametrize("persist", [False, True], ids=["view", "persistent"])
+
+
+@PERSIST
+def test_pydantic_ai_empty_answer_then_please_return_text(persist: bool) -> None:
+    """R6: the empty response is left out of the request; `all_messages()` keeps it, with Pydantic
+    AI's "Please return text." request after it, as without historykit."""
     from pydantic_ai.messages import ModelResponse, TextPart
 
-    _compare_pai(lambda m, n: ModelResponse(parts=[] if n == 1 else [TextPart("ok")]), ("hi",))
+    respond = lambda m, n: ModelResponse(parts=[] if n == 1 else [TextPart("ok")])  # noqa: E731
+    _compare_pai(respond, ("hi",), persist=persist)
 
 
-@pytest.mark.xfail(strict=True, reason=REPAIR_CONFLICT + " (R6: an empty system prompt becomes text)")
-def test_pydantic_ai_dynamic_system_prompt_returning_none() -> None:
+@PERSIST
+def test_pydantic_ai_dynamic_system_prompt_returning_none(persist: bool) -> None:
+    """R6: the empty system prompt is sent as a placeholder; `all_messages()` keeps `''`."""
     from pydantic_ai.messages import ModelResponse, TextPart
 
     def setup(agent: Any) -> None:
@@ -373,11 +437,12 @@ def test_pydantic_ai_dynamic_system_prompt_returning_none() -> None:
         def nothing() -> Any:
             return None
 
-    _compare_pai(lambda m, n: ModelResponse(parts=[TextPart("ok")]), ("hi", "again"), setup)
+    _compare_pai(lambda m, n: ModelResponse(parts=[TextPart("ok")]), ("hi", "again"), setup, persist=persist)
 
 
-@pytest.mark.xfail(strict=True, reason=REPAIR_CONFLICT + " (R12: a reused tool-call id is renamed)")
-def test_pydantic_ai_tool_call_id_reused_in_a_later_turn() -> None:
+@PERSIST
+def test_pydantic_ai_tool_call_id_reused_in_a_later_turn(persist: bool) -> None:
+    """R12: the second `call_1` is sent renamed (with its result); `all_messages()` keeps `call_1`."""
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
     def respond(messages: list[Any], n: int) -> Any:
@@ -385,7 +450,7 @@ def test_pydantic_ai_tool_call_id_reused_in_a_later_turn() -> None:
             return ModelResponse(parts=[TextPart("done")])
         return ModelResponse(parts=[ToolCallPart("get_weather", {"city": "Paris"}, "call_1")])
 
-    _compare_pai(respond, ("one", "two"), lambda agent: agent.tool_plain(get_weather.func))
+    _compare_pai(respond, ("one", "two"), lambda agent: agent.tool_plain(get_weather.func), persist=persist)
 
 
 def test_pydantic_ai_two_consecutive_responses_as_pydantic_ai_keeps_them() -> None:

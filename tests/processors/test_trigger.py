@@ -1,5 +1,5 @@
-"""One trigger configuration: every compacting processor takes `trigger=Trigger(...)`; the flat
-keywords `Summarize` and `PairwiseTruncate` took before still work for one release, with a warning."""
+"""One trigger configuration: every compacting processor takes `trigger=Trigger(...)`, and nothing
+else: the flat keywords of unreleased versions (`max_fraction=` on the processor) are a `TypeError`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from historykit.errors import ArgumentTypeError, HistoryKitDeprecationWarning, InvalidArgumentError
+from historykit.errors import ArgumentTypeError
 from historykit.processors.clear_tool_results import ClearToolResults
 from historykit.processors.dedupe_file_reads import DedupeFileReads
 from historykit.processors.pairwise_truncate import PairwiseTruncate
@@ -29,23 +29,13 @@ def test_every_compacting_processor_takes_a_trigger(cls: Any) -> None:
 
 @pytest.mark.parametrize("cls", [Summarize, PairwiseTruncate])
 @pytest.mark.parametrize(
-    ("flat", "equivalent"),
-    [
-        ({"max_fraction": 0.7}, "Trigger(max_fraction=0.7)"),
-        ({"max_tokens": 30_000, "low_water": 0.5}, "Trigger(max_tokens=30000, low_water=0.5)"),
-        ({"low_water": 0.4}, "Trigger(max_fraction=0.8, low_water=0.4)"),  # the default mark stays
-        ({"reserve": 40_000, "floor_fraction": 0.8}, "Trigger(reserve=40000, floor_fraction=0.8)"),
-    ],
+    "flat", ["max_tokens", "max_fraction", "max_messages", "low_water", "reserve", "floor_fraction"]
 )
-def test_flat_keywords_still_work_and_name_the_trigger_to_write(
-    cls: Any, flat: dict[str, Any], equivalent: str
-) -> None:
-    with pytest.warns(HistoryKitDeprecationWarning, match="deprecated") as caught:
-        processor = cls(**flat)
-    message = str(caught[0].message)
-    assert f"use {cls.__name__}(trigger={equivalent})" in message
-    assert caught[0].filename == __file__  # points at the caller, not at historykit
-    assert processor.trigger == eval(equivalent, {"Trigger": Trigger})
+def test_flat_trigger_keywords_are_a_plain_type_error_with_no_warning(cls: Any, flat: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no deprecation path left
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{flat}'"):
+            cls(**{flat: 0.5})
 
 
 @pytest.mark.parametrize("cls", [Summarize, PairwiseTruncate])
@@ -56,8 +46,6 @@ def test_the_default_trigger_and_no_warning_without_flat_keywords(cls: Any) -> N
 
 
 @pytest.mark.parametrize("cls", [Summarize, PairwiseTruncate])
-def test_a_trigger_and_flat_keywords_together_is_an_error(cls: Any) -> None:
-    with pytest.raises(InvalidArgumentError, match="either trigger= or the flat keywords"):
-        cls(trigger=Trigger(max_tokens=1_000), max_fraction=0.5)
+def test_a_trigger_that_is_no_trigger_is_an_error(cls: Any) -> None:
     with pytest.raises(ArgumentTypeError, match="trigger must be a historykit Trigger"):
         cls(trigger=0.8)

@@ -520,21 +520,23 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
             raise InvalidArgumentError(f"the graph state has no {self.messages_key!r} key to process")
         return list(messages)
 
-    def _update(self, old: list[BaseMessage], processed: list[BaseMessage]) -> dict[str, Any]:
+    def _update(self, old: list[BaseMessage], result: PipelineResult[BaseMessage]) -> dict[str, Any]:
         if self.persist:
-            return {self.messages_key: state_update(old, processed)}
-        return {"llm_input_messages": processed}
+            # The state keeps the compaction edits only; the repairs would go to the model with them,
+            # but a node before the model node has no request of its own to put them in.
+            return {self.messages_key: state_update(old, result.history)}
+        return {"llm_input_messages": list(result.messages)}
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         old = self._messages(input)
-        return self._update(old, list(self._process(old, self.model, self._where()).result.messages))
+        return self._update(old, self._process(old, self.model, self._where()).result)
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         old = self._messages(input)
         processed = await self._aprocess(old, self.model, self._where())
-        return self._update(old, list(processed.result.messages))
+        return self._update(old, processed.result)
 
 
 class HistoryKitState(AgentState):  # type: ignore[type-arg]
@@ -666,14 +668,15 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
     def _finish(
         self,
         request: ModelRequest,
-        edited: ModelRequest,
+        kept: list[BaseMessage],
         response: Any,
         where: _Where,
         originals: dict[str, str],
     ) -> Any:
-        """The response, with the state update this call makes: in persistent mode the edits (and
-        with recall, the originals its placeholders replaced); in view-only mode the view sent; in
-        both the window the thread shrank to after an overflow."""
+        """The response, with the state update this call makes: in persistent mode the compaction
+        edits, `kept` (and with recall, the originals its placeholders replaced); in view-only mode
+        the view the next call continues from, `kept` too; in both the window the thread shrank
+        to after an overflow."""
         state = request.state if isinstance(request.state, dict) else {}
         update: dict[str, Any] = {}
         shrunk = where.state.window
@@ -684,9 +687,9 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         if isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
         if not self.persist:
-            sent: list[BaseMessage] = list(edited.messages)
-            update["historykit_view"], update["historykit_view_of"] = sent, len(request.messages)
-            where.state.sent = sent
+            view = list(kept)
+            update["historykit_view"], update["historykit_view_of"] = view, len(request.messages)
+            where.state.sent = view
         else:
             if not isinstance(state.get("messages"), list):
                 raise InvalidArgumentError(
@@ -696,14 +699,14 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             # The request's messages are the state's unless LangChain patched dangling tool calls: then
             # the update replaces everything rather than guess which ids the patch gave.
             same = len(old) == len(request.messages) and all(a is b for a, b in zip(old, request.messages))
-            edits = state_update(old if same else [], edited.messages, appended=response.result)
+            edits = state_update(old if same else [], kept, appended=response.result)
             if edits:
                 update["messages"] = edits
             if originals and self.recall is not None:
                 stored = state.get("historykit_originals")
-                kept: dict[str, str] = dict(stored) if isinstance(stored, dict) else {}
-                kept.update(originals)
-                update["historykit_originals"] = dict(list(kept.items())[-self.recall.max_originals :])
+                known: dict[str, str] = dict(stored) if isinstance(stored, dict) else {}
+                known.update(originals)
+                update["historykit_originals"] = dict(list(known.items())[-self.recall.max_originals :])
         if not update or _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
             return response
         return _ExtendedModelResponse(model_response=response, command=Command(update=update))
@@ -712,9 +715,9 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         where = self._where()
         self._resume(request, where)
         done = self._process(self._history(request), request.model, where)
-        edited = self._split(request, done.result.messages)
-        sent = with_provider_compaction(edited)
-        originals = dict(done.result.originals)
+        result = done.result
+        originals = dict(result.originals)
+        sent, kept, given = self._sent_and_kept(request, result)
         try:
             response = handler(sent)
         except Exception as error:
@@ -725,9 +728,10 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
                 raise
             result = self._deliver(native_result(_ADAPTER, done.given, done.neutral, retried))
             originals.update(result.originals)
-            edited = self._split(request, result.messages)
-            response = handler(with_provider_compaction(edited))  # once: a second failure is raised
-        return self._finish(request, edited, response, where, originals)
+            sent, kept, given = self._sent_and_kept(request, result)
+            response = handler(sent)  # once: a second failure is raised
+        kept = self._with_appended(request, sent, given, kept)
+        return self._finish(request, kept, response, where, originals)
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
@@ -735,9 +739,9 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         where = self._where()
         self._resume(request, where)
         done = await self._aprocess(self._history(request), request.model, where)
-        edited = self._split(request, done.result.messages)
-        sent = with_provider_compaction(edited)
-        originals = dict(done.result.originals)
+        result = done.result
+        originals = dict(result.originals)
+        sent, kept, given = self._sent_and_kept(request, result)
         try:
             response = await handler(sent)
         except Exception as error:
@@ -747,9 +751,32 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
                 raise
             result = self._deliver(native_result(_ADAPTER, done.given, done.neutral, retried))
             originals.update(result.originals)
-            edited = self._split(request, result.messages)
-            response = await handler(with_provider_compaction(edited))  # once: a second failure is raised
-        return self._finish(request, edited, response, where, originals)
+            sent, kept, given = self._sent_and_kept(request, result)
+            response = await handler(sent)  # once: a second failure is raised
+        kept = self._with_appended(request, sent, given, kept)
+        return self._finish(request, kept, response, where, originals)
+
+    def _sent_and_kept(
+        self, request: ModelRequest, result: PipelineResult[BaseMessage]
+    ) -> tuple[ModelRequest, list[BaseMessage], int]:
+        """The request the model is sent (the view, repairs and the provider's block in), the
+        messages the state keeps of this call, the system message aside (the compaction edits), and
+        how many messages the request sent holds before the handler runs."""
+        sent = with_provider_compaction(self._split(request, result.messages))
+        return sent, list(self._split(request, result.history).messages), len(sent.messages)
+
+    @staticmethod
+    def _with_appended(
+        request: ModelRequest, sent: ModelRequest, given: int, kept: list[BaseMessage]
+    ) -> list[BaseMessage]:
+        """`kept`, then what a later middleware appended to the request it was handed
+        (`request.messages.append(...)`): without historykit that list is the state's own, so the
+        message reaches the state. When this call handed on a list of its own, the message is
+        appended to the request's list too, as LangChain's list would have it."""
+        extra = list(sent.messages[given:])
+        if extra and sent.messages is not request.messages:
+            request.messages.extend(extra)
+        return [*kept, *extra]
 
 
 @dataclass(frozen=True)

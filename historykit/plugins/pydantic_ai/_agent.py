@@ -463,7 +463,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             self.pipeline.remember_neutral_view(raw, _ADAPTER.to_neutral(previous.messages), call)
         result = native_result(_ADAPTER, given, neutral, await self.pipeline.arun_call(neutral, call))
         self._deliver(result)
-        return ViewResult.encode(given, result.messages, dict(result.originals))
+        return ViewResult.encode(given, result.messages, dict(result.originals), kept=result.kept)
 
     async def _run_recompact(self, request: RecompactRequest) -> ViewResult | None:
         call = request.request.call()
@@ -476,7 +476,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         result = native_result(_ADAPTER, given, neutral, retried)
         self._deliver(result)
         window = self.pipeline.state_of(call).window
-        return ViewResult.encode(given, result.messages, dict(result.originals), window)
+        return ViewResult.encode(given, result.messages, dict(result.originals), window, result.kept)
 
     async def _run_recall(self, handle: str, offset: int, conversation: str | None) -> str:
         assert self._recall is not None  # the recall tool exists only with it
@@ -502,9 +502,10 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
 
     async def _request_view(
         self, ctx: RunContext[Any], given: list[ModelMessage], model: Any
-    ) -> tuple[list[ModelMessage], _Step]:
-        """The view this request sends, made in place or, inside a durable workflow or flow, as
-        the engine's durable unit; and what a retry after an overflow starts again from."""
+    ) -> tuple[_View, _Step]:
+        """The view this request sends (and the history kept), made in place or, inside a durable
+        workflow or flow, as the engine's durable unit; and what a retry after an overflow starts
+        again from."""
         conversation = _conversation(ctx)
         call = self.call_for(model, conversation, self._take_manual(conversation))
         engine = durable_engine(ctx, self.id, "view")
@@ -513,30 +514,33 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             result = native_result(_ADAPTER, given, neutral, await self.pipeline.arun_call(neutral, call))
             self._deliver(result)
             self._keep_originals_of(conversation, result)
-            return list(result.messages), _Step(given, neutral, call)
+            return _View.of(result), _Step(given, neutral, call)
         refuse_background(self.pipeline.processors)
         run = getattr(ctx, "run_id", None)
         request = ViewRequest.of(given, call, conversation, self._last_views.get(run))
         recorded: ViewResult = await self._durably(engine, ctx, "view", request)
-        processed = self._apply_recorded(conversation, given, recorded)
+        view = self._apply_recorded(conversation, given, recorded)
         if call.mode == "view":
-            self._last_views.keep(run, len(given), processed)
-        return processed, _Step(given, None, call, request=request)
+            self._last_views.keep(run, len(given), view.kept)
+        return view, _Step(given, None, call, request=request)
 
     def _apply_recorded(
         self, conversation: str | None, given: list[ModelMessage], recorded: ViewResult
-    ) -> list[ModelMessage]:
+    ) -> _View:
         """The view a durable unit gave back (run now, or its recorded result on a replay), with
         what the workflow keeps of it: recall's originals, a shrunk window, what the view replaced."""
         processed = recorded.decode(given)
+        kept = recorded.decode_kept(given)
         provenance.record(given, processed)
+        if kept is not None:
+            provenance.record(given, kept)
         if conversation is not None:
             state = self.state_of(conversation)
             if self._recall is not None and recorded.originals:
                 self._recall.keep(state, recorded.originals)
             if recorded.window is not None:
                 state.window = recorded.window
-        return processed
+        return _View(processed, processed if kept is None else kept)
 
     def _keep_originals(self, ctx: RunContext[Any], result: PipelineResult[Any]) -> None:
         self._keep_originals_of(_conversation(ctx), result)
@@ -589,7 +593,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         self._keep_originals_of(conversation.conversation_id, result)
         return Conversation(
             conversation_id=conversation.conversation_id,
-            messages=list(result.messages),
+            messages=list(result.history),
             usage=conversation.usage,
             deferred_tool_requests=conversation.deferred_tool_requests,
             revision=conversation.revision,
@@ -599,17 +603,20 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         if not self.persist and not _BEFORE_HOOK_IS_REQUEST_ONLY:
             return request_context  # 1.x writes these messages back: view-only works in wrap_model_request
         given = list(request_context.messages)
-        processed, step = await self._request_view(ctx, given, request_context.model)
+        view, step = await self._request_view(ctx, given, request_context.model)
         # What a retry after a context overflow starts again from.
         self._steps[_step(ctx)] = step
-        # 2.x: these messages are the request's alone, so the provider's block can go in (1.x would
-        # write it into the history: there `wrap_model_request` adds it).
-        request_context.messages = (
-            with_provider_compaction(processed) if _BEFORE_HOOK_IS_REQUEST_ONLY else list(processed)
-        )
-        if self.persist and _BEFORE_HOOK_IS_REQUEST_ONLY:
-            # 2.x keeps `request_context.messages` to this request; the run's history is ctx.messages.
-            ctx.messages[:] = processed
+        if _BEFORE_HOOK_IS_REQUEST_ONLY:
+            # 2.x: these messages are the request's alone, so the provider's block and the repairs
+            # go in; the run's history is ctx.messages, which keeps the compaction edits only.
+            request_context.messages = with_provider_compaction(view.sent)
+            if self.persist:
+                ctx.messages[:] = view.kept
+        else:
+            # 1.x writes these messages into the run's history: the history kept goes here, and
+            # `wrap_model_request` sends the repaired view (with the provider's block).
+            request_context.messages = list(view.kept)
+            step.sent = view.sent
         return request_context
 
     async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
@@ -618,7 +625,10 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         model = request_context.model
         if self.persist:
             step = self._steps.pop(_step(ctx), None)  # `before_model_request` processed the history
-            sent = replace(request_context, messages=with_provider_compaction(request_context.messages))
+            view = (
+                request_context.messages if step is None or step.sent is None else _as_sent_in_1x(step.sent)
+            )
+            sent = replace(request_context, messages=with_provider_compaction(view))
         else:
             # 1.x view-only: what the handler gets here is sent to the model and never written back.
             given = list(request_context.messages)
@@ -636,13 +646,13 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             if retried is None:
                 raise
             if self.persist:
-                ctx.messages[:] = retried  # 1.x: the run's history itself
-            again = with_provider_compaction(_as_sent_in_1x(retried))
+                ctx.messages[:] = retried.kept  # 1.x: the run's history itself
+            again = with_provider_compaction(_as_sent_in_1x(retried.sent))
             return await handler(replace(request_context, messages=again))  # once only
 
     async def _recompact(
         self, ctx: RunContext[Any], step: _Step, error: Exception, rejected: list[ModelMessage]
-    ) -> list[ModelMessage] | None:
+    ) -> _View | None:
         """The step's view again for a smaller window (`historykit.plugins._overflow`), delivered and
         its originals kept; `None` when `error` is no context overflow."""
         if step.request is not None:  # the step's view was a durable unit: so is its retry
@@ -662,7 +672,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         result = native_result(_ADAPTER, step.native, step.given, retried)
         self._deliver(result)
         self._keep_originals(ctx, result)
-        return list(result.messages)
+        return _View.of(result)
 
     async def on_model_request_error(
         self, ctx: RunContext[Any], *, request_context: Any, error: Exception
@@ -679,19 +689,32 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         if step.retried is None:
             raise error
         if self.persist:
-            ctx.messages[:] = step.retried
+            ctx.messages[:] = step.retried.kept
         assert _RetryModelRequest is not None  # checked by _RETRY_BY_ATTEMPT
         raise _RetryModelRequest()
 
     async def prepare_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         step = self._steps.get(_step(ctx))
         if step is not None and step.retried is not None:
-            request_context.messages = with_provider_compaction(step.retried)
+            request_context.messages = with_provider_compaction(step.retried.sent)
         return request_context
 
     async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any, response: Any) -> Any:
         self._steps.pop(_step(ctx), None)  # the step is answered: nothing left to retry
         return response
+
+
+@dataclass(frozen=True)
+class _View:
+    """One request's view: what the model is sent, and what the run's history keeps (persistent
+    mode): the compaction edits without the provider-rule repairs (`PipelineResult.history`)."""
+
+    sent: list[ModelMessage]
+    kept: list[ModelMessage]
+
+    @classmethod
+    def of(cls, result: PipelineResult[ModelMessage]) -> _View:
+        return cls(list(result.messages), list(result.history))
 
 
 @dataclass
@@ -702,8 +725,11 @@ class _Step:
     given: list[Message] | None
     """`native`, converted once; `None` when the view was a durable unit (converted there)."""
     call: Call
-    retried: list[ModelMessage] | None = None
-    """The view the retry sends, once the step has been retried."""
+    retried: _View | None = None
+    """The view the retry sends (and the history it keeps), once the step has been retried."""
+    sent: list[ModelMessage] | None = None
+    """1.x persistent mode: the repaired view `wrap_model_request` sends, when `before_model_request`
+    gave the run's history the one kept."""
     request: ViewRequest | None = None
     """The durable unit's request, when the step's view was one (`_durable`)."""
 

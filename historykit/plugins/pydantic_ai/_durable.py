@@ -174,6 +174,8 @@ class ViewResult:
     """The tool outputs this call's placeholders replaced, by recall handle (persistent mode)."""
     window: int | None = None
     """The window an overflow shrank the conversation to, when this call shrank it."""
+    kept: list[int] | None = None
+    """The history kept (`PipelineResult.history`), encoded as `order`; `None`: the view itself."""
 
     @classmethod
     def encode(
@@ -182,22 +184,36 @@ class ViewResult:
         view: Sequence[ModelMessage],
         originals: dict[str, str],
         window: int | None = None,
+        kept: Sequence[ModelMessage] | None = None,
     ) -> ViewResult:
-        """`view` relative to `given`: the messages it kept are positions (the same objects)."""
+        """`view` (and `kept`) relative to `given`: the messages it kept are positions (the same
+        objects); a message both write is written once."""
         position = {id(message): index for index, message in enumerate(given)}
-        order: list[int] = []
         written: list[ModelMessage] = []
-        for message in view:
-            index = position.get(id(message))
-            if index is None:
-                written.append(message)
-                index = -len(written)
-            order.append(index)
-        return cls(order, written, dict(originals), window)
+
+        def positions(messages: Sequence[ModelMessage]) -> list[int]:
+            order: list[int] = []
+            for message in messages:
+                index = position.get(id(message))
+                if index is None:
+                    written.append(message)
+                    index = -len(written)
+                    position[id(message)] = index
+                order.append(index)
+            return order
+
+        order = positions(view)
+        return cls(order, written, dict(originals), window, None if kept is None else positions(kept))
 
     def decode(self, given: Sequence[ModelMessage]) -> list[ModelMessage]:
         """The view, from the request's messages `given` and the messages written."""
         return [given[i] if i >= 0 else self.written[-i - 1] for i in self.order]
+
+    def decode_kept(self, given: Sequence[ModelMessage]) -> list[ModelMessage] | None:
+        """The history kept, when it is not the view (`None`)."""
+        if self.kept is None:
+            return None
+        return [given[i] if i >= 0 else self.written[-i - 1] for i in self.kept]
 
 
 class LastViews:

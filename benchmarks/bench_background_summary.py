@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit._pipeline import Pipeline
+from historykit._view import request_points
 from historykit.formats import read_chat_jsonl
-from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import Pipeline
-from historykit.processors.summarize import Summarize
-from historykit.processors.summarizers import ExtractiveSummarizer
-from historykit.processors.trigger import Trigger
-from historykit.view import request_points
+from historykit.processors._summarize import Summarize
+from historykit.processors._summarizers import ExtractiveSummarizer
+from historykit.processors._trigger import Trigger
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 

@@ -45,10 +45,10 @@ from anchors import harness
 from anchors import langchain_anchors as lc
 from replay import load_sessions
 
-from historykit.messages import Message, ToolCallPart, ToolResultPart
-from historykit.processors.default_pipeline import default_pipeline
-from historykit.processors.turns import split_units
-from historykit.tokens import TokenCounter, heuristic_tokenizer
+from historykit._messages import Message, ToolCallPart, ToolResultPart
+from historykit._tokens import TokenCounter, heuristic_tokenizer
+from historykit.processors._default_pipeline import default_pipeline
+from historykit.processors._turns import split_units
 
 WINDOW = 32_000
 COLD = "historykit: first call (cold)"

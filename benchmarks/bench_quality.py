@@ -5,7 +5,7 @@ forward) at each window, and the view each call sent is scored against the sessi
 (`historykit.evaluation`: recall, artifacts, continuation, decisions; a probe is scored at every
 call after it appeared, against what the full history had then). Cost prices each call's input as
 a provider prompt cache does: the previous call's prefix at 0.1 per token, the rest at 1.25
-(`historykit.evaluation.cost`, the prices of `bench_replay.py`).
+(`historykit.evaluation._cost`, the prices of `bench_replay.py`).
 
 Strategies, none of which calls an LLM:
 
@@ -65,11 +65,11 @@ from anchors import langchain_anchors as lc
 from replay import call_points, load_sessions
 
 import historykit
+from historykit._messages import Message
+from historykit._pipeline import Pipeline
+from historykit._tokens import TokenCounter
 from historykit.evaluation import KINDS, CallScore, Evaluation, ViewScorer, evaluate, extract_probes
-from historykit.messages import Message
-from historykit.pipeline import Pipeline
-from historykit.processors.default_pipeline import TRIGGER_PRESETS
-from historykit.tokens import TokenCounter
+from historykit.processors._default_pipeline import TRIGGER_PRESETS
 
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the generator lives in tests/
 from tests.evaluation.long_sessions import long_session

@@ -49,9 +49,9 @@ from replay import (
     total,
 )
 
-from historykit.messages import Message
-from historykit.processors.default_pipeline import default_pipeline
-from historykit.tokens import TokenCounter
+from historykit._messages import Message
+from historykit._tokens import TokenCounter
+from historykit.processors._default_pipeline import default_pipeline
 
 OURS = "historykit"
 TIERED = "harness:TieredCompaction"

@@ -10,7 +10,7 @@ first call of a new pipeline on a freshly loaded history. This measures that cal
   the view as last sent);
 - `historykit: resume`: in a new process, a new store on the file and a new pipeline load the
   conversation and process it with the next exchange appended: load and first call, timed apart
-  (the token counts the store kept come back with the load, `historykit.tokens.remember_counts`);
+  (the token counts the store kept come back with the load, `historykit._tokens.remember_counts`);
 - `historykit: view-only resume`: view-only mode with the view last sent stored beside the raw
   history (as `HistoryKitMiddleware` keeps it in the LangGraph state): in a new process, a new
   pipeline is given that view (`Pipeline.remember_view`) and derives the next call's view from the
@@ -44,13 +44,13 @@ from bench_processors import SUMMARY_TOKENS, WINDOW, corpus_history
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
+from historykit._messages import Message
+from historykit._pipeline import Pipeline
+from historykit._tokens import default_tokenizer
+from historykit._view import request_points
 from historykit.checkpointers import SQLModelConversationStore
-from historykit.messages import Message
-from historykit.pipeline import Pipeline
 from historykit.plugins.pydantic_ai import PydanticAIAdapter
-from historykit.processors.default_pipeline import default_pipeline
-from historykit.tokens import default_tokenizer
-from historykit.view import request_points
+from historykit.processors._default_pipeline import default_pipeline
 
 CALLS_PER_SAVE = 10
 CLOCK = time.process_time

@@ -19,10 +19,10 @@ from typing import Any
 
 from replay import CORPUS
 
+from historykit._frameworks import Adapter, NeutralAdapter
+from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit._tokens import TokenCounter
 from historykit.formats import read_chat_jsonl
-from historykit.frameworks import Adapter, NeutralAdapter
-from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from historykit.tokens import TokenCounter
 
 
 def generated_history(n_messages: int) -> list[Message]:

@@ -32,8 +32,8 @@ from pathlib import Path
 from replay import CountingSummarizer, Meter, Result, load_sessions, total
 
 import historykit
-from historykit.processors.summarizers import user_words
-from historykit.tokens import TokenCounter
+from historykit._tokens import TokenCounter
+from historykit.processors._summarizers import user_words
 
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 from tests.processors.user_words_sessions import (

@@ -7,7 +7,7 @@ assistant message. A strategy turns that input into what the model is sent, in o
   are appended to it (what Pydantic AI capabilities and LangGraph state edits do);
 - `view`: every call processes the raw, ever-growing history (a view-only hook).
 
-For historykit, both modes must send the same view (`historykit.view`); each call's view is
+For historykit, both modes must send the same view (`historykit._view`); each call's view is
 recorded as a digest so the two modes can be compared call by call. Thinking binding (R13) is
 metered too: the model response at each call is produced under the view sent at that call, so a
 later call that replays its thinking after a different prefix would be rejected by a model that
@@ -40,13 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from historykit.digests import MessageDigests
+from historykit._digests import MessageDigests
+from historykit._messages import Message, ThinkingPart, ToolResultPart
+from historykit._pipeline import HistoryProcessor, Pipeline
+from historykit._tokens import TokenCounter
+from historykit._validity import check_neutral
 from historykit.formats import read_chat_jsonl
-from historykit.messages import Message, ThinkingPart, ToolResultPart
-from historykit.pipeline import HistoryProcessor, Pipeline
-from historykit.processors.summarizers import SUMMARY_INSTRUCTIONS, ExtractiveSummarizer, render_transcript
-from historykit.tokens import TokenCounter
-from historykit.validity import check_neutral
+from historykit.processors._summarizers import SUMMARY_INSTRUCTIONS, ExtractiveSummarizer, render_transcript
 
 __all__ = [
     "CACHE_READ",

@@ -3,15 +3,15 @@
 The public names live here; everything else is private to its module.
 """
 
+from historykit._gauge import Gauge
+from historykit._messages import CompactionMarker, Message
+from historykit._pinning import pin
+from historykit._pipeline import HistoryProcessor, Pipeline, PipelineResult, ProcessContext, Report, StepNotes
+from historykit._tokens import TokenCount, TokenCounter
+from historykit._usage import UsageWarning
+from historykit._validity import Violation, check
 from historykit.errors import HistoryKitError, UserError
-from historykit.gauge import Gauge
-from historykit.messages import CompactionMarker, Message
-from historykit.pinning import pin
-from historykit.pipeline import HistoryProcessor, Pipeline, PipelineResult, ProcessContext, Report, StepNotes
-from historykit.processors.default_pipeline import default_pipeline
-from historykit.tokens import TokenCount, TokenCounter
-from historykit.usage import UsageWarning
-from historykit.validity import Violation, check
+from historykit.processors._default_pipeline import default_pipeline
 
 __all__ = [
     "CompactionMarker",

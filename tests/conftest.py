@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import settings
 
+from historykit._messages import Message
 from historykit.formats import read_chat_jsonl
-from historykit.messages import Message
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("HISTORYKIT_CORPUS", REPO / "corpus"))

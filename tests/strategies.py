@@ -15,7 +15,7 @@ import random
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from historykit.messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 __all__ = ["examples", "neutral_histories"]
 

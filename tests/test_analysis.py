@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline
-from historykit.analysis import analyze, replay
-from historykit.context_window import ContextWindow
+from historykit._context_window import ContextWindow
+from historykit._messages import Message
+from historykit._tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
+from historykit.analysis._analysis import analyze, replay
 from historykit.formats import read_transcript
-from historykit.messages import Message
 from historykit.processors import Repair
-from historykit.tokens import DEFAULT_CONTEXT_WINDOW, TokenCounter
 from tests.conftest import corpus_paths
 from tests.strategies import examples, neutral_histories
 
@@ -131,13 +131,13 @@ REAL = Path(__file__).resolve().parent / "formats" / "data" / "real"
 
 
 def _assistant(model: str, input_tokens: int) -> Message:
-    from historykit.messages import ReportedUsage
+    from historykit._messages import ReportedUsage
 
     return replace(Message.assistant("ok"), model=model, usage=ReportedUsage(input_tokens, 10))
 
 
 def test_the_window_is_the_transcripts_own() -> None:
-    from historykit.formats.recorded import known_model_window, transcript_window
+    from historykit.formats._recorded import known_model_window, transcript_window
     from tests.formats.helpers import CODEX
 
     tool_heavy = read_transcript(REAL / "spotter-tool_heavy.jsonl").messages
@@ -163,7 +163,7 @@ def test_the_window_is_the_transcripts_own() -> None:
 def test_without_genai_prices_the_window_is_the_default_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from historykit.formats.recorded import known_model_window
+    from historykit.formats._recorded import known_model_window
 
     known_model_window.cache_clear()
     monkeypatch.setitem(sys.modules, "genai_prices.data_snapshot", None)  # the import fails
@@ -196,7 +196,7 @@ def test_the_replay_counts_from_the_recorded_usage() -> None:
 @settings(max_examples=examples(40), deadline=None)
 @given(neutral_histories(), st.integers(min_value=1, max_value=300_000))
 def test_each_call_is_counted_as_the_core_counts_it(history: list[Message], reported: int) -> None:
-    from historykit.messages import ReportedUsage
+    from historykit._messages import ReportedUsage
 
     # Every other answer carries usage, as an agent log's do for the calls it recorded.
     answers = [i for i, m in enumerate(history) if m.role == "assistant"]
@@ -285,7 +285,7 @@ LAST_TWO_CALLS = {
 
 @pytest.mark.parametrize("session", sorted(LAST_TWO_CALLS))
 def test_the_last_call_of_a_long_real_session_is_counted_within_15_percent(session: str) -> None:
-    from historykit.messages import ReportedUsage
+    from historykit._messages import ReportedUsage
 
     path = next(p for p in corpus_paths() if p.stem == session)
     messages = read_transcript(path).messages

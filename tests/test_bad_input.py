@@ -17,9 +17,9 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic_ai import messages as pai
 
 from historykit.errors import ArgumentTypeError, HistoryKitError, InvalidArgumentError
-from historykit.processors.default_pipeline import default_pipeline
-from historykit.processors.summarize import Summarize
-from historykit.processors.trigger import Trigger
+from historykit.processors._default_pipeline import default_pipeline
+from historykit.processors._summarize import Summarize
+from historykit.processors._trigger import Trigger
 
 WINDOW = 4_000
 

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from historykit._tokens import TokenCounter
+from historykit._validity import check
 from historykit.cli import EXIT_NOT_FOUND, EXIT_PROBLEMS, EXIT_USAGE, app, build_pipeline
 from historykit.formats import read_transcript
-from historykit.processors.trigger import Trigger
-from historykit.tokens import TokenCounter
-from historykit.validity import check
+from historykit.processors._trigger import Trigger
 from tests.conftest import corpus_paths, postgres_admin_url
 from tests.formats.helpers import CLAUDE_CODE, CODEX, CODEX_2025_09
 
@@ -363,7 +363,7 @@ def _run_graph(url: str) -> None:
 
     from historykit import Pipeline
     from historykit.checkpointers import SQLModelSaver
-    from historykit.processors.summarize import Summarize
+    from historykit.processors._summarize import Summarize
 
     @tool
     def read_file(path: str) -> str:

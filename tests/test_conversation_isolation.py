@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 
 from historykit import Pipeline
-from historykit.messages import MediaPart, Message, SummaryPart, TextPart
+from historykit._messages import MediaPart, Message, SummaryPart, TextPart
+from historykit._recall import recall_handle
 from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Summarize, Trigger
-from historykit.processors.summarizers import ExtractiveSummarizer
-from historykit.recall import recall_handle
+from historykit.processors._summarizers import ExtractiveSummarizer
 
 CONVERSATIONS = 40
 """Per framework and mode: at least 40 conversations served at once."""
@@ -408,7 +408,7 @@ def test_one_langchain_middleware_serves_concurrent_threads_apart(persist: bool)
 def _direct_history(token: str, reads: int, twin: bool) -> list[Message]:
     """A conversation's raw history; a twin's reads the same files as every other twin's, so its
     image's bytes are all that tells it apart."""
-    from historykit.messages import ToolCallPart, ToolResultPart
+    from historykit._messages import ToolCallPart, ToolResultPart
 
     history = [Message("user", (TextPart(TASK), MediaPart("image/png", "", IMAGE_SIZE, native=image(token))))]
     for k in range(reads):

@@ -35,6 +35,9 @@ pytest.importorskip(
 pytest.importorskip("langchain.agents", reason="the demo needs LangChain v1")
 
 import historykit
+from historykit._messages import Message, TextPart, ToolResultPart
+from historykit._tokens import TokenCounter
+from historykit._validity import check
 from historykit.checkpointers import SQLModelConversationStore, SQLModelSaver
 from historykit.cli import app
 from historykit.demo import (
@@ -46,10 +49,7 @@ from historykit.demo import (
     run_langgraph,
     run_pydantic_ai,
 )
-from historykit.messages import Message, TextPart, ToolResultPart
 from historykit.testing import CLOSING_TEXT, Recording, sample_path
-from historykit.tokens import TokenCounter
-from historykit.validity import check
 from tests.test_readme import lines_match
 
 REPO = Path(__file__).resolve().parent.parent
@@ -145,7 +145,7 @@ def contents(messages: list[Message]) -> list[str]:
 def test_the_stored_thread_keeps_every_message_and_the_markers(
     framework: str, recording: Recording, request: pytest.FixtureRequest
 ) -> None:
-    from historykit.frameworks import adapter_for
+    from historykit._frameworks import adapter_for
 
     run: ReplayRun = request.getfixturevalue(framework)
     transcript = run.transcript

@@ -174,7 +174,7 @@ def _history() -> list[historykit.Message]:
 
 
 def test_errors_of_the_pipeline() -> None:
-    from historykit.pipeline import ManualCompaction
+    from historykit._pipeline import ManualCompaction
 
     pipeline = historykit.Pipeline()
     _raised(lambda: pipeline.run(_history(), context_window=0), ValueError)

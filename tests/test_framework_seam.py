@@ -26,8 +26,8 @@ FRAMEWORK_BOUND = {
     "checkpointers/_saver_messages.py": "the LangGraph checkpointer's messages in and out of the log",
     "checkpointers/_saver_values.py": "the LangGraph checkpointer's channel values",
     "checkpointers/_saver_sql.py": "the LangGraph checkpointer's statements (its index of special writes)",
-    "checkpointers/saver.py": "the LangGraph checkpointer (SQLModelSaver)",
-    "checkpointers/conversation_store.py": "the Pydantic AI conversation store",
+    "checkpointers/_saver.py": "the LangGraph checkpointer (SQLModelSaver)",
+    "checkpointers/_conversation_store.py": "the Pydantic AI conversation store",
     "demo/": "the demo application, which runs agents of both frameworks",
     "cli/_doctor.py": "the command line's doctor, which opens LangGraph threads to check them",
     "testing/": "the replay models users' tests give their agents, one per framework (imported lazily)",
@@ -45,9 +45,9 @@ def _framework_bound(rel: str) -> bool:
 
 
 NAMES_PLUGIN_PACKAGES = {
-    "frameworks.py": "the registry's list of the built-in framework packages",
+    "_frameworks.py": "the registry's list of the built-in framework packages",
     "processors/__init__.py": "deprecated re-exports of the summarizers that moved to the plugins",
-    "processors/summarizers.py": "deprecated re-exports of the summarizers that moved to the plugins",
+    "processors/_summarizers.py": "deprecated re-exports of the summarizers that moved to the plugins",
 }
 """Core modules that name a plugin package in a string (not an import), and why."""
 
@@ -129,8 +129,8 @@ def test_importing_historykit_imports_no_framework() -> None:
     import sys
 
     code = (
-        "import sys, historykit, historykit.formats, historykit.processors, historykit.frameworks as f\n"
-        "from historykit.messages import Message\n"
+        "import sys, historykit, historykit.formats, historykit.processors, historykit._frameworks as f\n"
+        "from historykit._messages import Message\n"
         "f.adapter_for([Message.user('hi')]); historykit.TokenCounter().count([Message.user('hi')])\n"
         "import historykit.plugins.pydantic_ai, historykit.plugins.langchain\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline, pin
-from historykit.messages import (
+from historykit._messages import (
     PIN_KEY,
     MediaPart,
     Message,
@@ -23,7 +23,7 @@ from historykit.messages import (
     ToolResultPart,
 )
 from historykit.processors import ClearToolResults, PairwiseTruncate, Repair, StripThinking, Summarize
-from historykit.processors.trigger import Trigger
+from historykit.processors._trigger import Trigger
 from tests.strategies import examples, neutral_histories
 
 

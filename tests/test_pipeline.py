@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from historykit import HistoryProcessor, Pipeline, ProcessContext, Report, StepNotes
-from historykit.messages import Message, TextPart
+from historykit._messages import Message, TextPart
 from historykit.processors import Repair
 
 HISTORY = [Message.system("sys"), Message.user("task"), Message.assistant("answer"), Message.user("more")]

@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline, check
-from historykit.frameworks import adapter_for
-from historykit.messages import Message, TextPart, ThinkingPart, ToolResultPart
-from historykit.pipeline import HistoryProcessor
+from historykit._frameworks import adapter_for
+from historykit._messages import Message, TextPart, ThinkingPart, ToolResultPart
+from historykit._pipeline import HistoryProcessor
+from historykit._validity import current_cycle_start, final_request_start
 from historykit.processors import (
     ClearToolResults,
     DedupeFileReads,
@@ -25,9 +26,8 @@ from historykit.processors import (
     StripThinking,
     Summarize,
 )
-from historykit.processors.trigger import Trigger
-from historykit.processors.turns import is_user_request
-from historykit.validity import current_cycle_start, final_request_start
+from historykit.processors._trigger import Trigger
+from historykit.processors._turns import is_user_request
 from tests.strategies import examples, neutral_histories
 
 EXAMPLES = settings(max_examples=examples(100), deadline=None, suppress_health_check=list(HealthCheck))

@@ -46,7 +46,7 @@ def test_the_walk_finds_the_public_modules_and_no_private_one() -> None:
     for expected in (
         "historykit",
         "historykit.processors",
-        "historykit.processors.file_reads",
+        "historykit.processors._file_reads",
         "historykit.checkpointers",
         "historykit.plugins.pydantic_ai",
         "historykit.plugins.langchain",

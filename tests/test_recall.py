@@ -1,4 +1,4 @@
-"""Recall's handles and lookups (`historykit.recall`), framework-free: the placeholders' handles on
+"""Recall's handles and lookups (`historykit._recall`), framework-free: the placeholders' handles on
 random histories (each maps back to the one original it replaced, the same in both modes and on
 every call), the wording without recall, the tool's answers (pages, unknown handles), the originals
 persistent mode keeps, and what a recall result is afterwards (cleared like any output, never a read)."""
@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline
-from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit._recall import HANDLE_LENGTH, Recall, handle_in, originals, recall_handle
 from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Trigger
-from historykit.processors.clear_tool_results import RESULT_PLACEHOLDER, describe_call
-from historykit.processors.dedupe_file_reads import NOTICE_PREFIX
-from historykit.processors.file_reads import FileRead, file_accesses
-from historykit.recall import HANDLE_LENGTH, Recall, handle_in, originals, recall_handle
+from historykit.processors._clear_tool_results import RESULT_PLACEHOLDER, describe_call
+from historykit.processors._dedupe_file_reads import NOTICE_PREFIX
+from historykit.processors._file_reads import FileRead, file_accesses
 from tests.processors.support import COUNTER, context, file_text, replay_both_modes, tokens
 from tests.strategies import examples, neutral_histories
 
@@ -259,7 +259,7 @@ def test_an_output_that_looks_like_a_placeholder_is_recalled_as_itself() -> None
 def test_paging_through_a_long_output_hashes_the_history_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Paging costs time linear in the output: the first page finds the original (each output of
     the history hashed once), the conversation keeps it, and every later page is a slice."""
-    import historykit.recall as recall_module
+    import historykit._recall as recall_module
 
     long = "".join(f"line {i}: {'x' * 90}\n" for i in range(20_000))  # about 2 MB
     history = [*read_session(40), Message("tool", (ToolResultPart("big", "Read", long),))]

@@ -23,8 +23,8 @@ from typing import Any, get_type_hints
 import pytest
 
 import historykit
+from historykit._messages import Message, ToolCallPart, ToolResultPart
 from historykit.errors import ArgumentTypeError, InvalidArgumentError, ReplayMismatchError
-from historykit.messages import Message, ToolCallPart, ToolResultPart
 from historykit.testing import CLOSING_TEXT, CountingSummarizer, Recording
 
 REPO = Path(__file__).resolve().parent.parent

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import historykit.tokens as tokens_module
-from historykit.messages import (
+import historykit._tokens as tokens_module
+from historykit._messages import (
     MediaPart,
     Message,
     OtherPart,
@@ -16,7 +16,7 @@ from historykit.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from historykit.tokens import TokenCounter, _offline_encoding_names, default_tokenizer, heuristic_tokenizer
+from historykit._tokens import TokenCounter, _offline_encoding_names, default_tokenizer, heuristic_tokenizer
 
 
 class CountingTokenizer:

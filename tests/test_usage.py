@@ -9,14 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from historykit import Pipeline, Report, UsageWarning
-from historykit.conversations import Conversations, ConversationState
-from historykit.usage import UsageMonitor
+from historykit._conversations import Conversations, ConversationState
+from historykit._usage import UsageMonitor
 
 WINDOW = 10_000
 
 
 def report(tokens_after: int, changed: bool = False) -> Report:
-    from historykit.pipeline import StepNotes, StepReport
+    from historykit._pipeline import StepNotes, StepReport
 
     steps = (
         (StepReport("Summarize", tokens_after + 500, tokens_after, 5, 3, StepNotes(removed=2)),)
@@ -101,7 +101,7 @@ def test_two_conversations_with_the_same_prompt_and_task_are_warned_apart() -> N
     """The level belongs to the conversation the call names, not to what its messages look like:
     two users who sent the same first request each get their warning; a call naming none is judged
     on its own every time."""
-    from historykit.messages import Message, TextPart
+    from historykit._messages import Message, TextPart
 
     given_: list[UsageWarning] = []
     pipeline = Pipeline(warn_at=0.5, on_warning=given_.append)

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline, check
-from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._validity import current_cycle_start, final_request_start
 from historykit.processors import Repair
-from historykit.processors.repair import EMPTY_TEXT
-from historykit.validity import current_cycle_start, final_request_start
+from historykit.processors._repair import EMPTY_TEXT
 
 from .strategies import examples, neutral_histories
 

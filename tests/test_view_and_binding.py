@@ -1,4 +1,4 @@
-"""The view (`historykit.view`) and thinking binding (`historykit.binding`, R13).
+"""The view (`historykit._view`) and thinking binding (`historykit._binding`, R13).
 
 - both modes send the same view on every call, and make the same summarizer calls;
 - on a model that binds thinking, no call replays a thinking block after a history other than the
@@ -18,19 +18,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline, check, default_pipeline
-from historykit.binding import (
+from historykit._binding import (
     BINDING_MODELS,
     drop_unbound_thinking,
     first_edit,
     history_binds_thinking,
     model_binds_thinking,
 )
-from historykit.digests import message_digest
-from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._digests import message_digest
+from historykit._messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._validity import check_neutral
+from historykit._view import ViewReplay, request_points
 from historykit.processors import ClearToolResults, Repair, StripThinking
-from historykit.processors.trigger import Trigger
-from historykit.validity import check_neutral
-from historykit.view import ViewReplay, request_points
+from historykit.processors._trigger import Trigger
 from tests.strategies import examples, neutral_histories
 from tests.test_pipelines_property import processors
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from historykit.messages import Message
+from historykit._messages import Message
 from historykit.plugins.pydantic_ai import PydanticAIAdapter
 
 HARNESS_VERSION = "0.62.0"

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from historykit.messages import Message
+from historykit._messages import Message
+from historykit._tokens import TokenCounter
 from historykit.plugins.langchain import LangChainAdapter
-from historykit.tokens import TokenCounter
 
 STRATEGIES = ("context-editing", "summarization")
 

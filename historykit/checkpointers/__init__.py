@@ -23,10 +23,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from historykit.checkpointers._serde import RefusedTypeError, StateSerializer
-    from historykit.checkpointers.agent_server import AgentServerCheckpointer
-    from historykit.checkpointers.conversation_store import SQLModelConversationStore
-    from historykit.checkpointers.database import (
+    from historykit.checkpointers._agent_server import AgentServerCheckpointer
+    from historykit.checkpointers._conversation_store import SQLModelConversationStore
+    from historykit.checkpointers._database import (
         CorruptRowError,
         ReadOnlyDatabaseError,
         SchemaError,
@@ -36,9 +35,10 @@ if TYPE_CHECKING:
         create_engine,
         prepare_database,
     )
-    from historykit.checkpointers.inspection import DatabaseInspector
-    from historykit.checkpointers.saver import SQLModelSaver
-    from historykit.checkpointers.transcript import StoredCompaction, Transcript
+    from historykit.checkpointers._inspection import DatabaseInspector
+    from historykit.checkpointers._saver import SQLModelSaver
+    from historykit.checkpointers._serde import RefusedTypeError, StateSerializer
+    from historykit.checkpointers._transcript import StoredCompaction, Transcript
 
 __all__ = [
     "AgentServerCheckpointer",
@@ -61,21 +61,21 @@ __all__ = [
 
 _LAZY = {
     "AgentServerCheckpointer": "historykit.checkpointers.agent_server",
-    "SQLModelSaver": "historykit.checkpointers.saver",
-    "SQLModelConversationStore": "historykit.checkpointers.conversation_store",
-    "DatabaseInspector": "historykit.checkpointers.inspection",
-    "CorruptRowError": "historykit.checkpointers.database",
-    "ReadOnlyDatabaseError": "historykit.checkpointers.database",
+    "SQLModelSaver": "historykit.checkpointers._saver",
+    "SQLModelConversationStore": "historykit.checkpointers._conversation_store",
+    "DatabaseInspector": "historykit.checkpointers._inspection",
+    "CorruptRowError": "historykit.checkpointers._database",
+    "ReadOnlyDatabaseError": "historykit.checkpointers._database",
     "RefusedTypeError": "historykit.checkpointers._serde",
     "StateSerializer": "historykit.checkpointers._serde",
-    "SchemaError": "historykit.checkpointers.database",
-    "SchemaVersionError": "historykit.checkpointers.database",
-    "UnreachableDatabaseError": "historykit.checkpointers.database",
-    "create_async_engine": "historykit.checkpointers.database",
-    "create_engine": "historykit.checkpointers.database",
-    "prepare_database": "historykit.checkpointers.database",
-    "StoredCompaction": "historykit.checkpointers.transcript",
-    "Transcript": "historykit.checkpointers.transcript",
+    "SchemaError": "historykit.checkpointers._database",
+    "SchemaVersionError": "historykit.checkpointers._database",
+    "UnreachableDatabaseError": "historykit.checkpointers._database",
+    "create_async_engine": "historykit.checkpointers._database",
+    "create_engine": "historykit.checkpointers._database",
+    "prepare_database": "historykit.checkpointers._database",
+    "StoredCompaction": "historykit.checkpointers._transcript",
+    "Transcript": "historykit.checkpointers._transcript",
 }
 
 

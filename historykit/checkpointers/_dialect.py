@@ -72,7 +72,7 @@ class Dialect:
 
     def read_only_connect_args(self) -> dict[str, Any]:
         """Connection arguments that make every session read-only (the inspection API's engines);
-        SQLite opens the file read-only instead (`historykit.checkpointers.inspection`)."""
+        SQLite opens the file read-only instead (`historykit.checkpointers._inspection`)."""
         return {}
 
     # -- statements ----------------------------------------------------------------------------

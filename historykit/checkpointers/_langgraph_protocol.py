@@ -28,6 +28,11 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from sqlalchemy.engine import Row
 
+from historykit.checkpointers._database import (
+    CorruptRowError,
+    Plan,
+    Query,
+)
 from historykit.checkpointers._message_cache import KnownList
 from historykit.checkpointers._message_log import chunks
 from historykit.checkpointers._refs import (
@@ -65,11 +70,6 @@ from historykit.checkpointers._saver_values import (
     _written_value,
 )
 from historykit.checkpointers._versions import loaded_checkpoint, stored_checkpoint, stored_version
-from historykit.checkpointers.database import (
-    CorruptRowError,
-    Plan,
-    Query,
-)
 from historykit.errors import ArgumentTypeError, ConcurrentRunError, InvalidArgumentError, WriteConflictError
 
 __all__ = ["EXPECTED_CHECKPOINT"]

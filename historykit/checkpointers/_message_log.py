@@ -13,7 +13,7 @@ way, through a `MessageLog`:
   microseconds (`append_plan`), so a deleted and re-created thread never reuses a number;
 - a message a compaction wrote gets a marker row keyed by its number (`mark_plan`), once;
 - token counts are kept by message content and counting method (`record_counts_plan`,
-  `read_counts_plan`), so a cold load gives them back to `historykit.tokens.remember_counts`.
+  `read_counts_plan`), so a cold load gives them back to `historykit._tokens.remember_counts`.
 
 Every method is a `Plan`: the saver runs them inside its own plans, the conversation store with
 `run_plan` on its connection. (The saver's first statement of a write also checks what its cache
@@ -22,7 +22,7 @@ knows of the thread; it takes the same lock, through `Dialect.lock_for_writer`.)
 Example:
     ```python
     from historykit.checkpointers._message_log import LoggedMessage, message_log
-    from historykit.checkpointers.database import run_plan
+    from historykit.checkpointers._database import run_plan
 
     log = message_log("sqlite")
     message = LoggedMessage(hash=digest, kind="human", encoding="json", data=payload)
@@ -44,10 +44,10 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from historykit._messages import CompactionMarker
+from historykit.checkpointers._database import Plan, Query
 from historykit.checkpointers._dialect import Dialect, dialect_of
-from historykit.checkpointers.database import Plan, Query
-from historykit.checkpointers.schema import CompactionRow, MessageRow, ThreadRow, TokenCountRow, utcnow
-from historykit.messages import CompactionMarker
+from historykit.checkpointers._schema import CompactionRow, MessageRow, ThreadRow, TokenCountRow, utcnow
 
 __all__ = ["CHUNK", "LoggedMessage", "MessageLog", "chunks", "message_log"]
 

@@ -22,12 +22,7 @@ from langgraph.checkpoint.base import (
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL, Row
 
-from historykit.checkpointers._dialect import dialect_of
-from historykit.checkpointers._message_cache import MessageCache
-from historykit.checkpointers._serde import RowCodec
-from historykit.checkpointers._versions import new_version
-from historykit.checkpointers._writer_guard import Verdict, WriterGuard
-from historykit.checkpointers.database import (
+from historykit.checkpointers._database import (
     DEFAULT_CONNECT_TIMEOUT,
     Plan,
     Query,
@@ -40,9 +35,14 @@ from historykit.checkpointers.database import (
     run_plan_async,
     schema_is_current,
 )
-from historykit.checkpointers.schema import (
+from historykit.checkpointers._dialect import dialect_of
+from historykit.checkpointers._message_cache import MessageCache
+from historykit.checkpointers._schema import (
     utcnow,
 )
+from historykit.checkpointers._serde import RowCodec
+from historykit.checkpointers._versions import new_version
+from historykit.checkpointers._writer_guard import Verdict, WriterGuard
 from historykit.errors import UnreachableDatabaseError
 
 if TYPE_CHECKING:

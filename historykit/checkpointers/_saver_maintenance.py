@@ -9,6 +9,10 @@ from typing import Any, Literal
 
 from sqlalchemy.engine import Row
 
+from historykit.checkpointers._database import (
+    Plan,
+    Query,
+)
 from historykit.checkpointers._message_log import chunks
 from historykit.checkpointers._saver_base import (
     SaverBase,
@@ -21,11 +25,7 @@ from historykit.checkpointers._saver_values import (
     _key,
     _parse_json,
 )
-from historykit.checkpointers.database import (
-    Plan,
-    Query,
-)
-from historykit.checkpointers.schema import (
+from historykit.checkpointers._schema import (
     utcnow,
 )
 from historykit.errors import ArgumentTypeError, InvalidArgumentError

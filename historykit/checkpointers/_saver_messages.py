@@ -10,6 +10,13 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from sqlalchemy.engine import Row
 
+from historykit._messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
+from historykit._tokens import counts_noted_since, remember_counts
+from historykit.checkpointers._database import (
+    CorruptRowError,
+    Plan,
+    Query,
+)
 from historykit.checkpointers._message_cache import KnownList, snapshot
 from historykit.checkpointers._message_log import LoggedMessage, chunks
 from historykit.checkpointers._refs import (
@@ -34,14 +41,7 @@ from historykit.checkpointers._saver_values import (
     _Pending,
     _position,
 )
-from historykit.checkpointers.database import (
-    CorruptRowError,
-    Plan,
-    Query,
-)
 from historykit.errors import InvalidArgumentError
-from historykit.messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
-from historykit.tokens import counts_noted_since, remember_counts
 
 __all__ = []
 
@@ -348,7 +348,7 @@ class SaverMessages(SaverBase):
 
     def _restore_counts_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
         """Make the thread's stored token counts known to every `TokenCounter` of the same method
-        (`historykit.tokens.remember_counts`), once per process: the first model call after a cold
+        (`historykit._tokens.remember_counts`), once per process: the first model call after a cold
         load then tokenizes only what is new."""
         by_method = yield from self._sql.log.read_counts_plan(thread_id)
         db = self._db

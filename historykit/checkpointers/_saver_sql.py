@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP
 from historykit.checkpointers._dialect import dialect_of
 from historykit.checkpointers._message_log import message_log
 from historykit.checkpointers._refs import REFS_ENCODING
-from historykit.checkpointers.schema import (
+from historykit.checkpointers._schema import (
     CHECKPOINTS,
     CORE,
     BlobRow,

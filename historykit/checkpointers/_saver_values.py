@@ -20,16 +20,16 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
+from historykit.checkpointers._database import (
+    CorruptRowError,
+)
 from historykit.checkpointers._message_cache import KnownList
 from historykit.checkpointers._refs import (
     Refs,
     Run,
     expand_runs,
 )
-from historykit.checkpointers.database import (
-    CorruptRowError,
-)
-from historykit.checkpointers.transcript import Transcript
+from historykit.checkpointers._transcript import Transcript
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = []

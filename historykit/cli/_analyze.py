@@ -11,6 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
+from historykit._messages import Message
+from historykit._pipeline import Pipeline
+from historykit._tokens import TokenCounter
 from historykit.cli._app import EXIT_FAILURE, CliError, _classify, _errors, _state, app
 from historykit.cli._options import (
     _FROM_HELP,
@@ -22,9 +25,6 @@ from historykit.cli._options import (
 )
 from historykit.cli._pipeline_spec import build_pipeline
 from historykit.cli._render import _one_line, _out, _Progress, _safe, _say, _working
-from historykit.messages import Message
-from historykit.pipeline import Pipeline
-from historykit.tokens import TokenCounter
 
 
 @app.command()
@@ -51,8 +51,8 @@ def analyze(
     Each file that cannot be read is reported on its own line (stderr) and the others are still
     analysed; the exit code is then that of the failure (2 for an unreadable transcript).
     """
-    from historykit.analysis import Analysis
-    from historykit.analysis import analyze as run_analysis
+    from historykit.analysis._analysis import Analysis
+    from historykit.analysis._analysis import analyze as run_analysis
 
     with _errors():
         fmt = _format_option(from_format)

@@ -72,8 +72,8 @@ def compact(
     compacted row) is processed from its latest compaction on: what the agent had already dropped
     is written back as it was, boundary included (to another format, only what follows it).
     """
-    from historykit.formats.recorded import compaction_boundaries, transcript_window
-    from historykit.validity import check
+    from historykit._validity import check
+    from historykit.formats._recorded import compaction_boundaries, transcript_window
 
     with _errors():
         fmt = _format_option(from_format)

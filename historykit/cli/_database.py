@@ -1,4 +1,4 @@
-"""Opening the database a command names, for reading, through `historykit.checkpointers.inspection`."""
+"""Opening the database a command names, for reading, through `historykit.checkpointers._inspection`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import typer
 from historykit.cli._app import EXIT_NOT_FOUND, CliError
 
 if TYPE_CHECKING:
-    from historykit.checkpointers.inspection import DatabaseInspector, ThreadSummary
+    from historykit.checkpointers._inspection import DatabaseInspector, ThreadSummary
 
 _DB_ARGUMENT = typer.Argument(
     metavar="DB_URL",
@@ -47,7 +47,7 @@ def _database_url(value: str) -> str:
 @contextmanager
 def _database(value: str) -> Iterator[DatabaseInspector]:
     """The database `value` names, opened for reading: checked first, never created or migrated."""
-    from historykit.checkpointers.inspection import DatabaseInspector
+    from historykit.checkpointers._inspection import DatabaseInspector
 
     db = DatabaseInspector(_database_url(value))
     try:

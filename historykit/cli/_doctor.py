@@ -14,15 +14,15 @@ import typer
 from rich import box
 from rich.table import Table
 
+from historykit._pipeline import Pipeline
 from historykit.cli._app import EXIT_PROBLEMS, _classify, _errors, _state, app
 from historykit.cli._database import _DB_ARGUMENT, _database
 from historykit.cli._render import _out, _Progress, _safe, _say
-from historykit.pipeline import Pipeline
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
-    from historykit.checkpointers.inspection import DatabaseInspector, ThreadSummary
+    from historykit.checkpointers._inspection import DatabaseInspector, ThreadSummary
 
 
 def _saver(url: URL) -> Any:
@@ -129,7 +129,7 @@ def _print_diagnoses(db: DatabaseInspector, results: list[_Diagnosis]) -> None:
 
 
 def _violations(messages: Sequence[Any]) -> list[str]:
-    from historykit.validity import check
+    from historykit._validity import check
 
     return [str(v) for v in check(messages)] if messages else []
 

@@ -9,17 +9,17 @@ from typing import Annotated
 
 import typer
 
+from historykit._pipeline import Pipeline
 from historykit.cli._app import CliError, _errors, app
 from historykit.cli._options import _FROM_HELP, _PIPELINE_HELP, _format_option, _read, _window_option
 from historykit.cli._pipeline_spec import build_pipeline
 from historykit.cli._render import _out, _Progress, _say, _working
-from historykit.pipeline import Pipeline
 
 
 def _strategies(presets: list[str], pipeline: str | None) -> list[tuple[str, Pipeline]]:
     """(label, a new pipeline) for each preset asked, or for the spec; a new pipeline per run, so no
     run inherits another's conversation state or recall setting."""
-    from historykit.processors.default_pipeline import TRIGGER_PRESETS, default_pipeline
+    from historykit.processors._default_pipeline import TRIGGER_PRESETS, default_pipeline
 
     if pipeline is not None:
         if presets:
@@ -87,7 +87,7 @@ def eval_command(
 
     A probe holds when its answer is in the view sent, and is recoverable when a recall handle the
     view names returns it (--recall); every call after the probe appeared is scored, against what
-    the full history had at that call. Rules: `historykit.evaluation.extract`. With --judge, a
+    the full history had at that call. Rules: `historykit.evaluation._extract`. With --judge, a
     model answers each probe's question with the view and with the full history.
     """
     from historykit.evaluation import evaluate

@@ -7,9 +7,9 @@ from typing import Any
 
 import typer
 
+from historykit._tokens import DEFAULT_CONTEXT_WINDOW
 from historykit.cli._app import EXIT_NOT_FOUND, CliError
 from historykit.formats import FORMATS, TranscriptFile, read_transcript
-from historykit.tokens import DEFAULT_CONTEXT_WINDOW
 
 
 def _read(path: Path, format: str | None) -> TranscriptFile:
@@ -35,7 +35,7 @@ _PIPELINE_HELP = (
 
 def _window_option(what: str) -> Any:
     """`--window`/`-w`, optional: without it a transcript's own window is used
-    (`historykit.formats.recorded.transcript_window`)."""
+    (`historykit.formats._recorded.transcript_window`)."""
     return typer.Option(
         "--window",
         "-w",

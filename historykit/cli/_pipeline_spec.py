@@ -8,18 +8,18 @@ import inspect
 import re
 from typing import Any
 
+from historykit._pipeline import HistoryProcessor, Pipeline
 from historykit.cli._app import EXIT_FAILURE, CliError
 from historykit.cli._render import _one_line
-from historykit.pipeline import HistoryProcessor, Pipeline
-from historykit.processors.trigger import Trigger
+from historykit.processors._trigger import Trigger
 
 PROCESSOR_NAMES: dict[str, tuple[str, str]] = {
-    "dedupe": ("historykit.processors.dedupe_file_reads", "DedupeFileReads"),
-    "clear": ("historykit.processors.clear_tool_results", "ClearToolResults"),
-    "strip": ("historykit.processors.strip_thinking", "StripThinking"),
-    "truncate": ("historykit.processors.pairwise_truncate", "PairwiseTruncate"),
-    "summarize": ("historykit.processors.summarize", "Summarize"),
-    "repair": ("historykit.processors.repair", "Repair"),
+    "dedupe": ("historykit.processors._dedupe_file_reads", "DedupeFileReads"),
+    "clear": ("historykit.processors._clear_tool_results", "ClearToolResults"),
+    "strip": ("historykit.processors._strip_thinking", "StripThinking"),
+    "truncate": ("historykit.processors._pairwise_truncate", "PairwiseTruncate"),
+    "summarize": ("historykit.processors._summarize", "Summarize"),
+    "repair": ("historykit.processors._repair", "Repair"),
 }
 """Pipeline-spec name -> (module, class) of each processor."""
 

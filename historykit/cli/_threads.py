@@ -19,7 +19,7 @@ from historykit.cli._render import _out, _safe, _say, _size, _when, _working
 from historykit.formats import write_transcript
 
 if TYPE_CHECKING:
-    from historykit.checkpointers.inspection import ThreadDetails, ThreadSummary
+    from historykit.checkpointers._inspection import ThreadDetails, ThreadSummary
 
 
 @app.command()

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from historykit._tokens import TokenCounter
 from historykit.demo._langgraph import run_langgraph
 from historykit.demo._live import LiveGauge
 from historykit.demo._pydantic_ai import run_pydantic_ai
@@ -19,7 +20,6 @@ from historykit.demo._render import print_report, print_threads, print_where, sh
 from historykit.demo._replay_run import DEFAULT_WINDOW, ReplayRun
 from historykit.errors import CorruptRowError, SchemaError
 from historykit.testing import Recording
-from historykit.tokens import TokenCounter
 
 DEFAULT_DATABASE = Path(".historykit-demo") / "demo.db"
 """Where the demo keeps its SQLite database, relative to the working directory."""

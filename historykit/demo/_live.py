@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.text import Text
 
-from historykit.gauge import Gauge
-from historykit.pipeline import Report, StepReport
+from historykit._gauge import Gauge
+from historykit._pipeline import Report, StepReport
 from historykit.testing import Call
 
 
@@ -35,7 +35,7 @@ class _Display(Progress):
 
 class LiveGauge:
     """The live display of one run: calls done, the context sent against the window (the public
-    `historykit.gauge.Gauge`, fed the reports), the raw history."""
+    `historykit._gauge.Gauge`, fed the reports), the raw history."""
 
     def __init__(self, console: Console, title: str, calls: int, window: int, warn_at: float | None) -> None:
         self.console = console

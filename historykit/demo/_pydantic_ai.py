@@ -6,10 +6,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from historykit._pipeline import HistoryProcessor, Report
+from historykit._tokens import TokenCounter
 from historykit.demo._replay_run import DEFAULT_WINDOW, THREAD_IDS, ReplayRun, collecting
-from historykit.pipeline import HistoryProcessor, Report
 from historykit.testing import Call, PydanticAIReplay, Recording
-from historykit.tokens import TokenCounter
 
 
 async def run_pydantic_ai(

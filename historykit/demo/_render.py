@@ -15,8 +15,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from historykit._messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
 from historykit.demo._replay_run import THREAD_IDS, ReplayRun
-from historykit.messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
 from historykit.testing import Recording, sample_path
 from historykit.testing._recording import message_text
 
@@ -121,7 +121,7 @@ def _transcript_view(run: ReplayRun, width: int, edge: int = 2) -> Group:
     """The stored thread: its compaction markers, and the logged messages around each summary."""
     from collections import Counter
 
-    from historykit.frameworks import adapter_for
+    from historykit._frameworks import adapter_for
 
     transcript = run.transcript
     assert transcript is not None  # only the runs that stored their thread are shown
@@ -201,7 +201,7 @@ def _one_line(native: Any, neutral: Sequence[Message], width: int) -> str:
 def _latest_summary(run: ReplayRun, lines: int = 18) -> Panel | None:
     if run.transcript is None or not run.transcript.compactions:
         return None
-    from historykit.frameworks import adapter_for
+    from historykit._frameworks import adapter_for
 
     numbered = list(enumerate(run.transcript.compactions))
     found = [(n, c) for n, c in numbered if c.marker.strategy == "summarize"]

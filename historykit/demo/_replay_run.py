@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from historykit.pipeline import Report
+from historykit._pipeline import Report
 from historykit.testing import Call
 
 if TYPE_CHECKING:

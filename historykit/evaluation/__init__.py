@@ -1,7 +1,7 @@
 """Measured compaction quality: what a pipeline keeps of the facts an agent needs, call by call.
 
 From a transcript, `extract_probes` extracts four kinds of probe, deterministically (the rules and
-their known misses: `historykit.evaluation.extract`): **recall** (values a tool or the user gave
+their known misses: `historykit.evaluation._extract`): **recall** (values a tool or the user gave
 that the agent later used), **artifacts** (each file changed, with its latest change),
 **continuation** (the current request, the open plan items) and **decisions** (each error met and
 what the agent did next). `evaluate` replays the transcript call by call through a pipeline, as
@@ -10,7 +10,7 @@ in the view (normalised), is *recoverable* when a recall handle the view names r
 *lost* otherwise; every call after the probe appeared is scored, against what the full history had
 at that call. `ViewScorer` scores views made by anything else (the benchmarks' anchors). With
 `judge=MODEL`, a model answers each probe's question with the compacted view and with the full
-history (`historykit.evaluation.judge`). The command is `historykit eval`.
+history (`historykit.evaluation._judge`). The command is `historykit eval`.
 
 Example:
     ```python
@@ -25,14 +25,14 @@ Example:
     ```
 """
 
-from historykit.evaluation.cost import CACHE_READ, CACHE_WRITE, call_cost
-from historykit.evaluation.extract import extract_probes
-from historykit.evaluation.judge import JUDGE_INSTRUCTIONS, JudgedProbe, JudgeKindScore, judge_question
-from historykit.evaluation.matching import message_text, normalise
-from historykit.evaluation.probes import KINDS, Probe, ProbeKind
-from historykit.evaluation.report import Evaluation
-from historykit.evaluation.run import evaluate
-from historykit.evaluation.scoring import CallScore, KindScore, ViewScorer
+from historykit.evaluation._cost import CACHE_READ, CACHE_WRITE, call_cost
+from historykit.evaluation._extract import extract_probes
+from historykit.evaluation._judge import JUDGE_INSTRUCTIONS, JudgedProbe, JudgeKindScore, judge_question
+from historykit.evaluation._matching import message_text, normalise
+from historykit.evaluation._probes import KINDS, Probe, ProbeKind
+from historykit.evaluation._report import Evaluation
+from historykit.evaluation._run import evaluate
+from historykit.evaluation._scoring import CallScore, KindScore, ViewScorer
 
 __all__ = [
     "CACHE_READ",

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from historykit.formats.detect import TranscriptFormatError
+from historykit.formats._detect import TranscriptFormatError
 
 __all__ = ["dump_line", "read_jsonl_objects", "write_jsonl"]
 

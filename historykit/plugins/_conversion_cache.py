@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from historykit.messages import Message
+from historykit._messages import Message
 
 __all__ = ["ConversionCache"]
 

@@ -4,7 +4,7 @@ An integration (the Pydantic AI capability and history processor, the LangChain 
 hook) holds a pipeline, a context-window rule, report delivery and pending manual compactions.
 `Glue` is that and its rules; each integration adds how its framework hands it the history, the
 model and the conversation key, converts the history once (its own adapter, in and out) and hands
-the pipeline one `historykit.pipeline.Call`.
+the pipeline one `historykit._pipeline.Call`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from historykit.context_window import ContextWindow, resolve_context_window
-from historykit.conversations import ConversationState
+from historykit._context_window import ContextWindow, resolve_context_window
+from historykit._conversations import ConversationState
+from historykit._pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
 from historykit.errors import ArgumentTypeError, WrongFrameworkError
-from historykit.pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
 from historykit.plugins._overflow import shrunk_window
 
 __all__ = ["Glue", "WrongFramework", "pipeline_of", "refuse_call"]
@@ -37,7 +37,7 @@ def pipeline_of(processor: object) -> Pipeline:
 class Glue:
     """The state every integration keeps, and the rules that use it (a mixin: no `__init__`).
 
-    What outlives a call lives in the pipeline's conversation states (`historykit.conversations`),
+    What outlives a call lives in the pipeline's conversation states (`historykit._conversations`),
     under the key the integration reads off its framework; the glue itself holds configuration and
     the manual compactions asked for.
     """

@@ -16,10 +16,10 @@ retry once (`HistoryKit` for Pydantic AI, `HistoryKitMiddleware` for LangChain):
   counted more), else `RETRY_FRACTION` of the window or the refused request's size, the smaller
   (`retry_window`). The retry is a compaction: its report has an `OverflowRetry` step with a
   `CompactionMarker(strategy="overflow-retry")`, and it is an OpenTelemetry span,
-  `historykit.overflow_retry` (`historykit.telemetry`).
+  `historykit.overflow_retry` (`historykit._telemetry`).
 
 The smaller window then stays with the conversation (`ConversationState.window`,
-`historykit.conversations`; `shrunk_window` applies it), so later calls continue from the retried
+`historykit._conversations`; `shrunk_window` applies it), so later calls continue from the retried
 view and stay append-only between compactions. In view-only mode the retried view is the replay of
 the failed call alone at the smaller window, from the view the previous call had (what persistent
 mode does with the same input), and the pipeline remembers it for the conversation so the replay
@@ -53,13 +53,13 @@ from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import cast
 
-from historykit.binding import history_binds_thinking
-from historykit.context_window import ContextWindow
-from historykit.conversations import ConversationState
-from historykit.messages import CompactionMarker, Message
-from historykit.pipeline import Call, Pipeline, PipelineResult, Report, StepNotes, StepReport
-from historykit.telemetry import RETRY_SPAN_NAME, pipeline_span
-from historykit.view import request_points
+from historykit._binding import history_binds_thinking
+from historykit._context_window import ContextWindow
+from historykit._conversations import ConversationState
+from historykit._messages import CompactionMarker, Message
+from historykit._pipeline import Call, Pipeline, PipelineResult, Report, StepNotes, StepReport
+from historykit._telemetry import RETRY_SPAN_NAME, pipeline_span
+from historykit._view import request_points
 
 __all__ = [
     "RETRY_FRACTION",

@@ -4,15 +4,15 @@ Every processor can be passed where a framework expects a history processor, com
 `|`, and run with `.run(messages, context_window=...)`.
 """
 
-from historykit.processors.clear_tool_results import ClearToolResults
-from historykit.processors.dedupe_file_reads import DedupeFileReads
-from historykit.processors.default_pipeline import TRIGGER_PRESETS, TriggerPreset, default_pipeline
-from historykit.processors.pairwise_truncate import PairwiseTruncate
-from historykit.processors.repair import Repair
-from historykit.processors.strip_thinking import StripThinking
-from historykit.processors.summarize import Summarize
-from historykit.processors.summarizers import ExtractiveSummarizer
-from historykit.processors.trigger import Trigger
+from historykit.processors._clear_tool_results import ClearToolResults
+from historykit.processors._dedupe_file_reads import DedupeFileReads
+from historykit.processors._default_pipeline import TRIGGER_PRESETS, TriggerPreset, default_pipeline
+from historykit.processors._pairwise_truncate import PairwiseTruncate
+from historykit.processors._repair import Repair
+from historykit.processors._strip_thinking import StripThinking
+from historykit.processors._summarize import Summarize
+from historykit.processors._summarizers import ExtractiveSummarizer
+from historykit.processors._trigger import Trigger
 
 __all__ = [
     "TRIGGER_PRESETS",

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from historykit._messages import Message
 from historykit.errors import ReplayMismatchError
-from historykit.messages import Message
 from historykit.testing._replay import CLOSING_TEXT, _Replay
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from historykit._messages import Message
 from historykit.errors import ReplayMismatchError
-from historykit.messages import Message
 from historykit.testing._replay import CLOSING_TEXT, _Replay
 
 if TYPE_CHECKING:

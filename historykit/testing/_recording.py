@@ -7,10 +7,10 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
+from historykit._messages import Message, SummaryPart, TextPart, ToolResultPart
+from historykit._tokens import TokenCounter
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.formats import detached
-from historykit.messages import Message, SummaryPart, TextPart, ToolResultPart
-from historykit.tokens import TokenCounter
 
 
 def sample_path() -> Path:

@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from historykit._messages import Message
+from historykit._tokens import TokenCounter
 from historykit.errors import InvalidArgumentError
-from historykit.messages import Message
 from historykit.testing._recording import Recording
-from historykit.tokens import TokenCounter
 
 CLOSING_TEXT = "[historykit demo] The recording has no answer to this call: the replay ends the turn here."
 """What a replayed model answers when a recorded turn ends without a final answer."""
@@ -60,7 +60,7 @@ class _Meter:
         self._recorded = 0  # calls answered from the recording so far: the index into `raw`
 
     def measure(self, messages: Sequence[Any], turn: int, replayed: bool) -> Call:
-        from historykit.frameworks import adapter_for
+        from historykit._frameworks import adapter_for
 
         neutral = adapter_for(messages).to_neutral(list(messages)) if messages else []
         sizes = [self.counter.count_message(m) for m in neutral]

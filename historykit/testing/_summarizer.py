@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from historykit.messages import Message
-from historykit.processors.summarizers import ExtractiveSummarizer
+from historykit._messages import Message
+from historykit.processors._summarizers import ExtractiveSummarizer
 
 
 @dataclass

@@ -66,15 +66,15 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import DeferredToolRequests
 
-from historykit.checkpointers.conversation_schema import CONVERSATIONS
-from historykit.checkpointers.conversation_store import SQLModelConversationStore, ViewSaving
-from historykit.checkpointers.database import CorruptRowError, create_async_engine, create_engine
-from historykit.checkpointers.schema import CORE
-from historykit.messages import COMPACTION_KEY, CompactionMarker, Message
-from historykit.messages import TextPart as NeutralText
-from historykit.messages import ThinkingPart as NeutralThinking
-from historykit.messages import ToolCallPart as NeutralToolCall
-from historykit.messages import ToolResultPart as NeutralToolResult
+from historykit._messages import COMPACTION_KEY, CompactionMarker, Message
+from historykit._messages import TextPart as NeutralText
+from historykit._messages import ThinkingPart as NeutralThinking
+from historykit._messages import ToolCallPart as NeutralToolCall
+from historykit._messages import ToolResultPart as NeutralToolResult
+from historykit.checkpointers._conversation_schema import CONVERSATIONS
+from historykit.checkpointers._conversation_store import SQLModelConversationStore, ViewSaving
+from historykit.checkpointers._database import CorruptRowError, create_async_engine, create_engine
+from historykit.checkpointers._schema import CORE
 from tests.conftest import postgres_admin_url
 
 _T = TypeVar("_T")
@@ -806,7 +806,7 @@ async def test_compaction_marker_and_complete_transcript(store: SQLModelConversa
 async def test_a_summary_written_by_the_adapter_records_its_marker(store: SQLModelConversationStore) -> None:
     # The Pydantic AI adapter puts the marker on the CompactionPart (part metadata survives Pydantic
     # AI merging the summary's request with the next one), not on the request.
-    from historykit.messages import SummaryPart
+    from historykit._messages import SummaryPart
     from historykit.plugins.pydantic_ai import PydanticAIAdapter
 
     marker = CompactionMarker(
@@ -1114,7 +1114,7 @@ async def test_shares_a_database_with_the_langgraph_saver(store_url: str) -> Non
     from langgraph.graph import END, START, StateGraph
     from langgraph.graph.message import add_messages
 
-    from historykit.checkpointers.saver import SQLModelSaver
+    from historykit.checkpointers._saver import SQLModelSaver
 
     # The functional form: this module's postponed annotations could not see a local class's names.
     State = TypedDict("State", {"messages": Annotated[list[AnyMessage], add_messages]})  # type: ignore[misc]  # noqa: UP013

@@ -7,10 +7,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.schema import CreateTable
 
+from historykit.checkpointers._database import normalize_url
 from historykit.checkpointers._dialect import MySQL, PostgreSQL, SQLite, dialect_of
 from historykit.checkpointers._message_log import message_log
-from historykit.checkpointers.database import normalize_url
-from historykit.checkpointers.schema import BlobRow, HistorykitTable, MessageRow, ThreadRow
+from historykit.checkpointers._schema import BlobRow, HistorykitTable, MessageRow, ThreadRow
 from historykit.errors import InvalidArgumentError
 
 

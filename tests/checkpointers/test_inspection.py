@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from historykit.checkpointers.inspection import DatabaseInspector
+from historykit._messages import COMPACTION_KEY, CompactionMarker
+from historykit.checkpointers._inspection import DatabaseInspector
 from historykit.errors import InvalidArgumentError, SchemaError, SchemaVersionError
-from historykit.messages import COMPACTION_KEY, CompactionMarker
 
 TS = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 GRAPH_MARKER = CompactionMarker(

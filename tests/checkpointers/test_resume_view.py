@@ -267,10 +267,10 @@ def test_a_cold_view_only_resume_continues_the_stored_view(database_url: str) ->
 def test_a_load_brings_back_the_counts_made_the_same_way_only(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from historykit import tokens
-    from historykit.digests import message_digest
+    from historykit import _tokens as tokens
+    from historykit._digests import message_digest
+    from historykit._tokens import TokenCounter, heuristic_tokenizer
     from historykit.plugins.pydantic_ai import PydanticAIAdapter
-    from historykit.tokens import TokenCounter, heuristic_tokenizer
 
     model, summarizer = ReadingModel(), CountingSummarizer()
     agent = _agent(model, summarizer, False)

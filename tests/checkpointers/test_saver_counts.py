@@ -11,12 +11,12 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, MessagesState, StateGraph
 
-from historykit import tokens
+from historykit import _tokens as tokens
+from historykit._digests import message_digest
+from historykit._tokens import TokenCounter, heuristic_tokenizer
 from historykit.checkpointers import SQLModelSaver
-from historykit.checkpointers.database import create_engine
-from historykit.digests import message_digest
+from historykit.checkpointers._database import create_engine
 from historykit.plugins.langchain import LangChainAdapter
-from historykit.tokens import TokenCounter, heuristic_tokenizer
 
 
 def _graph(saver: SQLModelSaver) -> object:

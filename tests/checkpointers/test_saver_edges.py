@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from langgraph.graph import START, MessagesState, StateGraph
 
 from historykit.checkpointers import SQLModelSaver
-from historykit.checkpointers.database import CorruptRowError, create_engine
+from historykit.checkpointers._database import CorruptRowError, create_engine
 from tests.checkpointers.read_only_mount import run_read_only, skip_without_namespaces
 
 
@@ -225,7 +225,7 @@ def test_a_transcript_never_shows_a_result_before_its_call(database_url: str) ->
 _READ_ONLY_READER = """
 import sys
 from historykit.checkpointers import SQLModelSaver
-from historykit.checkpointers.database import ReadOnlyDatabaseError
+from historykit.checkpointers._database import ReadOnlyDatabaseError
 saver = SQLModelSaver(sys.argv[1])
 print([m.content for m in saver.transcript("t").messages])
 config = {"configurable": {"thread_id": "t"}}

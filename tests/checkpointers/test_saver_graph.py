@@ -17,9 +17,9 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, StateSnapshot, interrupt
 
+from historykit._messages import COMPACTION_KEY, CompactionMarker
 from historykit.checkpointers import SQLModelSaver
-from historykit.checkpointers.database import create_engine
-from historykit.messages import COMPACTION_KEY, CompactionMarker
+from historykit.checkpointers._database import create_engine
 
 KEEP_AFTER_COMPACTION = 2
 COMPACT_ABOVE = 6

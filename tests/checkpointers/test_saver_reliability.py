@@ -18,8 +18,8 @@ from langgraph.checkpoint.base import CheckpointMetadata, empty_checkpoint
 from sqlmodel import Field
 
 from historykit.checkpointers import CorruptRowError, SchemaError, SchemaVersionError, SQLModelSaver
-from historykit.checkpointers.database import create_engine, prepare_database
-from historykit.checkpointers.schema import CORE, HistorykitTable, SchemaComponent
+from historykit.checkpointers._database import create_engine, prepare_database
+from historykit.checkpointers._schema import CORE, HistorykitTable, SchemaComponent
 
 # ---------------------------------------------------------------------------------------------
 # A deterministic conversation per thread, written step by step

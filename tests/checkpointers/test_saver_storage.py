@@ -31,10 +31,10 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import TypedDict
 
+from historykit._messages import COMPACTION_KEY, CompactionMarker
 from historykit.checkpointers import CorruptRowError, SQLModelSaver
+from historykit.checkpointers._database import create_engine
 from historykit.checkpointers._refs import decode_refs
-from historykit.checkpointers.database import create_engine
-from historykit.messages import COMPACTION_KEY, CompactionMarker
 from tests.strategies import examples
 
 # ---------------------------------------------------------------------------------------------

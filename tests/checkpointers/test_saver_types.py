@@ -20,8 +20,8 @@ from langgraph.graph import START, StateGraph
 from pydantic import BaseModel
 
 from historykit.checkpointers import SQLModelSaver
+from historykit.checkpointers._database import CorruptRowError, create_engine
 from historykit.checkpointers._serde import RefusedTypeError, StateSerializer
-from historykit.checkpointers.database import CorruptRowError, create_engine
 
 
 class Color(enum.Enum):

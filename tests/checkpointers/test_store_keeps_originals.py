@@ -30,9 +30,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai.usage import UsageLimits
 
 import historykit
-from historykit import provenance
+from historykit import _provenance as provenance
+from historykit._messages import Message
 from historykit.checkpointers import SQLModelConversationStore
-from historykit.messages import Message
 from historykit.plugins.pydantic_ai import HistoryKit
 from historykit.testing import PydanticAIReplay, Recording
 from tests.strategies import examples

@@ -53,7 +53,7 @@ def test_the_conversation_store_on_a_closed_postgresql_port() -> None:
 
 async def test_the_conversation_store_on_an_async_engine_fails_at_first_use() -> None:
     from historykit.checkpointers import SQLModelConversationStore
-    from historykit.checkpointers.database import create_async_engine
+    from historykit.checkpointers._database import create_async_engine
 
     port = _closed_port()
     engine = create_async_engine(f"postgresql+psycopg://postgres@127.0.0.1:{port}/test")

@@ -16,7 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from historykit.checkpointers import AgentServerCheckpointer, SQLModelSaver
-from historykit.checkpointers.agent_server import DEFAULT_URL, URL_VARIABLE, checkpointer
+from historykit.checkpointers._agent_server import DEFAULT_URL, URL_VARIABLE, checkpointer
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.plugins.langchain import hide_private_state, private_state_keys
 from tests.deploy import agent_app

@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from historykit import Pipeline
-from historykit.messages import Message
+from historykit._messages import Message
 from historykit.processors import Repair, Summarize, Trigger
 
 FILES_PER_TURN = 8

@@ -26,8 +26,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from historykit import Pipeline
+from historykit._messages import Message
 from historykit.errors import UserError
-from historykit.messages import Message
 from historykit.plugins.pydantic_ai import HistoryKit
 from historykit.processors import Repair, Summarize, Trigger
 

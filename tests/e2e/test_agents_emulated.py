@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from historykit.pipeline import Report
-from historykit.processors import default_pipeline
+from historykit._pipeline import Report
+from historykit.processors import _default_pipeline as default_pipeline
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,
     EmulatedRequest,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 
-from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = ["long_session"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import historykit
-from historykit.analysis import replay
+from historykit.analysis._analysis import replay
 from historykit.errors import ArgumentTypeError
 from historykit.evaluation import KINDS, evaluate
 from historykit.formats import read_chat_jsonl

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from historykit._messages import Message, ToolCallPart, ToolResultPart
 from historykit.evaluation import KINDS, Probe, extract_probes, message_text, normalise
-from historykit.messages import Message, ToolCallPart, ToolResultPart
 from tests.evaluation.transcripts import ERROR, SECRET, session
 
 

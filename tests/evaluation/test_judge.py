@@ -18,11 +18,11 @@ import pytest
 from typer.testing import CliRunner
 
 from historykit import default_pipeline
+from historykit._messages import Message
 from historykit.cli import app
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.evaluation import JUDGE_INSTRUCTIONS, KINDS, evaluate, extract_probes, judge_question
 from historykit.formats import read_chat_jsonl, write_chat_jsonl
-from historykit.messages import Message
 from historykit.processors import Repair
 from tests.conftest import corpus_paths
 from tests.emulator import EmulatedRequest, ProviderEmulator, Turn

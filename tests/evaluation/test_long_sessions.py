@@ -14,12 +14,12 @@ from collections import Counter
 import pytest
 
 import historykit
+from historykit._messages import ToolCallPart, ToolResultPart
+from historykit._tokens import TokenCounter
+from historykit._validity import check_neutral
 from historykit.evaluation import KINDS, evaluate, extract_probes
-from historykit.evaluation.matching import normalise
-from historykit.messages import ToolCallPart, ToolResultPart
-from historykit.processors.clear_tool_results import ClearToolResults
-from historykit.tokens import TokenCounter
-from historykit.validity import check_neutral
+from historykit.evaluation._matching import normalise
+from historykit.processors._clear_tool_results import ClearToolResults
 
 from .long_sessions import long_session
 

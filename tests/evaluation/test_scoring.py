@@ -7,11 +7,11 @@ import itertools
 
 import pytest
 
+from historykit._messages import Message
+from historykit._tokens import TokenCounter
 from historykit.evaluation import CACHE_READ, CACHE_WRITE, KINDS, Probe, ViewScorer, evaluate, extract_probes
-from historykit.messages import Message
 from historykit.processors import ClearToolResults, Repair
-from historykit.processors.trigger import Trigger
-from historykit.tokens import TokenCounter
+from historykit.processors._trigger import Trigger
 from tests.evaluation.transcripts import ERROR, SECRET, ForgetSecret, session
 
 

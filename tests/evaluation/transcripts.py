@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
 
 SECRET = "config/settings_prod.yaml"
 """A path a tool returns and the agent then uses: the recall probe of `session`."""

@@ -7,8 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from historykit.formats.openai_chat import message_to_chat_records
-from historykit.messages import Message
+from historykit._messages import Message
+from historykit.formats._openai_chat import message_to_chat_records
 
 DATA = Path(__file__).resolve().parent / "data"
 CLAUDE_CODE = DATA / "claude_code_session.jsonl"

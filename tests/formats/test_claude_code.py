@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from historykit._messages import Message, SummaryPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from historykit.formats import read_chat_jsonl, read_transcript, write_transcript
-from historykit.formats.claude_code import read_claude_code, write_claude_code
-from historykit.formats.detect import TranscriptFormatError
-from historykit.messages import Message, SummaryPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit.formats._claude_code import read_claude_code, write_claude_code
+from historykit.formats._detect import TranscriptFormatError
 from tests.formats.helpers import CLAUDE_CODE, DATA, chat_records
 from tests.strategies import examples, neutral_histories
 
@@ -306,8 +306,8 @@ def _session(tmp_path: Path, first_text: str) -> Path:
 def test_whitespace_text_before_thinking_is_not_an_r7_violation(tmp_path: Path) -> None:
     """Two real sessions have a "\\n\\n" block logged before the thinking of requests the API accepted:
     whitespace-only text is no content (the API refuses such blocks, clients drop them)."""
+    from historykit._validity import check
     from historykit.formats import read_transcript
-    from historykit.validity import check
 
     accepted = read_transcript(_session(tmp_path, "\n\n")).messages
     assert [v.rule for v in check(accepted)] == []

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from historykit._messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from historykit.formats import read_chat_jsonl, read_transcript, write_transcript
-from historykit.formats.codex import read_codex, write_codex
-from historykit.formats.detect import TranscriptFormatError
-from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit.formats._codex import read_codex, write_codex
+from historykit.formats._detect import TranscriptFormatError
 from tests.formats.helpers import CODEX, CODEX_2025_09, DATA, chat_records, merge_adjacent_assistants
 from tests.strategies import examples, neutral_histories
 
@@ -288,7 +288,7 @@ def test_token_counts_are_the_recorded_usage_of_the_call_they_follow(tmp_path: P
 
 
 def test_the_model_and_the_window_the_rollout_records(tmp_path: Path) -> None:
-    from historykit.formats.recorded import recorded_window, transcript_model
+    from historykit.formats._recorded import recorded_window, transcript_model
 
     messages = read_codex(CODEX)
     assert {m.model for m in messages if m.role == "assistant"} == {"gpt-5.1-codex"}

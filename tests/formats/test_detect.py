@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from historykit.formats.detect import (
+from historykit.formats._detect import (
     FORMATS,
     TranscriptFormatError,
     detect_format,

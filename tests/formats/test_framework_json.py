@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from historykit.formats import read_transcript, write_transcript
-from historykit.formats.detect import TranscriptFormatError
+from historykit.formats._detect import TranscriptFormatError
 
 pai = pytest.importorskip("pydantic_ai")
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from historykit.formats import FORMATS, read_chat_jsonl, read_transcript, write_transcript
-from historykit.formats.detect import TranscriptFormatError
+from historykit.formats._detect import TranscriptFormatError
 from tests.conftest import corpus_paths
 from tests.formats.helpers import CLAUDE_CODE, CODEX, chat_records, merge_adjacent_assistants
 

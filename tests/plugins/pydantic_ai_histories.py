@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 from pydantic_ai import messages as pai
 from pydantic_ai.usage import RequestUsage
 
-from historykit.messages import PIN_KEY
+from historykit._messages import PIN_KEY
 
 __all__ = ["UnknownPart", "has_field", "pydantic_ai_histories"]
 

@@ -23,9 +23,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 
 from historykit import Pipeline
-from historykit.processors.default_pipeline import default_pipeline
-from historykit.processors.summarize import Summarize
-from historykit.processors.trigger import Trigger
+from historykit.processors._default_pipeline import default_pipeline
+from historykit.processors._summarize import Summarize
+from historykit.processors._trigger import Trigger
 from tests.plugins.test_recall_langgraph import ScriptedChatModel
 
 PIPELINES: dict[str, Callable[[], Pipeline]] = {"empty": lambda: Pipeline([]), "default": default_pipeline}
@@ -171,7 +171,7 @@ def test_a_later_middlewares_append_reaches_the_state_on_a_call_that_compacts(pe
     from langgraph.checkpoint.memory import InMemorySaver
 
     from historykit.plugins.langchain import HistoryKitMiddleware
-    from historykit.processors.clear_tool_results import ClearToolResults
+    from historykit.processors._clear_tool_results import ClearToolResults
 
     def run(middleware: list[Any]) -> tuple[list[list[BaseMessage]], list[BaseMessage]]:
         model = ScriptedChatModel(respond=_long_weather_then_answer)

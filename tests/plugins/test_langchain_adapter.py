@@ -32,8 +32,8 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import Field
 
-from historykit.frameworks import adapter_for
-from historykit.messages import (
+from historykit._frameworks import adapter_for
+from historykit._messages import (
     COMPACTION_KEY,
     PIN_KEY,
     CompactionMarker,

@@ -28,9 +28,9 @@ from langgraph.prebuilt import ToolNode, create_react_agent
 from pydantic import Field
 
 from historykit import Pipeline, Report, TokenCounter, check, default_pipeline
+from historykit._context_window import ContextWindow
+from historykit._messages import COMPACTION_KEY, EDIT_KEY
 from historykit.checkpointers import SQLModelSaver
-from historykit.context_window import ContextWindow
-from historykit.messages import COMPACTION_KEY, EDIT_KEY
 from historykit.plugins.langchain import (
     HistoryKitHook,
     HistoryKitMiddleware,

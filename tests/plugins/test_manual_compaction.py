@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from historykit.messages import SummaryPart
-from historykit.pipeline import Report
-from historykit.processors import Summarize, default_pipeline
-from historykit.processors.summarizers import FOCUS_INSTRUCTIONS
+from historykit._messages import SummaryPart
+from historykit._pipeline import Report
+from historykit.processors import Summarize
+from historykit.processors import _default_pipeline as default_pipeline
+from historykit.processors._summarizers import FOCUS_INSTRUCTIONS
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,
     EmulatedRequest,

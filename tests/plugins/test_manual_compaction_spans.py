@@ -1,6 +1,6 @@
 """A manual compaction (`compact` / `acompact`, the integrations' `compact()` and `compact_thread`) is
 an OpenTelemetry `historykit.pipeline` span whose `historykit.compaction` event carries the focus and
-`automatic=False`, as `historykit.telemetry` documents (issue 24).
+`automatic=False`, as `historykit._telemetry` documents (issue 24).
 
 Recorded with the SDK's in-memory exporter, through the fixture `tests/plugins/test_telemetry.py`
 sets up once per process (the global tracer provider can be set only once).
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import historykit
-from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from historykit.processors import Repair, Summarize
-from historykit.processors.trigger import Trigger
+from historykit.processors._trigger import Trigger
 from tests.plugins.test_langgraph_agent import ToolCallingFakeModel
 from tests.plugins.test_telemetry import ours, spans
 

@@ -30,22 +30,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline
-from historykit.messages import (
+from historykit._messages import (
     PROVIDER_COMPACTION_KEY,
     CompactionMarker,
     Message,
     ProviderCompaction,
     SummaryPart,
 )
-from historykit.pipeline import Report
-from historykit.plugins.native_compaction import (
+from historykit._pipeline import Report
+from historykit.plugins._native_compaction import (
     AnthropicCompactionSummarizer,
     OpenAICompactionSummarizer,
     anthropic_messages,
     responses_input,
 )
 from historykit.processors import Summarize, Trigger
-from historykit.processors.summarizers import ExtractiveSummarizer
+from historykit.processors._summarizers import ExtractiveSummarizer
 from tests.emulator import ProviderEmulator, RecordedRequest, Turn, extends, tool_loop
 from tests.strategies import examples, neutral_histories
 

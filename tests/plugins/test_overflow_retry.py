@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from historykit.pipeline import Report
+from historykit._pipeline import Report
 from historykit.plugins._overflow import RETRY_STEP, RETRY_WINDOW_SOURCE, context_overflow, retry_window
-from historykit.processors import default_pipeline
+from historykit.processors import _default_pipeline as default_pipeline
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,
     EmulatedRequest,
@@ -444,7 +444,7 @@ def test_remember_view_is_where_later_view_calls_continue() -> None:
     """`Pipeline.remember_view`: a view made outside the replay (the retry) is what the next view-only
     call under that window starts from; only the new call is replayed."""
     from historykit import Pipeline
-    from historykit.messages import Message, TextPart
+    from historykit._messages import Message, TextPart
     from historykit.processors import Repair
 
     def msg(role: Any, text: str) -> Message:

@@ -20,8 +20,8 @@ from pydantic_ai import messages as pai
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from historykit.frameworks import adapter_for
-from historykit.messages import (
+from historykit._frameworks import adapter_for
+from historykit._messages import (
     COMPACTION_KEY,
     PIN_KEY,
     CompactionMarker,

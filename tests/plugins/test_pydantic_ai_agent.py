@@ -18,8 +18,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 from historykit import Pipeline, Report, TokenCounter, check, default_pipeline
+from historykit._messages import SummaryPart, ToolResultPart
 from historykit.errors import InvalidArgumentError
-from historykit.messages import SummaryPart, ToolResultPart
 from historykit.plugins.pydantic_ai import (
     HistoryKit,
     HistoryKitProcessor,

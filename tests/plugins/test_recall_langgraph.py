@@ -24,10 +24,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from historykit import Pipeline
+from historykit._recall import Recall, recall_handle
 from historykit.checkpointers import SQLModelSaver
 from historykit.plugins.langchain import HistoryKitMiddleware
 from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Trigger
-from historykit.recall import Recall, recall_handle
 
 WINDOW = 6_000
 READS = 6

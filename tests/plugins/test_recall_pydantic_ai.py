@@ -19,8 +19,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 from historykit import Pipeline
+from historykit._recall import Recall, recall_handle
 from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Trigger
-from historykit.recall import Recall, recall_handle
 
 pytestmark = pytest.mark.pydantic_ai
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from historykit import Pipeline, Report
-from historykit.messages import Message, ReportedUsage, TextPart, ToolCallPart, ToolResultPart
+from historykit._messages import Message, ReportedUsage, TextPart, ToolCallPart, ToolResultPart
+from historykit._tokens import TokenCounter
 from historykit.processors import ClearToolResults, Trigger
-from historykit.tokens import TokenCounter
 
 REPORTED = 40_000
 OUTPUT = 60
@@ -131,7 +131,7 @@ def test_a_manual_compaction_outside_a_model_call_drops_the_anchor() -> None:
     ]
     from dataclasses import replace
 
-    from historykit.messages import CompactionMarker, SummaryPart
+    from historykit._messages import CompactionMarker, SummaryPart
 
     marker = CompactionMarker(1, 3, 60_000, 2_000, "summarize", automatic=False)
     summary = Message("user", (SummaryPart("[historykit] Summary", marker),))

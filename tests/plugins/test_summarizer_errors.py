@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import tenacity
 
+from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from historykit.errors import InvalidArgumentError
-from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from historykit.processors.summarize import Summarize
-from historykit.processors.summarizers import UnusableSummarizerError
-from historykit.processors.trigger import Trigger
+from historykit.processors._summarize import Summarize
+from historykit.processors._summarizers import UnusableSummarizerError
+from historykit.processors._trigger import Trigger
 from tests.emulator import EmulatedRequest, ProviderEmulator, Rejection, Turn
 
 pytestmark = pytest.mark.pydantic_ai

@@ -23,9 +23,9 @@ import pytest
 
 import historykit
 from historykit import Report
+from historykit._telemetry import SPAN_NAME
 from historykit.processors import PairwiseTruncate, Repair, Summarize
-from historykit.processors.trigger import Trigger
-from historykit.telemetry import SPAN_NAME
+from historykit.processors._trigger import Trigger
 from tests.plugins.test_presets_warnings_gauge import langchain_run, pydantic_ai_run, spec
 
 pytest.importorskip("opentelemetry.trace", reason="needs opentelemetry-api (the otel extra)")
@@ -179,7 +179,7 @@ def test_a_usage_warning_is_a_span_event_of_the_call_that_gave_it(spans: Any, fr
 def test_a_processor_error_ends_the_span_with_an_error_and_propagates(spans: Any) -> None:
     from opentelemetry.trace import StatusCode
 
-    from historykit.pipeline import HistoryProcessor, ProcessContext, StepNotes
+    from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
 
     class Broken(HistoryProcessor):
         def process(self, messages: list[Any], ctx: ProcessContext) -> tuple[list[Any], StepNotes]:
@@ -207,7 +207,7 @@ def test_without_opentelemetry_nothing_is_imported(tmp_path: Path) -> None:
 
         sys.meta_path.insert(0, NoOpenTelemetry())
         import historykit
-        from historykit import telemetry
+        from historykit import _telemetry as telemetry
 
         task = [historykit.Message.user("Fix the bug.")]
         result = historykit.default_pipeline().run(task, context_window=8_000)
@@ -231,8 +231,8 @@ async def test_a_compact_and_retry_is_a_span_holding_the_harder_compaction(
     """The provider emulator refuses the first call over its real window (`prompt is too long`): the
     retry is a `historykit.overflow_retry` span with the retry's report (its `overflow-retry`
     marker an event), and the pipeline span of the harder compaction inside it."""
+    from historykit._telemetry import RETRY_SPAN_NAME
     from historykit.plugins._overflow import RETRY_STEP
-    from historykit.telemetry import RETRY_SPAN_NAME
     from tests.plugins.test_overflow_retry import BINDING, CONFIGURED, _emulator, _lc_agent, _pai_agent
 
     emulator = _emulator(BINDING)

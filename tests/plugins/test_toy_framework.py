@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 import historykit
+from historykit._frameworks import adapter_for, framework_for_format, framework_of, frameworks
+from historykit._messages import Message
+from historykit._tokens import TokenCounter
 from historykit.errors import ArgumentTypeError
 from historykit.formats import read_transcript, write_transcript
-from historykit.frameworks import adapter_for, framework_for_format, framework_of, frameworks
-from historykit.messages import Message
 from historykit.processors import ClearToolResults, PairwiseTruncate, Repair
-from historykit.processors.summarizers import summarizer_for
-from historykit.tokens import TokenCounter
+from historykit.processors._summarizers import summarizer_for
 from tests.plugins.toy_framework import ToyAdapter, ToyMessage, ToyModel
 
 

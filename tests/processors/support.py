@@ -13,18 +13,18 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, cast
 
-from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import HistoryProcessor, Pipeline, ProcessContext, StepNotes
-from historykit.processors.pairwise_truncate import PairwiseTruncate
-from historykit.processors.trigger import Trigger
-from historykit.processors.turns import (
+from historykit._messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._pipeline import HistoryProcessor, Pipeline, ProcessContext, StepNotes
+from historykit._tokens import TokenCounter, heuristic_tokenizer
+from historykit._validity import check_neutral, current_cycle_start, final_request_start
+from historykit.processors._pairwise_truncate import PairwiseTruncate
+from historykit.processors._trigger import Trigger
+from historykit.processors._turns import (
     head_end,
     is_compaction_message,
     notice_count,
     split_units,
 )
-from historykit.tokens import TokenCounter, heuristic_tokenizer
-from historykit.validity import check_neutral, current_cycle_start, final_request_start
 
 COUNTER = TokenCounter()
 FAST = TokenCounter(tokenizer=heuristic_tokenizer)
@@ -76,7 +76,7 @@ def request_points(messages: list[Message]) -> list[int]:
 
 def view_only(processor: HistoryProcessor, ctx: ProcessContext) -> Callable[[list[Message]], list[Message]]:
     """View-only mode as a framework drives it: a raw history in, the view the model is sent out
-    (derived by the pipeline's replay of the model calls, `historykit.view`)."""
+    (derived by the pipeline's replay of the model calls, `historykit._view`)."""
     pipeline = Pipeline([processor], counter=ctx.counter)
 
     def view(raw: list[Message]) -> list[Message]:
@@ -189,7 +189,7 @@ def assert_in_place_edit_rules(before: list[Message], after: list[Message]) -> N
 
 def kept_or_shortened(sent: Message, original: Message) -> bool:
     """`sent` is `original`, or `original` with tool results shortened by the last resort that fits
-    an oversized final request (`historykit.processors.final_request`): same parts, same calls
+    an oversized final request (`historykit.processors._final_request`): same parts, same calls
     answered, each changed result shorter and saying what was cut."""
     if sent is original or sent == original:
         return True

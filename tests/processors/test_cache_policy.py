@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy, IdentityCache
+from historykit._messages import Message
+from historykit._pipeline import Pipeline, ProcessContext
 from historykit.errors import InvalidArgumentError
-from historykit.identity_cache import DEFAULT_CACHE_POLICY, CachePolicy, IdentityCache
-from historykit.messages import Message
-from historykit.pipeline import Pipeline, ProcessContext
-from historykit.processors.clear_tool_results import ClearToolResults
-from historykit.processors.dedupe_file_reads import DedupeFileReads
-from historykit.processors.strip_thinking import StripThinking
-from historykit.processors.trigger import Trigger
+from historykit.processors._clear_tool_results import ClearToolResults
+from historykit.processors._dedupe_file_reads import DedupeFileReads
+from historykit.processors._strip_thinking import StripThinking
+from historykit.processors._trigger import Trigger
 
 from .support import agent_session, exchange, tokens
 

@@ -11,17 +11,17 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from historykit.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from historykit.processors.change_records import change_line
-from historykit.processors.clear_tool_results import (
+from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit._tokens import TokenCounter
+from historykit._validity import check_neutral
+from historykit.processors._clear_tool_results import (
     CHANGE_PLACEHOLDER,
     RESULT_PLACEHOLDER,
     ClearToolResults,
     describe_call,
 )
-from historykit.processors.trigger import Trigger
-from historykit.tokens import TokenCounter
-from historykit.validity import check_neutral
+from historykit.processors._trigger import Trigger
+from historykit.processors.change_records import change_line
 
 from ..strategies import examples, neutral_histories
 from .support import (
@@ -586,7 +586,7 @@ def test_random_histories_persistent_equals_view_only_and_never_trickles(
 def test_a_text_skipped_as_too_short_is_under_min_tokens_for_the_real_tokenizer(
     text: str, min_tokens: int
 ) -> None:
-    from historykit.processors.clear_tool_results import _too_short
+    from historykit.processors._clear_tool_results import _too_short
 
     if _too_short(text, min_tokens):
         assert COUNTER.count_text(text) < min_tokens

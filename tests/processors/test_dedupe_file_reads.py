@@ -11,10 +11,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from historykit.messages import Message, OtherPart, TextPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import Pipeline
-from historykit.processors.dedupe_file_reads import NOTICE_PREFIX, DedupeFileReads
-from historykit.processors.file_reads import (
+from historykit._messages import Message, OtherPart, TextPart, ToolCallPart, ToolResultPart
+from historykit._pipeline import Pipeline
+from historykit._tokens import TokenCounter, heuristic_tokenizer
+from historykit._validity import check_neutral, final_request_start
+from historykit.processors._dedupe_file_reads import NOTICE_PREFIX, DedupeFileReads
+from historykit.processors._file_reads import (
     FileRead,
     FileWrite,
     file_accesses,
@@ -23,9 +25,7 @@ from historykit.processors.file_reads import (
     read_is_partial,
     shown_extent,
 )
-from historykit.processors.trigger import Trigger
-from historykit.tokens import TokenCounter, heuristic_tokenizer
-from historykit.validity import check_neutral, final_request_start
+from historykit.processors._trigger import Trigger
 
 from ..conftest import CORPUS, corpus_paths
 from ..strategies import examples, neutral_histories
@@ -1169,7 +1169,7 @@ def test_random_histories_with_a_heuristic_counter(history: list[Message], min_g
 def test_scripts_split_as_shlex_splits_them(script: str, operators: bool) -> None:
     import shlex
 
-    from historykit.processors.file_reads import shell_tokens
+    from historykit.processors._file_reads import shell_tokens
 
     lexer = shlex.shlex(script, posix=True, punctuation_chars=operators)
     lexer.whitespace_split = True
@@ -1182,7 +1182,7 @@ def test_scripts_split_as_shlex_splits_them(script: str, operators: bool) -> Non
 
 
 def test_quoted_scripts_go_through_shlex_and_unbalanced_quotes_give_none() -> None:
-    from historykit.processors.file_reads import shell_tokens
+    from historykit.processors._file_reads import shell_tokens
 
     assert shell_tokens("cat 'a b.py' && head -n 5 \"c d.py\"") == [
         "cat",

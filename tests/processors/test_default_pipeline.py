@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 
 import historykit
 import historykit.processors
+from historykit._messages import Message, SummaryPart, ThinkingPart, ToolResultPart
+from historykit._pipeline import Pipeline, Report
+from historykit._validity import check_neutral, current_cycle_start, final_request_start
 from historykit.formats import read_chat_jsonl
-from historykit.messages import Message, SummaryPart, ThinkingPart, ToolResultPart
-from historykit.pipeline import Pipeline, Report
-from historykit.processors.clear_tool_results import RESULT_PLACEHOLDER
-from historykit.processors.default_pipeline import default_pipeline
-from historykit.processors.summarize import SUMMARY_HEADER
-from historykit.validity import check_neutral, current_cycle_start, final_request_start
+from historykit.processors._clear_tool_results import RESULT_PLACEHOLDER
+from historykit.processors._default_pipeline import default_pipeline
+from historykit.processors._summarize import SUMMARY_HEADER
 
 from ..conftest import corpus_paths
 from ..strategies import examples, neutral_histories
@@ -72,7 +72,7 @@ def test_the_five_cheapest_first_then_repair_and_the_public_names() -> None:
         "Repair",
     ]
     assert historykit.default_pipeline is default_pipeline
-    assert historykit.processors.default_pipeline is default_pipeline
+    assert historykit.processors._default_pipeline is default_pipeline
     # Each call builds new processors: their caches are never shared between two pipelines.
     other = default_pipeline()
     assert all(a is not b for a, b in zip(pipeline.processors, other.processors))

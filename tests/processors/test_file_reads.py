@@ -8,9 +8,9 @@ import posixpath
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from historykit.messages import Message, ToolCallPart, ToolResultPart
-from historykit.processors.file_reads import FileRead, FileWrite, file_accesses, files_touched
-from historykit.processors.summarizers import ExtractiveSummarizer, parse_sections
+from historykit._messages import Message, ToolCallPart, ToolResultPart
+from historykit.processors._file_reads import FileRead, FileWrite, file_accesses, files_touched
+from historykit.processors._summarizers import ExtractiveSummarizer, parse_sections
 from tests.strategies import examples
 
 

@@ -17,15 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline, check, default_pipeline
-from historykit.binding import history_binds_thinking
-from historykit.digests import message_digest
-from historykit.messages import CompactionMarker, Message, SummaryPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import ManualCompaction
+from historykit._binding import history_binds_thinking
+from historykit._digests import message_digest
+from historykit._messages import CompactionMarker, Message, SummaryPart, ToolCallPart, ToolResultPart
+from historykit._pipeline import ManualCompaction
+from historykit._view import request_points
 from historykit.processors import PairwiseTruncate, Repair, Summarize
-from historykit.processors.summarizers import ExtractiveSummarizer, focus_terms
-from historykit.processors.trigger import Trigger
-from historykit.processors.turns import notice_count
-from historykit.view import request_points
+from historykit.processors._summarizers import ExtractiveSummarizer, focus_terms
+from historykit.processors._trigger import Trigger
+from historykit.processors._turns import notice_count
 from tests.strategies import examples
 from tests.test_view_and_binding import histories_with_models
 

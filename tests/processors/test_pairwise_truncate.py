@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline
-from historykit.messages import Message, SummaryPart, ToolResultPart
-from historykit.processors.pairwise_truncate import PairwiseTruncate
-from historykit.processors.trigger import Trigger
-from historykit.processors.turns import notice_count, split_turns, truncation_notice
-from historykit.validity import check_neutral
+from historykit._messages import Message, SummaryPart, ToolResultPart
+from historykit._validity import check_neutral
+from historykit.processors._pairwise_truncate import PairwiseTruncate
+from historykit.processors._trigger import Trigger
+from historykit.processors._turns import notice_count, split_turns, truncation_notice
 
 from ..strategies import examples, neutral_histories
 from .support import (

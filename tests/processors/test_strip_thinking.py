@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from historykit.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from historykit.processors.strip_thinking import StripThinking
-from historykit.processors.trigger import Trigger
-from historykit.validity import check_neutral, current_cycle_start, final_request_start
+from historykit._messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._validity import check_neutral, current_cycle_start, final_request_start
+from historykit.processors._strip_thinking import StripThinking
+from historykit.processors._trigger import Trigger
 
 from ..strategies import examples, neutral_histories
 from .support import (

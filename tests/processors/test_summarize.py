@@ -17,11 +17,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from historykit import check
-from historykit.messages import Message, SummaryPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._messages import Message, SummaryPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._tokens import TokenCounter
+from historykit._validity import check_neutral
 from historykit.plugins.langchain import LangChainSummarizer
 from historykit.plugins.pydantic_ai import PydanticAISummarizer
-from historykit.processors.summarize import SUMMARY_HEADER, Summarize
-from historykit.processors.summarizers import (
+from historykit.processors._summarize import SUMMARY_HEADER, Summarize
+from historykit.processors._summarizers import (
     SECTIONS,
     SUMMARY_INSTRUCTIONS,
     ExtractiveSummarizer,
@@ -31,10 +33,8 @@ from historykit.processors.summarizers import (
     render_transcript,
     summarizer_for,
 )
-from historykit.processors.trigger import Trigger
-from historykit.processors.turns import is_summary_message, notice_count
-from historykit.tokens import TokenCounter
-from historykit.validity import check_neutral
+from historykit.processors._trigger import Trigger
+from historykit.processors._turns import is_summary_message, notice_count
 
 from ..strategies import examples, neutral_histories
 from .support import (

@@ -16,13 +16,13 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.messages import TextPart as PaiTextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from historykit.messages import Message, SummaryPart
-from historykit.pipeline import ProcessContext, StepNotes
+from historykit._messages import Message, SummaryPart
+from historykit._pipeline import ProcessContext, StepNotes
 from historykit.plugins.pydantic_ai import PydanticAISummarizer
-from historykit.processors.summarize import Summarize
-from historykit.processors.summarizers import ExtractiveSummarizer
-from historykit.processors.trigger import Trigger
-from historykit.processors.turns import notice_count
+from historykit.processors._summarize import Summarize
+from historykit.processors._summarizers import ExtractiveSummarizer
+from historykit.processors._trigger import Trigger
+from historykit.processors._turns import notice_count
 
 from .support import agent_session, assert_compaction_rules, context, exchange, request_points, tokens
 
@@ -358,7 +358,7 @@ async def test_view_only_mode_with_background_summaries_gives_the_persistent_vie
     background = Summarize(
         trigger=Trigger(max_tokens=HIGH), keep_last=3, summarizer=ahead, clock=clock, background_at=0.5
     )
-    from historykit.pipeline import Pipeline
+    from historykit._pipeline import Pipeline
 
     pipeline = Pipeline([background], counter=ctx.counter)
     for index, point in enumerate(request_points(history)):

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from historykit.errors import ArgumentTypeError
-from historykit.processors.clear_tool_results import ClearToolResults
-from historykit.processors.dedupe_file_reads import DedupeFileReads
-from historykit.processors.pairwise_truncate import PairwiseTruncate
-from historykit.processors.strip_thinking import StripThinking
-from historykit.processors.summarize import Summarize
-from historykit.processors.trigger import DEFAULT_TRIGGER, Trigger
+from historykit.processors._clear_tool_results import ClearToolResults
+from historykit.processors._dedupe_file_reads import DedupeFileReads
+from historykit.processors._pairwise_truncate import PairwiseTruncate
+from historykit.processors._strip_thinking import StripThinking
+from historykit.processors._summarize import Summarize
+from historykit.processors._trigger import DEFAULT_TRIGGER, Trigger
 
 COMPACTING = (Summarize, PairwiseTruncate, ClearToolResults, DedupeFileReads, StripThinking)
 

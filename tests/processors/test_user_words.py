@@ -15,12 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import historykit
+from historykit._messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
+from historykit._tokens import _offline_encoding_names
 from historykit.formats import read_chat_jsonl
-from historykit.messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
-from historykit.processors.clear_tool_results import ClearToolResults
-from historykit.processors.file_reads import file_accesses
-from historykit.processors.summarize import SUMMARY_HEADER, Summarize
-from historykit.processors.summarizers import (
+from historykit.processors._clear_tool_results import ClearToolResults
+from historykit.processors._file_reads import file_accesses
+from historykit.processors._summarize import SUMMARY_HEADER, Summarize
+from historykit.processors._summarizers import (
     ExtractiveSummarizer,
     complete_summary,
     parse_sections,
@@ -28,8 +29,7 @@ from historykit.processors.summarizers import (
     user_messages,
     user_words,
 )
-from historykit.processors.trigger import Trigger
-from historykit.tokens import _offline_encoding_names
+from historykit.processors._trigger import Trigger
 from tests.strategies import examples
 
 from ..conftest import CORPUS
@@ -406,7 +406,7 @@ def test_a_failing_summarizer_is_logged_once_per_cause_with_the_exception(
         retry_wait=tenacity.wait_none(),
     )
     details: list[str] = []
-    with caplog.at_level(logging.WARNING, logger="historykit.processors.summarize"):
+    with caplog.at_level(logging.WARNING, logger="historykit.processors._summarize"):
         # The conversation call by call (each call compacts for itself): several compactions, each
         # with its own summarizer call.
         for _, notes in carry_forward(summarize, history, context()):

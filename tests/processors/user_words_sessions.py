@@ -20,7 +20,7 @@ The benchmark `benchmarks/bench_user_words.py` and `tests/processors/test_user_w
 Example:
     ```python
     import historykit
-    from historykit.tokens import TokenCounter
+    from historykit._tokens import TokenCounter
 
     session = build_session(7, SessionShape(requests=40))
     sent = last_view(session, historykit.default_pipeline(), 32_000, TokenCounter())
@@ -36,11 +36,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from historykit.messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
-from historykit.pipeline import HistoryProcessor, ProcessContext
-from historykit.processors.file_reads import FileWrite, file_accesses
-from historykit.processors.summarizers import user_words
-from historykit.tokens import TokenCounter
+from historykit._messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
+from historykit._pipeline import HistoryProcessor, ProcessContext
+from historykit._tokens import TokenCounter
+from historykit.processors._file_reads import FileWrite, file_accesses
+from historykit.processors._summarizers import user_words
 
 
 @dataclass(frozen=True)

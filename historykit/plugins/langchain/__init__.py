@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from historykit._exports import lazy_attributes
-from historykit.frameworks import register
+from historykit._frameworks import register
 from historykit.plugins.langchain._framework import LangChainFramework
 
 if TYPE_CHECKING:

@@ -73,8 +73,7 @@ from langchain_core.messages.tool import invalid_tool_call as _make_invalid_tool
 from langchain_core.messages.tool import tool_call as _make_tool_call
 from langchain_core.messages.tool import tool_call_chunk as _make_tool_call_chunk
 
-from historykit.errors import ArgumentTypeError, InvalidArgumentError
-from historykit.messages import (
+from historykit._messages import (
     COMPACTION_KEY,
     EDIT_KEY,
     PIN_KEY,
@@ -94,6 +93,7 @@ from historykit.messages import (
     ToolResultPart,
     payload_digest,
 )
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.plugins._conversion_cache import ConversionCache
 
 __all__ = ["SUMMARY_SOURCE", "LangChainAdapter"]

@@ -1,4 +1,4 @@
-"""LangChain as the core sees it (`historykit.frameworks.Framework`).
+"""LangChain as the core sees it (`historykit._frameworks.Framework`).
 
 Imports no LangChain: ownership is decided by module name, and each method imports what it needs
 when it is called, so that the core can ask about any history without importing a framework.
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from historykit._frameworks import Adapter, SummarizerFn
+from historykit._messages import PIN_KEY, Message
 from historykit.errors import ArgumentTypeError
-from historykit.frameworks import Adapter, SummarizerFn
-from historykit.messages import PIN_KEY, Message
 
 __all__ = ["LangChainFramework"]
 
@@ -21,12 +21,12 @@ class LangChainFramework:
     """LangChain (and LangGraph) `BaseMessage` histories, chat models and JSON.
 
     Registered when `historykit.plugins.langchain` is imported; the core asks it through
-    `historykit.frameworks`.
+    `historykit._frameworks`.
 
     Example:
         ```python
         from langchain_core.messages import HumanMessage
-        from historykit.frameworks import framework_of
+        from historykit._frameworks import framework_of
 
         framework_of(HumanMessage).name  # 'langchain'
         ```

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from historykit.formats.detect import TranscriptFormatError
-from historykit.messages import Message
+from historykit._messages import Message
+from historykit.formats._detect import TranscriptFormatError
 
 __all__ = ["read_langchain_json", "write_langchain_json"]
 

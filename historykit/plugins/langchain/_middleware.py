@@ -13,7 +13,7 @@ What each mode keeps:
 
 - **View only**: the model is sent the processed history; the graph state (and so every checkpoint
   and `get_state()`) keeps every message, unedited. The view is derived from it by replaying the
-  conversation's model calls (`historykit.view`): the model is sent exactly what persistent mode
+  conversation's model calls (`historykit._view`): the model is sent exactly what persistent mode
   would send, append-only between compactions (the provider's prompt cache keeps hitting).
 - **Persistent**: the edits go into the state through its `add_messages` reducer: a
   `RemoveMessage(id=...)` for each message the processors removed, the edited messages under their
@@ -39,7 +39,7 @@ Every call's report (`window_source` says which window) goes to `on_report`, the
 graphs are both served: the async paths await the pipeline (`arun`), so a `Summarize` with an async
 summarizer runs on the graph's event loop.
 
-Thinking binding (`historykit.binding`): whether the model binds replayed thinking to the history
+Thinking binding (`historykit._binding`): whether the model binds replayed thinking to the history
 is `binds_thinking=` when given, else read from the chat model's name (the request's model for the
 middleware, the `model=` you pass for the hook), else from the model names in the messages'
 `response_metadata`. On such a model, thinking after an edit is dropped in the same call.
@@ -57,7 +57,7 @@ Manual compaction (both): `compact(focus, thread_id=None)` makes the thread's ne
 mode; `compact_thread(graph, config, focus)` / `acompact_thread` compact a stored thread at once
 through `graph.update_state` (persistent mode), so the checkpointer records it.
 
-Recall (the middleware, `recall=True`, `historykit.recall`): the middleware adds a `recall` tool
+Recall (the middleware, `recall=True`, `historykit._recall`): the middleware adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the graph state
 (view-only keeps every message), the originals it kept (persistent) or the `Recall.store`'s
 transcript (a `SQLModelSaver`: every message the thread ever had).
@@ -99,13 +99,11 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
-from historykit._validate import check_bool
-from historykit.binding import model_binds_thinking
-from historykit.context_window import ContextWindow, check_context_window
-from historykit.conversations import ConversationState, conversation_key
-from historykit.errors import ArgumentTypeError, InvalidArgumentError, WriteConflictError
-from historykit.messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
-from historykit.pipeline import (
+from historykit._binding import model_binds_thinking
+from historykit._context_window import ContextWindow, check_context_window
+from historykit._conversations import ConversationState, conversation_key
+from historykit._messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
+from historykit._pipeline import (
     Call,
     HistoryProcessor,
     ManualCompaction,
@@ -113,12 +111,14 @@ from historykit.pipeline import (
     Report,
     native_result,
 )
+from historykit._recall import Recall, recall_option
+from historykit._validate import check_bool
+from historykit._view import Mode
+from historykit.errors import ArgumentTypeError, InvalidArgumentError, WriteConflictError
 from historykit.plugins._glue import Glue, pipeline_of, refuse_call
+from historykit.plugins._native_compaction import ANTHROPIC_COMPACTION_BETA
 from historykit.plugins._overflow import arecompact, recompact
 from historykit.plugins.langchain._adapter import LangChainAdapter
-from historykit.plugins.native_compaction import ANTHROPIC_COMPACTION_BETA
-from historykit.recall import Recall, recall_option
-from historykit.view import Mode
 
 try:
     from langchain.agents.middleware.types import ExtendedModelResponse as _ExtendedModelResponse
@@ -558,7 +558,7 @@ class HistoryKitState(AgentState):  # type: ignore[type-arg]
     historykit_originals: NotRequired[Annotated[dict[str, str], PrivateStateAttr]]
     """Persistent mode with recall: the tool outputs the thread's placeholders replaced, by handle."""
     historykit_level: NotRequired[Annotated[int, PrivateStateAttr]]
-    """The usage-warning level the thread's last call reached (`historykit.usage`): a warning comes
+    """The usage-warning level the thread's last call reached (`historykit._usage`): a warning comes
     once per crossing in a run without a checkpointer and in another process too."""
 
 
@@ -579,7 +579,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
 
     One middleware serves any number of threads at once: what it keeps between calls belongs to
     the thread (its `thread_id`, of any type, and the graph's checkpoint namespace), in the graph
-    state and in the pipeline's conversation states (`historykit.conversations`). A graph run
+    state and in the pipeline's conversation states (`historykit._conversations`). A graph run
     without a checkpointer is a conversation of its own.
 
     Example:
@@ -605,7 +605,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         if self.persist and _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
             raise ImportError("persistent mode needs a langchain with ExtendedModelResponse (1.2 or later)")
         self.recall = recall_option(recall)
-        """The recall tool's settings (`historykit.recall`), `None` when it is not installed."""
+        """The recall tool's settings (`historykit._recall`), `None` when it is not installed."""
         self.tools = []
         if self.recall is not None:
             self.recall.install(self.pipeline.processors)

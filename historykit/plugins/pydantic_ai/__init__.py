@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from historykit._exports import lazy_attributes
-from historykit.frameworks import register
+from historykit._frameworks import register
 from historykit.plugins.pydantic_ai._framework import PydanticAIFramework
 
 if TYPE_CHECKING:

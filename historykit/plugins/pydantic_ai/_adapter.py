@@ -68,8 +68,7 @@ from pydantic import ValidationError
 from pydantic_ai import messages as _pai
 from pydantic_ai.usage import RequestUsage
 
-from historykit.errors import ArgumentTypeError, InvalidArgumentError, UserError
-from historykit.messages import (
+from historykit._messages import (
     COMPACTION_KEY,
     EDIT_KEY,
     PIN_KEY,
@@ -89,6 +88,7 @@ from historykit.messages import (
     ToolResultPart,
     payload_digest,
 )
+from historykit.errors import ArgumentTypeError, InvalidArgumentError, UserError
 from historykit.plugins._conversion_cache import ConversionCache
 
 __all__ = ["PromptItem", "PydanticAIAdapter", "RequestInstructions"]

@@ -27,7 +27,7 @@ What each mode keeps:
   history, and it becomes the run's history (`result.all_messages()`): edits, removals and summaries
   are kept, and later calls (and runs given that history) start from them.
 - `persist=False` (view only): the model is sent the processed history; the run's history keeps
-  every message, unedited; the view is derived from it (`historykit.view`).
+  every message, unedited; the view is derived from it (`historykit._view`).
 
 Persistent is what Pydantic AI's own history processors do. View-only works on both majors (2.x
 from `before_model_request`, whose messages are the request's alone there; 1.x from
@@ -35,7 +35,7 @@ from `before_model_request`, whose messages are the request's alone there; 1.x f
 Both modes send the model the same view on every call, append-only between compactions, so the
 provider's prompt cache keeps hitting; on a model that binds thinking (its profile's
 `anthropic_binds_thinking_blocks`, its name, or `binds_thinking=`), thinking after an edit is
-dropped (`historykit.binding`).
+dropped (`historykit._binding`).
 
 Compact and retry (`HistoryKit`): when the provider refuses a request as too long for its context
 window, the pipeline runs again on the same input with a smaller window and the model is called
@@ -49,7 +49,7 @@ Manual compaction (both): `compact(focus)` makes the next model request run `Pip
 `HistoryKit.compact_conversation` compacts a stored Pydantic AI `Conversation` at once (persistent
 mode), to save in a `ConversationStore`.
 
-Recall (`HistoryKit(..., recall=True)`, `historykit.recall`): the capability adds a `recall` tool
+Recall (`HistoryKit(..., recall=True)`, `historykit._recall`): the capability adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the run's history
 (view-only), the originals it kept (persistent) or the `Recall.store`'s transcript.
 
@@ -78,14 +78,12 @@ from pydantic_ai import messages as _pai_messages
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
-from historykit import provenance
-from historykit._validate import check_bool
-from historykit.binding import model_binds_thinking
-from historykit.context_window import ContextWindow, check_context_window
-from historykit.conversations import ConversationState, conversation_key
-from historykit.errors import InvalidArgumentError
-from historykit.messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
-from historykit.pipeline import (
+from historykit import _provenance as provenance
+from historykit._binding import model_binds_thinking
+from historykit._context_window import ContextWindow, check_context_window
+from historykit._conversations import ConversationState, conversation_key
+from historykit._messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
+from historykit._pipeline import (
     Call,
     HistoryProcessor,
     ManualCompaction,
@@ -93,6 +91,10 @@ from historykit.pipeline import (
     Report,
     native_result,
 )
+from historykit._recall import Recall, recall_option
+from historykit._validate import check_bool
+from historykit._view import Mode
+from historykit.errors import InvalidArgumentError
 from historykit.plugins._glue import Glue, WrongFramework, pipeline_of
 from historykit.plugins._overflow import arecompact, context_overflow
 from historykit.plugins.pydantic_ai._adapter import PydanticAIAdapter
@@ -105,8 +107,6 @@ from historykit.plugins.pydantic_ai._durable import (
     durable_engine,
     refuse_background,
 )
-from historykit.recall import Recall, recall_option
-from historykit.view import Mode
 
 _F = TypeVar("_F")
 
@@ -222,7 +222,7 @@ def _own_context_window(model: Any) -> ContextWindow | None:
 
 
 def model_binds_thinking_blocks(model: Any) -> bool | None:
-    """Whether a Pydantic AI model binds replayed thinking to the history (R13, `historykit.binding`).
+    """Whether a Pydantic AI model binds replayed thinking to the history (R13, `historykit._binding`).
 
     The profile flag `anthropic_binds_thinking_blocks` (Pydantic AI 2.68 and later) when the profile
     has it; else the model's name; `None` for no model (the messages' model names then decide). For a
@@ -293,7 +293,7 @@ _ADAPTER = PydanticAIAdapter()
 """The one adapter every call converts with, once in and once out."""
 
 _KIND = "pydantic-ai"
-"""The kind of the conversation keys this package makes (`historykit.conversations.conversation_key`)."""
+"""The kind of the conversation keys this package makes (`historykit._conversations.conversation_key`)."""
 
 
 class _Glue(Glue):
@@ -395,7 +395,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     profile's `anthropic_binds_thinking_blocks`, else its name)."""
     recall: Recall | bool = False
     """`True` or a `Recall`: add the recall tool, and make placeholders name it with a handle
-    (`historykit.recall`); `False`: placeholders say "call the tool again"."""
+    (`historykit._recall`); `False`: placeholders say "call the tool again"."""
     _: KW_ONLY
     id: str | None = "historykit"
     """The capability's stable identity within an agent (Pydantic AI's `AbstractCapability.id`):

@@ -55,10 +55,10 @@ from typing import Any, Literal
 
 from pydantic_ai.messages import ModelMessage
 
-from historykit.context_window import ContextWindow
-from historykit.conversations import conversation_key
+from historykit._context_window import ContextWindow
+from historykit._conversations import conversation_key
+from historykit._pipeline import Call, HistoryProcessor, ManualCompaction
 from historykit.errors import UserError
-from historykit.pipeline import Call, HistoryProcessor, ManualCompaction
 
 __all__ = [
     "Engine",
@@ -100,7 +100,7 @@ class ViewRequest:
     window_source: str
     """Where `window` came from (the report shows it)."""
     mode: Literal["persistent", "view"]
-    """`persistent` or `view` (`historykit.pipeline.Call.mode`)."""
+    """`persistent` or `view` (`historykit._pipeline.Call.mode`)."""
     binds_thinking: bool | None
     """Whether the model binds replayed thinking (R13); `None`: from the messages."""
     conversation: str | None

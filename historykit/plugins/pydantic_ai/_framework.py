@@ -1,4 +1,4 @@
-"""Pydantic AI as the core sees it (`historykit.frameworks.Framework`).
+"""Pydantic AI as the core sees it (`historykit._frameworks.Framework`).
 
 Imports no Pydantic AI: ownership is decided by module name, and each method imports what it needs
 when it is called, so that the core can ask about any history without importing a framework.
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from historykit._frameworks import Adapter, SummarizerFn
+from historykit._messages import PIN_KEY, Message
 from historykit.errors import ArgumentTypeError
-from historykit.frameworks import Adapter, SummarizerFn
-from historykit.messages import PIN_KEY, Message
 
 __all__ = ["PydanticAIFramework"]
 
@@ -22,12 +22,12 @@ class PydanticAIFramework:
     """Pydantic AI's `ModelRequest` / `ModelResponse` histories, models and JSON.
 
     Registered when `historykit.plugins.pydantic_ai` is imported; the core asks it through
-    `historykit.frameworks`.
+    `historykit._frameworks`.
 
     Example:
         ```python
         from pydantic_ai.messages import ModelRequest
-        from historykit.frameworks import framework_of
+        from historykit._frameworks import framework_of
 
         framework_of(ModelRequest).name  # 'pydantic-ai'
         ```

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from historykit.messages import Message
-from historykit.processors.summarizers import SUMMARY_INSTRUCTIONS, UnusableSummarizerError, summary_prompt
+from historykit._messages import Message
+from historykit.processors._summarizers import SUMMARY_INSTRUCTIONS, UnusableSummarizerError, summary_prompt
 
 __all__ = ["PydanticAISummarizer", "is_pydantic_ai_model"]
 

@@ -13,6 +13,6 @@ from tests.plugins.toy_framework._messages import ToyMessage
 
 __all__ = ["ToyAdapter", "ToyFramework", "ToyMessage", "ToyModel"]
 
-from historykit.frameworks import register
+from historykit._frameworks import register
 
 register(ToyFramework())

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from historykit.frameworks import Adapter, SummarizerFn
-from historykit.messages import PIN_KEY, Message, Part, ReportedUsage, TextPart, ToolCallPart, ToolResultPart
+from historykit._frameworks import Adapter, SummarizerFn
+from historykit._messages import PIN_KEY, Message, Part, ReportedUsage, TextPart, ToolCallPart, ToolResultPart
 from tests.plugins.toy_framework._messages import ToyMessage
 
 

@@ -1,0 +1,391 @@
+"""Recall: the model gets a cleared tool output back without running the tool again.
+
+`ClearToolResults` and `DedupeFileReads` replace old tool output by short placeholders. Without
+recall a placeholder says "call the tool again", which can be slow, costly or unsafe to repeat (a
+query that bills, a command with side effects, a page that changed since). With recall installed
+(`HistoryKit(..., recall=True)` for Pydantic AI, `HistoryKitMiddleware(..., recall=True)` for
+LangChain), each placeholder carries a handle and names the tool that gives the output back:
+
+    [cleared: output of Read(file_path='src/app.py'), 2,311 tokens; recall(handle='3f9a0c1b2d') returns it]
+
+The handle is `recall_handle(content)`: 10 hex digits of a BLAKE2b digest of the cleared content
+itself. So it depends on nothing but that content: the same in view-only and persistent mode and
+on every replay (the view stays byte-identical), unchanged by `Repair` renaming a call id, and the
+same for a later copy of the same output. Two different outputs get different handles (a
+collision is a 1-in-10^12 event; a lookup that finds two contents says so instead of guessing).
+
+Where the tool finds the original, in order:
+
+1. the originals the conversation kept (persistent mode replaces the history, so each call's
+   pipeline result names what its placeholders replaced, `PipelineResult.originals`, and the
+   integration keeps them with the conversation: Pydantic AI in the conversation's state
+   (`historykit._conversations`), LangChain in the graph state; up to `Recall.max_originals` per
+   conversation, the oldest dropped first);
+2. the conversation's history as the framework holds it (view-only mode keeps every message);
+3. the store's log, when a store is given (`SQLModelSaver.transcript(thread_id)`,
+   `SQLModelConversationStore.transcript(conversation_id)`: every message the thread ever had),
+   which also serves a new process and conversations the memory dropped.
+
+Only the conversation the tool runs in is searched: a handle of another conversation is unknown
+there, whatever it names. An unknown or malformed handle is answered with a short `[recall: ...]`
+text (never an exception, and never more than a few dozen characters of what was passed), so the
+run goes on. A long original comes in pages of `Recall.max_chars` characters, each ending with a
+note naming the `offset=` of the next page; the original found for the first page is kept with the
+conversation, so paging through it costs time linear in its length.
+
+A placeholder names its own content's handle. Only a notice or placeholder historykit wrote (its
+message carries a compaction marker) passes on the handle it names: a tool output whose text merely
+looks like one is an output like any other.
+
+What a recall result is afterwards: an ordinary tool output. It can be cleared again like any
+other (its placeholder carries the same handle when it returned the whole original, since the
+handle is the content's), and it is never taken for a new read of a file: `DedupeFileReads` only
+recognises file-reading tools, so a recalled copy neither supersedes nor is superseded by reads,
+and summaries do not list it as a file the agent read.
+
+Example:
+    ```python
+    from historykit._recall import Recall, recall_handle
+
+    recall = Recall(max_chars=10_000)            # or Recall(store=saver): originals from the log too
+    handle = recall_handle("the tool's output")  # what a placeholder of that output names
+    ```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from historykit._identity_cache import DEFAULT_CACHE_POLICY, IdentityCache
+from historykit._messages import Message, ToolResultPart
+from historykit.errors import ArgumentTypeError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from historykit._conversations import ConversationState
+
+__all__ = [
+    "HANDLE_LENGTH",
+    "Recall",
+    "check_recall_tool",
+    "content_handle",
+    "handle_in",
+    "placeholder_handle",
+    "recall_call",
+    "recall_handle",
+    "recall_option",
+]
+
+HANDLE_LENGTH = 10
+"""Hex digits in a handle: 40 bits, so that two outputs of one conversation practically never share one."""
+_HANDLE = re.compile(rf"[0-9a-f]{{{HANDLE_LENGTH}}}")
+_SHOWN = 40
+"""Characters of a bad argument a `[recall: ...]` answer repeats (the model may pass megabytes)."""
+_HANDLES: IdentityCache[str] = IdentityCache()
+"""`content_handle`'s digests, per content string object: a history's outputs are hashed once."""
+
+
+def recall_handle(content: str) -> str:
+    """The handle of a tool output: 10 hex digits of the BLAKE2b digest of its text."""
+    return hashlib.blake2b(
+        content.encode("utf-8", "surrogatepass"), digest_size=HANDLE_LENGTH // 2
+    ).hexdigest()
+
+
+def content_handle(content: str) -> str:
+    """`recall_handle(content)`, remembered for this very string object (the adapters hand the same
+    object back on every call): looking a handle up in a long history hashes each output once."""
+    handle = _HANDLES.get(content)
+    if handle is None:
+        handle = _HANDLES.put(content, recall_handle(content), DEFAULT_CACHE_POLICY)
+    return handle
+
+
+def recall_call(tool: str, handle: str) -> str:
+    """How a placeholder names the call that gives an output back: `recall(handle='3f9a0c1b2d')`."""
+    return f"{tool}(handle='{handle}')"
+
+
+def handle_in(text: str, tool: str) -> str | None:
+    """The handle a placeholder or notice names for `tool` (the last one it names), else `None`."""
+    head = f"{tool}(handle='"
+    at = text.rfind(head)
+    if at < 0:
+        return None
+    handle = text[at + len(head) : at + len(head) + HANDLE_LENGTH]
+    closed = text[at + len(head) + HANDLE_LENGTH : at + len(head) + HANDLE_LENGTH + 2] == "')"
+    return handle if closed and _HANDLE.fullmatch(handle) else None
+
+
+def recall_option(option: object) -> Recall | None:
+    """An integration's `recall=` option: `True` is the default `Recall()`, `False` (or `None`) none."""
+    if option is True:
+        return Recall()
+    if option is False or option is None:
+        return None
+    if not isinstance(option, Recall):
+        raise ArgumentTypeError(
+            f"recall must be True, False or a historykit Recall, got {type(option).__qualname__}"
+        )
+    return option
+
+
+def placeholder_handle(content: str, tool: str, written: bool) -> str:
+    """The handle a placeholder for `content` names: the content's own, unless `content` is a
+    one-line placeholder or notice historykit `written` (its message carries a compaction marker)
+    that names a handle: then that one, the original it stands for. A tool output that only looks
+    like a notice names its own handle, so no output can point recall at another."""
+    if written and content.startswith("[") and "\n" not in content:
+        named = handle_in(content, tool)
+        if named is not None:
+            return named
+    return recall_handle(content)
+
+
+def check_recall_tool(value: object) -> str | None:
+    """A processor's `recall_tool` option, checked: `None` or a tool name."""
+    if value is not None and (not isinstance(value, str) or not value.isidentifier()):
+        raise InvalidArgumentError(
+            f"recall_tool must be None or a tool name (a Python identifier), got {value!r}"
+        )
+    return value
+
+
+def originals(handle: str, messages: Sequence[Message]) -> list[str]:
+    """The distinct tool outputs in `messages` whose handle is `handle` (one, normally; none when
+    the history does not have it; two only on a digest collision)."""
+    found: list[str] = []
+    for msg in messages:
+        for part in msg.parts:
+            content = part.content if isinstance(part, ToolResultPart) else None
+            if content is not None and content not in found and content_handle(content) == handle:
+                found.append(content)
+    return found
+
+
+@dataclass
+class Recall:
+    """The `recall` tool an integration installs: the model gets a cleared tool output back by the
+    handle its placeholder names, without running the tool again.
+
+    The integration sets `recall_tool` on its pipeline's `ClearToolResults` and `DedupeFileReads`
+    (so their placeholders name the tool and a handle), adds the tool to the agent, and keeps the
+    originals persistent mode replaced with the conversation. See the module documentation for where
+    originals are found.
+
+    Example:
+        ```python
+        from historykit.checkpointers import SQLModelSaver
+        from historykit.plugins.langchain import HistoryKitMiddleware
+        from historykit.plugins.pydantic_ai import HistoryKit
+        from historykit._recall import Recall
+
+        HistoryKit(pipeline, recall=True)                                      # the defaults
+        HistoryKit(pipeline, recall=Recall(store=store, max_chars=8_000))      # a SQLModelConversationStore
+        saver = SQLModelSaver("sqlite:///agent.db")
+        HistoryKitMiddleware(pipeline, persist=True, recall=Recall(store=saver))
+        ```
+    """
+
+    name: str = "recall"
+    """The tool's name, as placeholders name it."""
+    max_chars: int = 20_000
+    """Most characters one call returns; a longer original comes in pages, each with a note."""
+    store: Any = None
+    """A store whose log has every message the conversation ever had: a `SQLModelSaver` (LangGraph)
+    or a `SQLModelConversationStore` (Pydantic AI); anything with `transcript(conversation_id)`
+    (and optionally `atranscript`) returning a `Transcript`. `None`: the conversation's own
+    originals and history only."""
+    max_originals: int = 1_000
+    """Originals a conversation keeps for recall (the oldest go first)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise InvalidArgumentError(f"name must be a tool name (a Python identifier), got {self.name!r}")
+        for option in ("max_chars", "max_originals"):
+            value = getattr(self, option)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError(f"{option} must be a positive int, got {value!r}")
+        if self.store is not None and not callable(getattr(self.store, "transcript", None)):
+            raise ArgumentTypeError(
+                f"store must have a transcript(conversation_id) method (SQLModelSaver, "
+                f"SQLModelConversationStore), got {type(self.store).__qualname__}"
+            )
+
+    @property
+    def description(self) -> str:
+        """What the model reads about the tool."""
+        return (
+            "Return the full text of a tool output that was cleared from the conversation to save "
+            f"context. Pass the handle the placeholder names, e.g. {recall_call(self.name, '3f9a0c1b2d')}; "
+            "nothing is run again. A long output comes in parts: pass the offset the note at the end "
+            "of a part names to get the next one."
+        )
+
+    def install(self, processors: Sequence[object]) -> None:
+        """Make the placeholders of `processors` name this tool: sets `recall_tool` on each
+        processor that has that option (`ClearToolResults`, `DedupeFileReads`)."""
+        for processor in processors:
+            current = getattr(processor, "recall_tool", False)
+            if current is False:
+                continue  # no such option
+            if current is not None and current != self.name:
+                raise InvalidArgumentError(
+                    f"{type(processor).__name__} names the recall tool {current!r}, but the tool "
+                    f"installed is {self.name!r}"
+                )
+            processor.recall_tool = self.name  # type: ignore[attr-defined]
+
+    def keep(self, state: ConversationState, originals: Mapping[str, str]) -> None:
+        """Keep the originals a call's placeholders replaced (`PipelineResult.originals`) with the
+        conversation they belong to."""
+        for handle, content in originals.items():
+            state.keep_original(handle, content, self.max_originals)
+
+    # --- the tool ---------------------------------------------------------------------------------
+
+    def lookup(
+        self,
+        handle: object,
+        offset: object = 0,
+        *,
+        state: ConversationState | None = None,
+        kept: Mapping[str, str] | None = None,
+        history: Sequence[Message] = (),
+        store_key: str | None = None,
+    ) -> str:
+        """The tool's answer: the original output `handle` names (from `offset` on, at most
+        `max_chars` characters, with a note when there is more), or a `[recall: ...]` text saying why
+        there is none. Searched, in order: the originals the conversation's `state` kept, those the
+        framework's own state `kept` for it, its neutral `history`, and the store's transcript of
+        `store_key` (the conversation's id there)."""
+        plan = self._lookup(handle, offset, state, kept, history, store_key)
+        try:
+            key = next(plan)
+            transcript = self.store.transcript(key)
+            if inspect.isawaitable(transcript):
+                close = getattr(transcript, "close", None)
+                if close is not None:
+                    close()
+                raise ArgumentTypeError(
+                    f"the recall store {type(self.store).__qualname__} reads its transcript asynchronously: "
+                    "run the agent with its async API (ainvoke, run)"
+                )
+            plan.send(transcript)
+        except StopIteration as done:
+            return cast("str", done.value)
+        raise AssertionError("a lookup reads one transcript at most")  # pragma: no cover
+
+    async def alookup(
+        self,
+        handle: object,
+        offset: object = 0,
+        *,
+        state: ConversationState | None = None,
+        kept: Mapping[str, str] | None = None,
+        history: Sequence[Message] = (),
+        store_key: str | None = None,
+    ) -> str:
+        """`lookup` for async code: the store's transcript is read on the event loop."""
+        plan = self._lookup(handle, offset, state, kept, history, store_key)
+        try:
+            key = next(plan)
+            read = getattr(self.store, "atranscript", None) or self.store.transcript
+            transcript = read(key)
+            if inspect.isawaitable(transcript):
+                transcript = await transcript
+            plan.send(transcript)
+        except StopIteration as done:
+            return cast("str", done.value)
+        raise AssertionError("a lookup reads one transcript at most")  # pragma: no cover
+
+    def _lookup(
+        self,
+        handle: object,
+        offset: object,
+        state: ConversationState | None,
+        kept: Mapping[str, str] | None,
+        history: Sequence[Message],
+        store_key: str | None,
+    ) -> Generator[str, Any, str]:
+        """The lookup written once: it yields the store key whose transcript it needs (at most
+        once) and is sent the transcript, which `lookup` reads and `alookup` awaits."""
+        problem = self._check(handle, offset)
+        if problem is not None:
+            return problem
+        assert isinstance(handle, str) and isinstance(offset, int)  # checked above
+        found = self._known(handle, state, kept, history)
+        if not found and self.store is not None and store_key is not None:
+            found = _in_transcript(handle, (yield store_key))
+        return self._answer(handle, offset, found, state)
+
+    def _check(self, handle: object, offset: object) -> str | None:
+        if not isinstance(handle, str) or not _HANDLE.fullmatch(handle):
+            return (
+                f"[recall: {_shown(handle)} is not a handle: a handle is the {HANDLE_LENGTH} hex digits a "
+                f"placeholder names in {recall_call(self.name, '…')}]"
+            )
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            return f"[recall: offset must be a non-negative whole number, got {_shown(offset)}]"
+        return None
+
+    @staticmethod
+    def _known(
+        handle: str,
+        state: ConversationState | None,
+        kept: Mapping[str, str] | None,
+        history: Sequence[Message],
+    ) -> list[str]:
+        for source in (state.originals if state is not None else None, kept):
+            if source is not None and isinstance(content := source.get(handle), str):
+                return [content]
+        return originals(handle, history) if history else []
+
+    def _answer(self, handle: str, offset: int, found: list[str], state: ConversationState | None) -> str:
+        if not found:
+            return (
+                f"[recall: no cleared output has the handle '{handle}' in this conversation; check the "
+                "handle in the placeholder, or run the tool again]"
+            )
+        if len(found) > 1:
+            return (
+                f"[recall: {len(found)} different outputs have the handle '{handle}'; recall cannot tell "
+                "which one the placeholder replaced: run the tool again]"
+            )
+        content = found[0]
+        if offset and offset >= len(content):
+            return (
+                f"[recall: the output '{handle}' has {len(content):,} characters; offset {offset:,} is past "
+                "its end]"
+            )
+        end = min(offset + self.max_chars, len(content))
+        if offset == 0 and end == len(content):
+            return content
+        if state is not None and handle not in state.originals:
+            # The next pages come from here, not from another search of the history or the store.
+            state.keep_original(handle, content, self.max_originals)
+        note = f"[recall: characters {offset:,}-{end:,} of {len(content):,}"
+        if end < len(content):
+            note += f"; {self.name}(handle='{handle}', offset={end}) returns the next part]"
+        else:
+            note += "; the end]"
+        return f"{content[offset:end]}\n{note}"
+
+
+def _shown(value: object) -> str:
+    """`value` as a `[recall: ...]` answer repeats it: its repr, cut to a few dozen characters."""
+    shown = repr(value) if isinstance(value, (str, int)) else f"a {type(value).__qualname__}"
+    return shown if len(shown) <= _SHOWN else f"{shown[: _SHOWN - 1]}…"
+
+
+def _in_transcript(handle: str, transcript: Any) -> list[str]:
+    messages = getattr(transcript, "messages", None) if transcript is not None else None
+    if not messages:
+        return []
+    from historykit._frameworks import adapter_for
+
+    return originals(handle, adapter_for(messages).to_neutral(messages))

@@ -1,5 +1,6 @@
-"""The public API, checked by introspection: every public module of `historykit` (a dotted path
-with no `_`-prefixed part, found by walking the package) has an `__all__`; each name in it
+"""The public API, checked by introspection: the public modules of `historykit` (a dotted path
+with no `_`-prefixed part, found by walking the package) are exactly its entry points; each has an
+`__all__` listing exactly the public names it holds that are historykit's; each name in it
 resolves, is documented, and is public through and through.
 
 - resolves: `getattr(module, name)` works (the framework packages' names are looked up lazily;
@@ -41,22 +42,77 @@ def public_modules() -> list[str]:
 PUBLIC_MODULES = public_modules()
 
 
-def test_the_walk_finds_the_public_modules_and_no_private_one() -> None:
-    # A broken walk (an import error swallowed, a renamed package) would check nothing.
-    for expected in (
-        "historykit",
-        "historykit.processors",
-        "historykit.processors._file_reads",
-        "historykit.checkpointers",
-        "historykit.plugins.pydantic_ai",
-        "historykit.plugins.langchain",
-        "historykit.formats",
-        "historykit.testing",
-        "historykit.cli",
-    ):
-        assert expected in PUBLIC_MODULES
-    assert not [name for name in PUBLIC_MODULES if "._" in name]
-    assert "historykit.plugins.pydantic_ai._adapter" not in PUBLIC_MODULES
+ENTRY_POINTS = {
+    "historykit",
+    "historykit.analysis",
+    "historykit.checkpointers",
+    "historykit.checkpointers.agent_server",
+    "historykit.cli",
+    "historykit.demo",
+    "historykit.errors",
+    "historykit.evaluation",
+    "historykit.formats",
+    "historykit.plugins",
+    "historykit.plugins.langchain",
+    "historykit.plugins.native_compaction",
+    "historykit.plugins.pydantic_ai",
+    "historykit.processors",
+    "historykit.testing",
+}
+"""What users import from: the packages, `historykit.errors` (the exceptions to catch),
+`historykit.checkpointers.agent_server` (a LangGraph Agent Server `langgraph.json` target) and
+`historykit.plugins.native_compaction`. Every other module is an implementation module, private
+(`_`-prefixed), its public names re-exported by its package's `__init__`."""
+
+
+def test_the_public_modules_are_exactly_the_entry_points() -> None:
+    # A new module is private unless it is a deliberate entry point added here: walking the package
+    # (an import error would fail the walk, not skip a module) finds every module there is.
+    assert set(PUBLIC_MODULES) == ENTRY_POINTS
+    assert len(PUBLIC_MODULES) == len(set(PUBLIC_MODULES))
+
+
+def _origin(module: ModuleType, name: str, value: Any) -> str:
+    """The module `name` comes from: a class's or function's own module; for any other value, the
+    module the entry point imports it from, or the entry point itself when it assigns it."""
+    if inspect.isclass(value) or inspect.isroutine(value):
+        return str(getattr(value, "__module__", None) or "")
+    tree = _module_tree(module.__name__)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    return node.module or ""
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if (alias.asname or alias.name.split(".")[0]) == name:
+                    return alias.name
+    return module.__name__
+
+
+@pytest.mark.parametrize("module_name", sorted(ENTRY_POINTS))
+def test_all_is_exactly_what_the_entry_point_defines_or_re_exports(module_name: str) -> None:
+    # `__all__` lists every public name the entry point holds that is historykit's (defined in it
+    # or re-exported from a private module), and nothing else: an imported helper left public
+    # (`from historykit._x import helper` in an `__init__`) is a leak. Names a framework package
+    # resolves lazily (its module `__getattr__`) are not in its namespace until first used.
+    module = importlib.import_module(module_name)
+    exported = set(module.__all__)
+    namespace = {
+        name: value
+        for name, value in vars(module).items()
+        if not name.startswith("_") and not isinstance(value, ModuleType)
+    }
+    ours = {
+        name for name, value in namespace.items() if _origin(module, name, value).startswith("historykit")
+    }
+    lazy = exported - set(namespace)
+    assert ours == exported - lazy, (
+        f"{module_name}: not in __all__: {sorted(ours - exported)}; in __all__ but not defined: "
+        f"{sorted((exported - lazy) - ours)}"
+    )
+    for name in lazy:
+        assert getattr(module, "__getattr__", None) is not None, f"{module_name}.{name} is not defined"
 
 
 @cache

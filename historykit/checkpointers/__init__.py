@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from historykit.checkpointers._agent_server import AgentServerCheckpointer
-    from historykit.checkpointers._conversation_store import SQLModelConversationStore
+    from historykit.checkpointers._conversation_store import SQLModelConversationStore, ViewSaving
     from historykit.checkpointers._database import (
         CorruptRowError,
         ReadOnlyDatabaseError,
@@ -35,25 +35,41 @@ if TYPE_CHECKING:
         create_engine,
         prepare_database,
     )
-    from historykit.checkpointers._inspection import DatabaseInspector
-    from historykit.checkpointers._saver import SQLModelSaver
+    from historykit.checkpointers._inspection import (
+        ConversationState,
+        DatabaseInspector,
+        LatestCheckpoint,
+        MarkerInfo,
+        SchemaInfo,
+        ThreadDetails,
+        ThreadSummary,
+    )
+    from historykit.checkpointers._saver import PruneStrategy, SQLModelSaver
     from historykit.checkpointers._serde import RefusedTypeError, StateSerializer
     from historykit.checkpointers._transcript import StoredCompaction, Transcript
 
 __all__ = [
     "AgentServerCheckpointer",
+    "ConversationState",
     "CorruptRowError",
     "DatabaseInspector",
+    "LatestCheckpoint",
+    "MarkerInfo",
+    "PruneStrategy",
     "ReadOnlyDatabaseError",
     "RefusedTypeError",
     "SQLModelConversationStore",
     "SQLModelSaver",
     "SchemaError",
+    "SchemaInfo",
     "SchemaVersionError",
     "StateSerializer",
     "StoredCompaction",
+    "ThreadDetails",
+    "ThreadSummary",
     "Transcript",
     "UnreachableDatabaseError",
+    "ViewSaving",
     "create_async_engine",
     "create_engine",
     "prepare_database",
@@ -64,6 +80,14 @@ _LAZY = {
     "SQLModelSaver": "historykit.checkpointers._saver",
     "SQLModelConversationStore": "historykit.checkpointers._conversation_store",
     "DatabaseInspector": "historykit.checkpointers._inspection",
+    "ConversationState": "historykit.checkpointers._inspection",
+    "LatestCheckpoint": "historykit.checkpointers._inspection",
+    "MarkerInfo": "historykit.checkpointers._inspection",
+    "SchemaInfo": "historykit.checkpointers._inspection",
+    "ThreadDetails": "historykit.checkpointers._inspection",
+    "ThreadSummary": "historykit.checkpointers._inspection",
+    "PruneStrategy": "historykit.checkpointers._saver",
+    "ViewSaving": "historykit.checkpointers._conversation_store",
     "CorruptRowError": "historykit.checkpointers._database",
     "ReadOnlyDatabaseError": "historykit.checkpointers._database",
     "RefusedTypeError": "historykit.checkpointers._serde",

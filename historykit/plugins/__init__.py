@@ -13,4 +13,24 @@ imported and imports its framework only when one of its names is used. The frame
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from historykit._frameworks import (
+    Adapter,
+    Framework,
+    NeutralAdapter,
+    NeutralFramework,
+    SummarizerFn,
+    adapter_for,
+    frameworks,
+    register,
+)
+
+__all__ = [
+    "Adapter",
+    "Framework",
+    "NeutralAdapter",
+    "NeutralFramework",
+    "SummarizerFn",
+    "adapter_for",
+    "frameworks",
+    "register",
+]

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from historykit._exports import lazy_attributes
-from historykit._frameworks import register
+from historykit._exports import lazy_attributes as _lazy_attributes
+from historykit._frameworks import register as _register
 from historykit.plugins.pydantic_ai._framework import PydanticAIFramework
 
 if TYPE_CHECKING:
@@ -57,9 +57,9 @@ __all__ = [
     "with_provider_compaction",
 ]
 
-register(PydanticAIFramework())
+_register(PydanticAIFramework())
 
-__getattr__ = lazy_attributes(
+__getattr__ = _lazy_attributes(
     __name__,
     {
         "ContextOverflow": "historykit.plugins._overflow",

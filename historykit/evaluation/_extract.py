@@ -65,9 +65,9 @@ from collections.abc import Iterator, Sequence
 from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from historykit.evaluation._matching import message_text, normalise
 from historykit.evaluation._probes import Probe
+from historykit.processors._change_records import change_line
 from historykit.processors._file_reads import FileWrite, file_accesses, shell_text
 from historykit.processors._summarizers import _plan_items, error_line, user_words
-from historykit.processors.change_records import change_line
 
 __all__ = ["extract_probes"]
 

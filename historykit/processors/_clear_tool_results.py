@@ -13,7 +13,7 @@ parse them).
 A placeholder keeps a compact record of what matters later, so that clearing loses the bulk and
 not the facts: a cleared failure names its error line (`Bash(command='pytest') (failed: KeyError:
 'user_id')`, `historykit.processors._summarizers.error_line`), and the first cleared value of a write
-or edit names the longest line the change added (`historykit.processors.change_records`), which
+or edit names the longest line the change added (`historykit.processors._change_records`), which
 summaries then list beside the file. Measured on the corpus and generated long sessions
 (`docs/quality.md`): the latest change of every file and the error lines stay in the view.
 
@@ -40,10 +40,10 @@ from historykit._tokens import TokenCounter
 from historykit._validate import check_instance, check_int
 from historykit.errors import ArgumentTypeError
 from historykit.processors._batching import batch_boundary, prefix_sums
+from historykit.processors._change_records import CLEARED_HEAD, CLEARED_TAIL, NEW_TEXT_KEYS, change_line
 from historykit.processors._file_reads import _PATH_KEYS, FileWrite, file_accesses
 from historykit.processors._summarizers import error_line
 from historykit.processors._trigger import Trigger
-from historykit.processors.change_records import CLEARED_HEAD, CLEARED_TAIL, NEW_TEXT_KEYS, change_line
 
 __all__ = ["ClearToolResults", "describe_call"]
 
@@ -67,7 +67,7 @@ CHANGE_PLACEHOLDER = (
     "with the full value]"
 )
 """What the first cleared value of a write or edit call reads: it keeps the record of what the
-change added (`historykit.processors.change_records.change_line`), so the latest change of a file
+change added (`historykit.processors._change_records.change_line`), so the latest change of a file
 can still be read after its text is gone."""
 WRITE_PLACEHOLDER = (
     "[cleared from the history: {tokens:,} tokens of a call that wrote {paths}; the call was made with the "

@@ -76,8 +76,8 @@ from historykit._messages import (
     ToolResultPart,
 )
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.processors._change_records import change_line
 from historykit.processors._file_reads import FileRead, FileWrite, file_accesses, files_touched, shell_text
-from historykit.processors.change_records import change_line
 
 __all__ = [
     "FOCUS_INSTRUCTIONS",
@@ -530,14 +530,14 @@ def _dedupe(items: Iterable[str]) -> list[str]:
 _ACTION_ORDER = ("read", "written", "edited")
 _FILE_ITEM = re.compile(r"^(.*?) \(([a-z, ]+)\)(?:: added `(.*)`)?$")
 """A file of the files-touched section: `src/a.py (read, edited): added `def run(self) -> None:``,
-the record of its latest change after the colon (`change_records.change_line`)."""
+the record of its latest change after the colon (`_change_records.change_line`)."""
 
 
 def _merge_files(items: list[str], calls: Sequence[ToolCallPart], max_files: int) -> list[str]:
     """The previous summary's files merged with what `calls` did, most recently touched last.
 
     Every file written or edited is listed, whatever `max_files` says, with the record of its
-    latest change (the longest line it added, `change_records.change_line`): a summary keeps what
+    latest change (the longest line it added, `_change_records.change_line`): a summary keeps what
     changed, not only where. Files only read fill the room left, the most recently read first.
     What changed a file is `file_accesses`' verdict; the files a call names as read (`cat a b`,
     `grep x a.py | head`) and whether a change wrote a new file or edited one are `files_touched`'

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from historykit._tokens import TokenCounter
 from historykit._validity import check_neutral
+from historykit.processors._change_records import change_line
 from historykit.processors._clear_tool_results import (
     CHANGE_PLACEHOLDER,
     RESULT_PLACEHOLDER,
@@ -21,7 +22,6 @@ from historykit.processors._clear_tool_results import (
     describe_call,
 )
 from historykit.processors._trigger import Trigger
-from historykit.processors.change_records import change_line
 
 from ..strategies import examples, neutral_histories
 from .support import (

@@ -26,6 +26,7 @@ FRAMEWORK_BOUND = {
     "checkpointers/_saver_messages.py": "the LangGraph checkpointer's messages in and out of the log",
     "checkpointers/_saver_values.py": "the LangGraph checkpointer's channel values",
     "checkpointers/_saver_sql.py": "the LangGraph checkpointer's statements (its index of special writes)",
+    "checkpointers/_message_form.py": "the LangGraph checkpointer's own form of LangChain messages",
     "checkpointers/_saver.py": "the LangGraph checkpointer (SQLModelSaver)",
     "checkpointers/_conversation_store.py": "the Pydantic AI conversation store",
     "demo/": "the demo application, which runs agents of both frameworks",

@@ -45,6 +45,8 @@ from langchain_core.messages import (
     ToolMessageChunk,
 )
 
+from historykit.errors import InvalidArgumentError
+
 __all__ = ["MESSAGE_ENCODING", "pack_message", "unpack_message"]
 
 MESSAGE_ENCODING = "historykit.message"
@@ -106,7 +108,9 @@ def pack_message(message: Any) -> bytes | None:
 
 
 def _refuse_extension(code: int, data: bytes) -> Any:
-    raise ValueError(f"a stored message in historykit's form holds a msgpack extension (code {code})")
+    raise InvalidArgumentError(
+        f"a stored message in historykit's form holds a msgpack extension (code {code})"
+    )
 
 
 def unpack_message(data: bytes) -> BaseMessage:
@@ -114,13 +118,13 @@ def unpack_message(data: bytes) -> BaseMessage:
     when the bytes are not such a message."""
     parts = ormsgpack.unpackb(data, ext_hook=_refuse_extension)
     if type(parts) is not list or len(parts) != 3:
-        raise ValueError("not a message in historykit's form")
+        raise InvalidArgumentError("not a message in historykit's form")
     name, fields, extra = parts
     cls = _CLASSES.get(name) if type(name) is str else None
     if cls is None:
-        raise ValueError(f"a stored message names {name!r}, not one of LangChain's message classes")
+        raise InvalidArgumentError(f"a stored message names {name!r}, not one of LangChain's message classes")
     if type(fields) is not dict or (extra is not None and type(extra) is not dict):
-        raise ValueError(f"a stored {name} has no fields")
+        raise InvalidArgumentError(f"a stored {name} has no fields")
     if fields.keys() != _FIELDS[name]:
         # Written by another LangChain version (or edited): built and validated as LangGraph would.
         return cls.model_validate({**fields, **(extra or {})})

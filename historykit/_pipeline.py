@@ -597,6 +597,10 @@ class Pipeline(HistoryProcessor):
         a persistent integration keeps, and a view-only replay continues from."""
         compacting = [p for p in self.processors if not p.repairs_request]
         out, steps = yield from self._run_steps(messages, compacting, ctx)
+        if out is messages:
+            # Nothing compacted: the history stays the framework's own (a tool-call id used again
+            # could make an older exchange look like the current cycle's; the repairs see to it).
+            return messages, steps
         return self._settle_thinking(messages, out, steps, ctx), steps
 
     def _repair_plan(

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from historykit._pipeline import Report
-from historykit.processors import _default_pipeline as default_pipeline
+from historykit import default_pipeline
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,
     EmulatedRequest,

@@ -22,7 +22,7 @@ import pytest
 from historykit._messages import SummaryPart
 from historykit._pipeline import Report
 from historykit.processors import Summarize
-from historykit.processors import _default_pipeline as default_pipeline
+from historykit import default_pipeline
 from historykit.processors._summarizers import FOCUS_INSTRUCTIONS
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,

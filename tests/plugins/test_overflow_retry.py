@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from historykit._pipeline import Report
 from historykit.plugins._overflow import RETRY_STEP, RETRY_WINDOW_SOURCE, context_overflow, retry_window
-from historykit.processors import _default_pipeline as default_pipeline
+from historykit import default_pipeline
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,
     EmulatedRequest,

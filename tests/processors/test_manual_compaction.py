@@ -190,7 +190,7 @@ def test_a_compaction_asked_for_at_any_call_gives_one_valid_view(
                 result = pipeline.run(history, window, mode=mode, binds_thinking=binds, conversation="c")  # type: ignore[arg-type]
                 assert all(m.automatic for m in result.report.markers)
             views.append(result.messages)
-            carried, previous = result.messages, point
+            carried, previous = result.history, point
         sent[mode] = views
     assert all(_same(a, b) for a, b in zip(sent["persistent"], sent["view"], strict=True))
     before: list[Message] | None = None

@@ -211,7 +211,7 @@ def test_fraction_of_the_window_and_the_default() -> None:
 )
 def test_bad_configuration_is_a_clear_error(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=next(iter(kwargs)) if "low_water" not in kwargs else "low_water"):
-        PairwiseTruncate(**kwargs)  # type: ignore[arg-type]
+        PairwiseTruncate(trigger=Trigger(**kwargs))  # type: ignore[arg-type]
 
 
 def test_notice_round_trip() -> None:

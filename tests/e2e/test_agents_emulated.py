@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from historykit._pipeline import Report
 from historykit import default_pipeline
+from historykit._pipeline import Report
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,
     EmulatedRequest,

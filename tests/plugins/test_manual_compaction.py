@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from historykit import default_pipeline
 from historykit._messages import SummaryPart
 from historykit._pipeline import Report
 from historykit.processors import Summarize
-from historykit import default_pipeline
 from historykit.processors._summarizers import FOCUS_INSTRUCTIONS
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,

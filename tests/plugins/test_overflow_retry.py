@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from historykit import default_pipeline
 from historykit._pipeline import Report
 from historykit.plugins._overflow import RETRY_STEP, RETRY_WINDOW_SOURCE, context_overflow, retry_window
-from historykit import default_pipeline
 from tests.emulator import (
     NON_BINDING_ANTHROPIC_MODEL,
     EmulatedRequest,

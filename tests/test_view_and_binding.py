@@ -259,9 +259,9 @@ def _replay(
     previous = 0
     for point in request_points(raw):
         history = carried + raw[previous:point] if mode == "persistent" else raw[:point]
-        view = pipeline.run(history, window, mode=mode, binds_thinking=binds, conversation="c").messages  # type: ignore[arg-type]
-        sent.append(view)
-        carried, previous = view, point
+        result = pipeline.run(history, window, mode=mode, binds_thinking=binds, conversation="c")  # type: ignore[arg-type]
+        sent.append(result.messages)
+        carried, previous = result.history, point  # a persistent integration keeps the history
     return sent
 
 

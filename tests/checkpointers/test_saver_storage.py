@@ -774,9 +774,9 @@ def test_large_messages_are_stored_compressed_and_older_rows_still_read(sqlite_u
     thread.put(history)
     rows = query(sqlite_url, "SELECT native_id, encoding, data FROM historykit_message ORDER BY seq")
     by_id = {row.native_id: row for row in rows}
-    assert by_id["h-0"].encoding == "msgpack"  # too small to be worth it
+    assert by_id["h-0"].encoding == "historykit.message"  # too small to be worth compressing
     tool = by_id["tool-0"]
-    assert tool.encoding == "msgpack;zstd"
+    assert tool.encoding == "historykit.message;zstd"
     assert len(tool.data) < len(saver.serde.dumps_typed(history[-1])[1]) / 5
     # A row written before compression (plain msgpack) reads back the same.
     _, plain = saver.serde.dumps_typed(history[-1])

@@ -22,7 +22,8 @@ from historykit._messages import Message
 from historykit.cli import app
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.evaluation import JUDGE_INSTRUCTIONS, KINDS, evaluate, extract_probes, judge_question
-from historykit.formats import read_chat_jsonl, write_chat_jsonl
+from historykit.formats import read_chat_jsonl
+from historykit.formats._openai_chat import write_chat_jsonl
 from historykit.processors import Repair
 from tests.conftest import corpus_paths
 from tests.emulator import EmulatedRequest, ProviderEmulator, Turn

@@ -70,9 +70,11 @@ def store_persistently(raw: list[Any], url: str, conversation_id: str) -> tuple[
         at = 0
         history: list[Any] = []
         for n, point in enumerate(points, start=1):
-            view = pipeline.run([*view, *raw[at:point]], WINDOW).messages
+            # What `HistoryKit` keeps as the run's history (compaction edits, not the request's
+            # repairs), under the conversation's key as the integration passes it.
+            view = pipeline.run([*view, *raw[at:point]], WINDOW, conversation=conversation_id).history
             at = point
-            # The run's history after the call: the view sent and the response that followed.
+            # The run's history after the call: the view kept and the response that followed.
             history = [*view, *raw[point : point + 1]]
             view, at = history, min(point + 1, len(raw))
             if n % CALLS_PER_SAVE == 0 or n == len(points):
@@ -90,13 +92,15 @@ def store_persistently(raw: list[Any], url: str, conversation_id: str) -> tuple[
     return calls, pipeline, history
 
 
-def warm_persistent(pipeline: Pipeline, history: list[Any], extra: list[Any], repeat: int) -> float:
+def warm_persistent(
+    pipeline: Pipeline, history: list[Any], extra: list[Any], repeat: int, conversation_id: str
+) -> float:
     """Best-of-`repeat` ms for the next persistent call of a warm pipeline: its own compacted history
     with `extra` appended (what an agent's next model request costs)."""
     best = float("inf")
     for _ in range(repeat):
         start = CLOCK()
-        pipeline.run([*history, *extra], WINDOW)
+        pipeline.run([*history, *extra], WINDOW, conversation=conversation_id)
         best = min(best, (CLOCK() - start) * 1000)
     return best
 
@@ -136,7 +140,7 @@ def resume_here(url: str, conversation_id: str, extra_file: Path) -> None:
     load_ms = (CLOCK() - start) * 1000
     assert conversation is not None
     start = CLOCK()
-    pipeline.run([*conversation.messages, *extra], WINDOW)
+    pipeline.run([*conversation.messages, *extra], WINDOW, conversation=conversation_id)
     call_ms = (CLOCK() - start) * 1000
     asyncio.run(store.aclose())
     print(json.dumps({"load_ms": load_ms, "call_ms": call_ms, "loaded": len(conversation.messages)}))
@@ -229,7 +233,7 @@ def main() -> None:
             began = time.perf_counter()
             calls, pipeline, stored = store_persistently(raw, url, f"resume-{size}")
             stored_s = time.perf_counter() - began
-            warm_ms = warm_persistent(pipeline, stored, native_extra, args.repeat)
+            warm_ms = warm_persistent(pipeline, stored, native_extra, args.repeat, f"resume-{size}")
             load_ms, first_ms, loaded = resume(url, f"resume-{size}", native_extra, args.repeat)
             # The anchor on equal inputs: run persistently over the same calls, its compacted
             # history stored in the same database file, loaded by a new process.

@@ -48,7 +48,8 @@ class AgentServerCheckpointer:
     `HISTORYKIT_CHECKPOINTER_URL` when the server opens the saver, else `sqlite:///historykit.db`."""
     single_writer: bool = False
     """One run per thread at a time (`SQLModelSaver(single_writer=True)`): a second run started on
-    a thread while another one writes is refused with `ConcurrentRunError`."""
+    a thread while another one writes, or is in the middle of a step, is refused with
+    `ConcurrentRunError`."""
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
     """Seconds a SQLite writer waits for another process's lock."""
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT

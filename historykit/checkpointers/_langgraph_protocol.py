@@ -70,6 +70,7 @@ from historykit.checkpointers._saver_values import (
     _written_value,
 )
 from historykit.checkpointers._versions import loaded_checkpoint, stored_checkpoint, stored_version
+from historykit.checkpointers._writer_guard import RUN_SILENCE, has_steps_to_run, saved_within
 from historykit.errors import ArgumentTypeError, ConcurrentRunError, InvalidArgumentError, WriteConflictError
 
 __all__ = ["EXPECTED_CHECKPOINT"]
@@ -141,7 +142,15 @@ class LangGraphProtocol(SaverMessages):
     ) -> Plan[RunnableConfig]:
         thread_id, ns, parent_id = _thread_of(config, "put")
         yield from self._check_thread_plan(txn, thread_id)
-        yield from self._check_writer_plan(txn, config, thread_id, ns, parent_id, checkpoint["id"])
+        yield from self._check_writer_plan(
+            txn,
+            config,
+            thread_id,
+            ns,
+            parent_id,
+            checkpoint["id"],
+            starts_run=metadata.get("source") == "input",
+        )
         codec = self._codec
         # Versions are stored in historykit's short form (`_versions`): LangGraph was given the long one.
         checkpoint = cast(Checkpoint, stored_checkpoint(checkpoint))
@@ -226,12 +235,18 @@ class LangGraphProtocol(SaverMessages):
         ns: str,
         parent_id: str | None,
         checkpoint_id: str,
+        *,
+        starts_run: bool = False,
     ) -> Plan[None]:
         """Refuse a checkpoint that does not extend the thread's latest one, when asked to: by the
         single-writer guard (`single_writer=True`: the root graph's checkpoints of one run at a
         time), or by a writer that computed it from a given checkpoint (`EXPECTED_CHECKPOINT` in the
         config: a manual compaction). Run after `_check_thread_plan`, which holds the thread's
-        writers off until the commit (the row lock; SQLite: the file's)."""
+        writers off until the commit (the row lock; SQLite: the file's).
+
+        The guard also refuses a run's first checkpoint (`starts_run`) put on a checkpoint another
+        run is still in the middle of: extending the latest checkpoint is not enough when the second
+        run started after the first one's step had been saved."""
         expected = _configurable(config, "put").get(EXPECTED_CHECKPOINT)
         guard = self._db.guard if ns == "" else None
         if expected is None and guard is None:
@@ -239,10 +254,39 @@ class LangGraphProtocol(SaverMessages):
         latest = yield from self._check_expected_plan(config, thread_id, ns)
         if guard is None:
             return
+        why = None
         if guard.refused(parent_id) or latest not in (None, parent_id, checkpoint_id):
-            guard.refuse(thread_id, checkpoint_id)
-            raise self._refused(thread_id, f"a checkpoint after {parent_id} while its latest is {latest}")
-        txn.after_commit(lambda: guard.started(thread_id))
+            why = f"a checkpoint after {parent_id} while its latest is {latest}"
+        elif starts_run and parent_id is not None and latest == parent_id:
+            running = yield from self._run_in_progress_plan(thread_id, ns, parent_id)
+            if running:
+                why = (
+                    f"a new run on checkpoint {parent_id}, which has steps still to run and was saved "
+                    f"less than {RUN_SILENCE:.0f} s ago by a run that neither failed nor was interrupted,"
+                )
+        if why is not None:
+            guard.refuse(thread_id, checkpoint_id, why)
+            raise self._refused(thread_id, why)
+
+    def _run_in_progress_plan(self, thread_id: str, ns: str, checkpoint_id: str) -> Plan[bool]:
+        """Whether a run is taken to be still working after `checkpoint_id`: LangGraph saved it with
+        nodes still to run (`updated_channels` names a trigger), no task of it failed or was
+        interrupted (what ends a run early, saved as its writes), and it is recent (a run stopped
+        with its process leaves nothing else behind: after `RUN_SILENCE` it is taken as over)."""
+        rows = yield Query(
+            self._sql.get_checkpoint, {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+        )
+        if not rows:
+            return False
+        body = self._codec.loads(rows[0].encoding, rows[0].checkpoint, where=f"checkpoint {checkpoint_id}")
+        if not isinstance(body, dict) or not has_steps_to_run(body.get("updated_channels")):
+            return False
+        if not saved_within(body.get("ts"), RUN_SILENCE):
+            return False
+        ended = yield Query(
+            self._sql.run_ending_writes, {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+        )
+        return not ended
 
     def _check_expected_plan(self, config: RunnableConfig, thread_id: str, ns: str) -> Plan[str | None]:
         """The thread's latest checkpoint (in `ns`), after refusing a write computed from another
@@ -267,6 +311,15 @@ class LangGraphProtocol(SaverMessages):
                 "nodes wrote against it): nothing was written; read the state again and retry"
             )
         return latest
+
+    def _refused_writes(self, config: RunnableConfig) -> ConcurrentRunError:
+        """The refusal of a node's writes: its run's checkpoint was refused (LangGraph saves in the
+        background, so this is often the error the run raises): it says why."""
+        thread_id, _, checkpoint_id = self._guarded_target(config)
+        why = self._db.guard.why_refused(thread_id, checkpoint_id) if self._db.guard else None
+        return self._refused(
+            thread_id, f"writes of a refused run (refused: {why or 'an earlier checkpoint of it'})"
+        )
 
     @staticmethod
     def _refused(thread_id: str, what: str) -> ConcurrentRunError:
@@ -294,7 +347,7 @@ class LangGraphProtocol(SaverMessages):
     ) -> None:
         if writes:
             if self._db.guard is not None and not self._settle(*self._guarded_target(config)):
-                raise self._refused(str(config["configurable"]["thread_id"]), "writes of a refused run")
+                raise self._refused_writes(config)
             self._run(lambda txn: self._put_writes_plan(txn, config, writes, task_id, task_path), write=True)
 
     async def aput_writes(
@@ -302,7 +355,7 @@ class LangGraphProtocol(SaverMessages):
     ) -> None:
         if writes:
             if self._db.guard is not None and not await self._asettle(*self._guarded_target(config)):
-                raise self._refused(str(config["configurable"]["thread_id"]), "writes of a refused run")
+                raise self._refused_writes(config)
             await self._arun(
                 lambda txn: self._put_writes_plan(txn, config, writes, task_id, task_path), write=True
             )
@@ -388,6 +441,9 @@ class LangGraphProtocol(SaverMessages):
 
     def _get_tuple_plan(self, txn: _Transaction, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         thread_id, ns, checkpoint_id = _thread_of(config, "get_tuple")
+        if self._db.guard is not None and ns == "":
+            # How a run starts: a run this process refused earlier is no reason to refuse its writes.
+            self._db.guard.started(thread_id)
         if checkpoint_id is not None:
             rows = yield Query(
                 self._sql.get_checkpoint, {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}

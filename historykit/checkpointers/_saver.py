@@ -142,7 +142,10 @@ class SQLModelSaver(LangGraphProtocol, SaverMaintenance):
             double submit) is refused with `ConcurrentRunError`, and so is the rest of that run.
             Without it, two runs at once are both stored, as LangGraph's own savers store them,
             and the transcript keeps each run's turns together. A run forked from an older
-            checkpoint (time travel) is refused too while the guard is on.
+            checkpoint (time travel) is refused too while the guard is on, and so is a run started
+            on a checkpoint another run still has steps to run after (saved less than
+            `RUN_SILENCE`, 10 minutes, ago, with no failed or interrupted task): a run stopped by a
+            killed process or a static interrupt is resumed with `None` as input meanwhile.
         """
         super().__init__(serde=serde or default_serializer())
         self._codec_cache = RowCodec(self.serde)

@@ -38,6 +38,9 @@ T = TypeVar("T")
 
 _UPDATE_TASK = "__interrupt__"
 """The task path `update_state` saves its writes under (LangGraph's private `INTERRUPT` name)."""
+_RUN_ENDING = ("__error__", "__interrupt__")
+"""The write channels of a failed and of an interrupted task (LangGraph's `ERROR` and `INTERRUPT`,
+keys of `WRITES_IDX_MAP`, private names since 1.0): a run that saved one has stopped."""
 
 THREADS = ThreadRow.__table__  # type: ignore[attr-defined]
 MESSAGES = MessageRow.__table__  # type: ignore[attr-defined]
@@ -169,6 +172,18 @@ class _Statements:
                 WRITES.c.checkpoint_id == bp("checkpoint_id"),
                 WRITES.c.channel.not_in(list(WRITES_IDX_MAP)),
                 WRITES.c.task_path.not_like(f"~{_UPDATE_TASK}%"),
+            )
+            .limit(1)
+        )
+        # What ends a run early, saved as writes against its latest checkpoint: a failed or an
+        # interrupted task (the single-writer guard lets a new run start on such a checkpoint).
+        self.run_ending_writes = (
+            sa.select(WRITES.c.task_id)
+            .where(
+                WRITES.c.thread_id == bp("thread_id"),
+                WRITES.c.checkpoint_ns == bp("ns"),
+                WRITES.c.checkpoint_id == bp("checkpoint_id"),
+                WRITES.c.channel.in_(_RUN_ENDING),
             )
             .limit(1)
         )

@@ -13,7 +13,8 @@ Example:
     guard = WriterGuard()
     guard.begin_put("c2")
     assert guard.verdict("t", "c2") is Verdict.WAIT
-    guard.end_put("t", "c2", stored=False)   # refused
+    guard.refuse("t", "c2", "a checkpoint after c0 while its latest is c1")
+    guard.end_put("t", "c2", stored=False)
     assert guard.verdict("t", "c2") is Verdict.REFUSE
     ```
 """
@@ -23,11 +24,39 @@ from __future__ import annotations
 import enum
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
+from datetime import datetime, timezone
 
-__all__ = ["KEPT", "Verdict", "WriterGuard"]
+__all__ = ["KEPT", "RUN_SILENCE", "Verdict", "WriterGuard", "has_steps_to_run", "saved_within"]
 
 KEPT = 1024
 """How many checkpoint ids of each kind the guard remembers (a refused run stops at its end)."""
+
+RUN_SILENCE = 600.0
+"""Seconds after which a checkpoint with steps still to run is taken as left by a run that was
+stopped (its process killed), not one still working: a new run may start on it then."""
+
+_TRIGGERS = ("branch:to:", "__start__", "__pregel_tasks")
+"""The channels whose update makes LangGraph run a node (an edge, the input, a `Send`); a graph's
+state channels never do."""
+
+
+def has_steps_to_run(updated_channels: Iterable[str] | None) -> bool:
+    """Whether LangGraph saved a checkpoint with nodes still to run after it: it was saved with a
+    trigger among its updated channels. Unknown (a checkpoint of an older LangGraph) is no."""
+    return any(str(channel).startswith(_TRIGGERS) for channel in updated_channels or ())
+
+
+def saved_within(ts: object, seconds: float) -> bool:
+    """Whether a checkpoint's `ts` (LangGraph's ISO time of saving) is less than `seconds` ago.
+    A time that does not parse is taken as recent: the guard errs towards refusing."""
+    try:
+        saved = datetime.fromisoformat(str(ts))
+    except ValueError:
+        return True
+    if saved.tzinfo is None:
+        saved = saved.replace(tzinfo=timezone.utc)
+    return (datetime.now(timezone.utc) - saved).total_seconds() < seconds
 
 
 class Verdict(enum.Enum):
@@ -43,8 +72,8 @@ class Verdict(enum.Enum):
     """Unknown here (stored by another process, or not put yet): written once the database has it."""
 
 
-def _keep(recent: OrderedDict[str, None], key: str) -> None:
-    recent[key] = None
+def _keep(recent: OrderedDict[str, str | None], key: str, value: str | None = None) -> None:
+    recent[key] = value
     recent.move_to_end(key)
     while len(recent) > KEPT:
         recent.popitem(last=False)
@@ -55,9 +84,10 @@ class WriterGuard:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._stored: OrderedDict[str, None] = OrderedDict()
-        self._refused: OrderedDict[str, None] = OrderedDict()
-        self._refused_threads: OrderedDict[str, None] = OrderedDict()
+        self._stored: OrderedDict[str, str | None] = OrderedDict()
+        # checkpoint id / thread id -> why it was refused (a refused run's writes repeat it)
+        self._refused: OrderedDict[str, str | None] = OrderedDict()
+        self._refused_threads: OrderedDict[str, str | None] = OrderedDict()
         self._in_flight: dict[str, int] = {}
 
     def begin_put(self, checkpoint_id: str) -> None:
@@ -72,13 +102,19 @@ class WriterGuard:
             if stored:
                 _keep(self._stored, checkpoint_id)
 
-    def refuse(self, thread_id: str, checkpoint_id: str) -> None:
+    def refuse(self, thread_id: str, checkpoint_id: str, why: str) -> None:
         with self._lock:
-            _keep(self._refused, checkpoint_id)
-            _keep(self._refused_threads, thread_id)
+            _keep(self._refused, checkpoint_id, why)
+            _keep(self._refused_threads, thread_id, why)
+
+    def why_refused(self, thread_id: str, checkpoint_id: str) -> str | None:
+        """What the refusal of the checkpoint (or else of the thread's run) said."""
+        with self._lock:
+            return self._refused.get(checkpoint_id) or self._refused_threads.get(thread_id)
 
     def started(self, thread_id: str) -> None:
-        """A run of the thread began in this process (its first checkpoint was stored)."""
+        """A run of the thread begins in this process (it reads the thread's latest checkpoint):
+        writes of a checkpoint not put yet are its own, no longer a refused run's."""
         with self._lock:
             self._refused_threads.pop(thread_id, None)
 

@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.base import empty_checkpoint
 
 import historykit
-from historykit.checkpointers import SQLModelSaver
+from historykit.checkpointers import SQLModelSaver, _langgraph_protocol
 from historykit.errors import ConcurrentRunError, WriteConflictError
 from historykit.plugins.langchain import HistoryKitMiddleware
 from historykit.testing import CountingSummarizer
@@ -57,7 +58,9 @@ def _no_duplicates(messages: list[BaseMessage]) -> None:
 
 def _concurrent_runs(url: str, workers: int, calls: int, **saver_options: Any) -> list[Any]:
     """`workers` runs of one thread started together, each with its own saver (as separate
-    server workers have); each run's final state, or the exception it raised."""
+    server workers have); each run's final state, or the exception it raised. Each run reads the
+    thread before any of them writes (a double submit): a barrier holds every run after its first
+    read, however slowly the machine starts them."""
     SQLModelSaver(url).setup()
     barrier = threading.Barrier(workers)
     outcomes: list[Any] = [None] * workers
@@ -65,8 +68,19 @@ def _concurrent_runs(url: str, workers: int, calls: int, **saver_options: Any) -
 
     def run(worker: int) -> None:
         saver = SQLModelSaver(url, **saver_options)
+        read = saver.get_tuple
+        waited = False
+
+        def get_tuple_then_wait(config: Any) -> Any:
+            nonlocal waited
+            found = read(config)
+            if not waited:
+                waited = True
+                barrier.wait(60)
+            return found
+
+        saver.get_tuple = get_tuple_then_wait  # type: ignore[method-assign]
         agent = _agent(saver, worker, calls)
-        barrier.wait()
         try:
             outcomes[worker] = agent.invoke({"messages": [HumanMessage(f"Task of worker {worker}")]}, config)
         except Exception as exc:  # the single-writer guard's refusal, asserted by the caller
@@ -104,8 +118,7 @@ def test_the_single_writer_guard_refuses_a_second_run(database_url: str) -> None
     outcomes = _concurrent_runs(database_url, workers=4, calls=4, single_writer=True)
     refused = [o for o in outcomes if isinstance(o, ConcurrentRunError)]
     finished = [o for o in outcomes if isinstance(o, dict)]
-    assert len(finished) >= 1 and len(refused) + len(finished) == 4, outcomes
-    assert refused, "four runs started together: the guard refuses the ones that lost the race"
+    assert len(finished) == 1 and len(refused) == 3, outcomes
     assert "double-submit" in str(refused[0]) and "single_writer" in str(refused[0])
     saver = SQLModelSaver(database_url, single_writer=True)
     transcript = saver.transcript("double-submit")
@@ -117,6 +130,114 @@ def test_the_single_writer_guard_refuses_a_second_run(database_url: str) -> None
         {"messages": [HumanMessage("One more thing")]}, {"configurable": {"thread_id": "double-submit"}}
     )
     assert after["messages"][-1].content == "Worker 9 is done."
+
+
+def _blocking_tool_agent(saver: Any, name: str, gate: threading.Event, entered: threading.Event) -> Any:
+    """An agent whose one tool call waits for `gate`: a run stays in the middle of its step."""
+
+    @tool
+    def slow_read(path: str) -> str:
+        """Read a file, slowly."""
+        entered.set()
+        if not gate.wait(60):
+            raise TimeoutError("the test never opened the gate")
+        return f"contents of {path}"
+
+    def script() -> Iterator[AIMessage]:
+        yield AIMessage(
+            f"{name} reads.", tool_calls=[{"id": f"{name}_0", "name": "slow_read", "args": {"path": "a.py"}}]
+        )
+        yield AIMessage(f"{name} is done.")
+
+    return create_agent(ToolCallingFakeModel(messages=script()), [slow_read], checkpointer=saver)
+
+
+def _wait_for_step(saver: Any, config: Any, step: int) -> None:
+    """Until the thread's latest checkpoint is of `step` (LangGraph saves it in the background,
+    while the step's nodes already run)."""
+    deadline = time.monotonic() + 60
+    while (latest := saver.get_tuple(config)) is None or latest.metadata["step"] < step:
+        assert time.monotonic() < deadline, "the run never saved its step"
+        time.sleep(0.01)
+
+
+def test_the_guard_refuses_a_run_started_while_another_is_in_the_middle_of_a_step(database_url: str) -> None:
+    """A second run that starts after the first one saved a step reads that step as the thread's
+    latest checkpoint, and its first checkpoint extends it: the guard still refuses it, because
+    the first run has nodes to run after that checkpoint. (Found by the double-submit test on a
+    loaded machine: the second run went on and the first was refused, leaving a tool call
+    without its result.)"""
+    SQLModelSaver(database_url).setup()
+    config = {"configurable": {"thread_id": "mid-step"}}
+    gate, entered = threading.Event(), threading.Event()
+    first_saver, second_saver = (SQLModelSaver(database_url, single_writer=True) for _ in range(2))
+    outcome: list[Any] = []
+
+    def first_run() -> None:
+        agent = _blocking_tool_agent(first_saver, "first", gate, entered)
+        outcome.append(agent.invoke({"messages": [HumanMessage("First task")]}, config))
+
+    thread = threading.Thread(target=first_run)
+    thread.start()
+    try:
+        assert entered.wait(60), "the first run never reached its tool"
+        _wait_for_step(first_saver, config, 1)
+        with pytest.raises(ConcurrentRunError, match="steps still to run"):
+            _agent(second_saver, 2, 1).invoke({"messages": [HumanMessage("Second task")]}, config)
+    finally:
+        gate.set()
+        thread.join(60)
+    assert outcome and outcome[0]["messages"][-1].content == "first is done."
+    transcript = SQLModelSaver(database_url).transcript("mid-step")
+    assert transcript is not None and historykit.check(transcript.messages) == []
+    assert "Second task" not in [m.content for m in transcript.messages]
+    # Once the first run is over, the second is welcome.
+    after = _agent(second_saver, 2, 0).invoke({"messages": [HumanMessage("Second task")]}, config)
+    assert after["messages"][-1].content == "Worker 2 is done."
+    for saver in (first_saver, second_saver):
+        saver.close()
+
+
+def test_the_guard_lets_a_run_start_after_one_that_failed_or_was_stopped_long_ago(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that failed in a tool saved its error: the next run starts at once. A run whose
+    process was killed left nothing behind: the next run starts once `RUN_SILENCE` has passed."""
+    SQLModelSaver(database_url).setup()
+    saver = SQLModelSaver(database_url, single_writer=True)
+
+    @tool
+    def broken_read(path: str) -> str:
+        """Read a file (it fails)."""
+        raise RuntimeError("disk on fire")
+
+    def script() -> Iterator[AIMessage]:
+        yield AIMessage(
+            "Reading.", tool_calls=[{"id": "b_0", "name": "broken_read", "args": {"path": "a.py"}}]
+        )
+
+    failed = {"configurable": {"thread_id": "failed"}}
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        create_agent(ToolCallingFakeModel(messages=script()), [broken_read], checkpointer=saver).invoke(
+            {"messages": [HumanMessage("Try")]}, failed
+        )
+    assert _agent(saver, 3, 0).invoke({"messages": [HumanMessage("Again")]}, failed)["messages"][
+        -1
+    ].content == ("Worker 3 is done.")
+
+    # A run stopped after saving its step, nothing else written: what a killed process leaves
+    # (a static `interrupt_before` stops it the same way, and is told apart no better).
+    killed = {"configurable": {"thread_id": "killed"}}
+    gate, entered = threading.Event(), threading.Event()
+    stopped = _blocking_tool_agent(saver, "killed", gate, entered)
+    stopped.invoke({"messages": [HumanMessage("Work")]}, killed, interrupt_before=["tools"])
+    with pytest.raises(ConcurrentRunError, match="steps still to run"):
+        _agent(saver, 4, 0).invoke({"messages": [HumanMessage("Next")]}, killed)
+    monkeypatch.setattr(_langgraph_protocol, "RUN_SILENCE", 0.0)
+    assert _agent(saver, 4, 0).invoke({"messages": [HumanMessage("Next")]}, killed)["messages"][
+        -1
+    ].content == ("Worker 4 is done.")
+    saver.close()
 
 
 # ---- a manual compaction racing a run -------------------------------------------------------
@@ -171,7 +292,7 @@ sys.path.insert(0, sys.argv[2])
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from historykit.checkpointers import SQLModelSaver
+from historykit.checkpointers import SQLModelSaver, _langgraph_protocol
 from tests.plugins.test_langgraph_agent import ToolCallingFakeModel, read_file
 from tests.checkpointers.test_saver_races import _script
 

@@ -23,7 +23,7 @@ import html
 import logging
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -33,7 +33,7 @@ from historykit._context_window import ContextWindow, check_context_window, reso
 from historykit._conversations import Conversations, ConversationState
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit._messages import CompactionMarker, Message, SummaryPart, ToolResultPart
-from historykit._recall import content_handle, handle_in
+from historykit._recall import content_handle, handle_in, handles_in
 from historykit._telemetry import pipeline_span
 from historykit._tokens import TokenCounter
 from historykit._usage import UsageMonitor, UsageWarning
@@ -1100,9 +1100,8 @@ def _placeholder_originals(
         handle
         for msg in processed
         if id(msg) not in kept
-        for part in msg.tool_results
         for tool in tools
-        if (handle := handle_in(part.content, tool)) is not None
+        for handle in _handles_named(msg, tool)
     }
     found: dict[str, str] = {}
     if not wanted:
@@ -1114,6 +1113,17 @@ def _placeholder_originals(
                 if own in wanted:
                     found[own] = part.content
     return found
+
+
+def _handles_named(msg: Message, tool: str) -> Iterator[str]:
+    """The handles a message historykit wrote names: a placeholder's one, or each of a summary's
+    recall section (`historykit.processors._summary_recall`)."""
+    for part in msg.parts:
+        if isinstance(part, ToolResultPart):
+            if (handle := handle_in(part.content, tool)) is not None:
+                yield handle
+        elif isinstance(part, SummaryPart):
+            yield from handles_in(part.text, tool)
 
 
 _StepCall = tuple[HistoryProcessor, list[Message], ProcessContext]

@@ -74,6 +74,7 @@ __all__ = [
     "check_recall_tool",
     "content_handle",
     "handle_in",
+    "handles_in",
     "placeholder_handle",
     "recall_call",
     "recall_handle",
@@ -119,6 +120,11 @@ def handle_in(text: str, tool: str) -> str | None:
     handle = text[at + len(head) : at + len(head) + HANDLE_LENGTH]
     closed = text[at + len(head) + HANDLE_LENGTH : at + len(head) + HANDLE_LENGTH + 2] == "')"
     return handle if closed and _HANDLE.fullmatch(handle) else None
+
+
+def handles_in(text: str, tool: str) -> list[str]:
+    """Every handle `text` names for `tool`, in order (a summary's recall section names many)."""
+    return re.findall(rf"\b{re.escape(tool)}\(handle='([0-9a-f]{{{HANDLE_LENGTH}}})'\)", text)
 
 
 def recall_option(option: object) -> Recall | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import datetime, timezone
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 from historykit import Pipeline
 from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from historykit._recall import HANDLE_LENGTH, Recall, handle_in, originals, recall_handle
-from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Trigger
+from historykit.evaluation._matching import handles_named, message_text
+from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Summarize, Trigger
 from historykit.processors._clear_tool_results import RESULT_PLACEHOLDER, describe_call
 from historykit.processors._dedupe_file_reads import NOTICE_PREFIX
 from historykit.processors._file_reads import FileRead, file_accesses
@@ -287,3 +289,79 @@ def test_paging_through_a_long_output_hashes_the_history_once(monkeypatch: pytes
     # Every output hashed at most once over all the pages (the identity cache keeps the rest).
     outputs = sum(len(m.tool_results) for m in history)
     assert len(hashed) <= outputs and hashed.count(len(long)) == 1
+
+
+def summarizing_processors() -> Pipeline:
+    """Clear and summarize as eagerly as they go, both naming the recall tool."""
+    return Pipeline(
+        [
+            ClearToolResults(
+                keep=1, min_tokens=1, min_gain=0, trigger=Trigger(max_tokens=1), recall_tool="recall"
+            ),
+            Summarize(
+                trigger=Trigger(max_tokens=1),
+                keep_last=1,
+                min_gain=0,
+                summary_tokens=1,
+                recall_tool="recall",
+                clock=lambda: datetime(2026, 1, 1, tzinfo=timezone.utc),  # both modes' markers alike
+            ),
+        ]
+    )
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(neutral_histories(max_turns=5, max_steps=4))
+def test_no_tool_output_a_summary_replaced_is_more_than_one_recall_away(history: list[Message]) -> None:
+    """Whatever is cleared and then summarized, over any number of compactions: each tool output
+    of the history is in the view, written out in the summary, or named there by a handle the
+    history maps back to it (through the placeholders' handles of outputs cleared before)."""
+    ctx = context()
+    for step in replay_both_modes(summarizing_processors(), summarizing_processors(), history, ctx):
+        if any("earlier message" in message_text(m) and "removed" in message_text(m) for m in step.output):
+            break  # a summary longer than what it replaced is not used: truncated instead, from here on
+        text = "\n".join(message_text(m) for m in step.output)
+        named = set(handles_named(text))
+        for msg in history[: step.point]:
+            for part in msg.tool_results:
+                content = part.content.strip()
+                if not content:
+                    continue
+                assert (
+                    any(p.content == part.content for m in step.output for p in m.tool_results)
+                    or recall_handle(part.content) in named
+                    or f"returned `{content}`" in text
+                ), f"tool output {part.tool_call_id} is neither in the view nor named by a handle"
+        for handle in named:
+            assert len(originals(handle, history)) == 1  # each handle is one output of the history
+
+
+def test_a_summary_carries_every_handle_through_later_summaries() -> None:
+    """Twelve reads, summarized again and again: each summary lists the reads it replaced and the
+    ones its predecessor listed, so every read stays one recall away, in both modes."""
+    history = [Message("user", (TextPart("Read every file under src/."),))]
+    for n in range(12):
+        path = f"src/f{n}.py"
+        history.append(Message("assistant", (ToolCallPart(f"c{n}", "Read", {"file_path": path}),)))
+        body = "\n".join(f"{path}:{i}: value_{i} = compute({i}, {n})" for i in range(40))
+        history.append(Message("user", (ToolResultPart(f"c{n}", "Read", body),)))
+    history.append(Message("assistant", (TextPart("Done."),)))
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=2_500),
+        keep_last=1,
+        min_gain=100,
+        summary_tokens=400,
+        recall_tool="recall",
+        clock=lambda: datetime(2026, 1, 1, tzinfo=timezone.utc),
+    )
+    summaries = 0
+    for step in replay_both_modes(summarize, summarize, history, context()):
+        text = "\n".join(message_text(m) for m in step.output)
+        summaries = max(summaries, text.count("## Tool outputs (recall by handle)"))
+        named = set(handles_named(text))
+        for msg in history[: step.point]:
+            for part in msg.tool_results:
+                in_view = any(p.content == part.content for m in step.output for p in m.tool_results)
+                assert in_view or recall_handle(part.content) in named, part.tool_call_id
+    markers = [m.marker for m in step.output if m.marker is not None]
+    assert summaries == 1 and markers and markers[-1].covered_to > 20  # summarized several times over

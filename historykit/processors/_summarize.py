@@ -35,6 +35,7 @@ from historykit._messages import (
     SummaryPart,
 )
 from historykit._pipeline import HistoryProcessor, ManualCompaction, ProcessContext, StepNotes
+from historykit._recall import check_recall_tool
 from historykit._validate import check_fraction, check_int
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.processors._pairwise_truncate import CompactionState, Cut, Point
@@ -45,6 +46,7 @@ from historykit.processors._summarizers import (
     complete_summary,
     summarizer_for,
 )
+from historykit.processors._summary_recall import ensure_recall_section
 from historykit.processors._trigger import TriggerField
 from historykit.processors._turns import is_user_request
 
@@ -171,6 +173,10 @@ class Summarize(TriggerField, HistoryProcessor):
     expected to write is started in the background (an asyncio task in `aprocess`, a thread in
     `process`) while the agent works; the call that fires uses it when it covers exactly the span
     that call summarizes, else summarizes in the foreground. `None`: no background summaries."""
+    recall_tool: str | None = None
+    """The name of the recall tool, when the integration installed one (`historykit._recall`): the
+    summary then lists the tool outputs it replaced, each with the call that returns it
+    (`historykit.processors._summary_recall`), so no value a tool gave is more than one call away."""
     compacts_on_request: ClassVar[bool] = True
     _digests: MessageDigests = field(default_factory=MessageDigests, init=False, repr=False, compare=False)
 
@@ -204,6 +210,7 @@ class Summarize(TriggerField, HistoryProcessor):
         if self.keep_last_tokens is not None and self.keep_last_tokens < 0:
             raise InvalidArgumentError(f"keep_last_tokens must be >= 0, got {self.keep_last_tokens!r}")
         check_int("attempts", self.attempts, minimum=1, what="an int >= 1")
+        check_recall_tool(self.recall_tool)
         # Causes of summarizer failures already logged: each once, not once per compaction.
         self._warned: set[str] = set()
         # Background summaries run here from sync code; made on first use.
@@ -529,6 +536,8 @@ class Summarize(TriggerField, HistoryProcessor):
 
     def _finish_text(self, text: str, inputs: list[Message], writer: Summarizer) -> str:
         text = complete_summary(text.strip(), inputs, writer)
+        if self.recall_tool is not None:
+            text = ensure_recall_section(text, inputs, self.recall_tool)
         if text.startswith(SUMMARY_HEADER):
             return text
         return f"{SUMMARY_HEADER}\n\n{text}"

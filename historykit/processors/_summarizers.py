@@ -92,6 +92,7 @@ __all__ = [
     "UserMessages",
     "complete_summary",
     "ensure_constraints",
+    "ensure_items",
     "extract_constraints",
     "focus_terms",
     "parse_sections",
@@ -499,10 +500,10 @@ def extract_constraints(messages: Sequence[Message], max_chars: int = 2_000) -> 
 
 def ensure_constraints(text: str, constraints: Sequence[str]) -> str:
     """`text` with every constraint present verbatim: missing ones are added to its section."""
-    return _ensure_items(text, CONSTRAINTS, [c for c in constraints if c not in text])
+    return ensure_items(text, CONSTRAINTS, [c for c in constraints if c not in text])
 
 
-def _ensure_items(text: str, heading: str, missing: Sequence[str]) -> str:
+def ensure_items(text: str, heading: str, missing: Sequence[str]) -> str:
     """`text` with `missing` added as bullets at the end of the section `heading` (made if absent)."""
     if not missing:
         return text
@@ -962,7 +963,7 @@ def complete_summary(text: str, inputs: Sequence[Message], summarizer: object = 
     flat = _flat(text)
     # A task kept verbatim at the start of the history need not be repeated word for word.
     wanted = [*([said.task] if said.task and not said.task_in_head else []), *said.messages]
-    text = _ensure_items(text, said.heading(), [m for m in wanted if _flat(m) not in flat])
+    text = ensure_items(text, said.heading(), [m for m in wanted if _flat(m) not in flat])
     # After the messages: a constraint a message already shows verbatim is not written twice.
     room = getattr(summarizer, "max_constraint_chars", None)
     constraints = extract_constraints(inputs, room) if isinstance(room, int) else extract_constraints(inputs)
@@ -971,7 +972,7 @@ def complete_summary(text: str, inputs: Sequence[Message], summarizer: object = 
     earlier_files = section(parse_sections(previous[-1].text), FILES) if previous else []
     calls = [p for m in inputs for p in m.parts if isinstance(p, ToolCallPart)]
     missing = [f"{path} (edited)" for path in _changed_files(earlier_files, calls) if path not in text]
-    return _ensure_items(text, FILES, missing)
+    return ensure_items(text, FILES, missing)
 
 
 # --- rendering messages for an LLM ----------------------------------------------------------------

@@ -27,7 +27,7 @@ from historykit import Pipeline
 from historykit._recall import Recall, recall_handle
 from historykit.checkpointers import SQLModelSaver
 from historykit.plugins.langchain import HistoryKitMiddleware
-from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Trigger
+from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Summarize, Trigger
 
 WINDOW = 6_000
 READS = 6
@@ -208,3 +208,61 @@ def test_without_recall_the_placeholders_and_tools_are_as_before() -> None:
     sent = [m for m in model.inputs[-1] if isinstance(m, ToolMessage)]
     assert any(str(m.content).endswith("tokens; call the tool again to see it]") for m in sent)
     assert out["messages"][-1].content == "Nothing was cleared."
+
+
+SUMMARY_ITEM = re.compile(r"^- read_file\(path='([^']+)'\): recall\(handle='([0-9a-f]+)'\)$", re.MULTILINE)
+
+
+class SummaryRecaller:
+    """Reads `READS` files; once a summary replaced some, recalls the first one its recall section
+    names, by that handle, then answers."""
+
+    def __init__(self) -> None:
+        self.named: list[tuple[str, str]] = []
+        self.recalled: list[str] = []
+        self.calls = 0
+
+    def __call__(self, messages: list[BaseMessage]) -> AIMessage:
+        self.calls += 1
+        latest = messages[-1]
+        if isinstance(latest, ToolMessage) and latest.name == "recall":
+            self.recalled.append(str(latest.content))
+            return AIMessage("Recalled it.")
+        for message in messages:
+            if isinstance(message, HumanMessage) and (found := SUMMARY_ITEM.findall(str(message.content))):
+                self.named = found
+                return AIMessage(
+                    "",
+                    tool_calls=[
+                        {"id": f"call_{self.calls}", "name": "recall", "args": {"handle": found[0][1]}}
+                    ],
+                )
+        reads = [m for m in messages if isinstance(m, ToolMessage) and m.name == "read_file"]
+        if len(reads) < READS:
+            path = f"src/f{len(reads)}.py"
+            return AIMessage(
+                "", tool_calls=[{"id": f"call_{self.calls}", "name": "read_file", "args": {"path": path}}]
+            )
+        return AIMessage("Nothing was summarized.")
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
+def test_the_model_recalls_an_output_a_summary_replaced_by_the_handle_the_summary_names(
+    persist: bool,
+) -> None:
+    script = SummaryRecaller()
+    model = ScriptedChatModel(respond=script)
+    summarize = Summarize(trigger=Trigger(max_tokens=2_000), keep_last=1, min_gain=100, summary_tokens=300)
+    middleware = HistoryKitMiddleware(
+        Pipeline([summarize, Repair()]), context_window=WINDOW, persist=persist, recall=True
+    )
+    agent = create_agent(model, [read_file], middleware=[middleware], checkpointer=InMemorySaver())
+
+    out = agent.invoke({"messages": [HumanMessage("Read the files under src/.")]}, thread("t-summary"))
+
+    assert out["messages"][-1].content == "Recalled it."
+    assert summarize.recall_tool == "recall"  # the middleware installed the tool on the summary too
+    path, handle = script.named[0]
+    assert handle == recall_handle(file_content(path))
+    assert script.recalled == [file_content(path)]  # the whole output, not run again
+    assert RAN.count(path) == 1

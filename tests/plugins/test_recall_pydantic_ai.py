@@ -20,7 +20,7 @@ from pydantic_ai.usage import UsageLimits
 
 from historykit import Pipeline
 from historykit._recall import Recall, recall_handle
-from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Trigger
+from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Summarize, Trigger
 
 pytestmark = pytest.mark.pydantic_ai
 
@@ -213,4 +213,68 @@ async def test_a_new_capability_recalls_from_the_conversation_store(tmp_path: Pa
 
     assert result.output == "Recalled it."
     assert third.recalled == [file_content(path)]
+    assert ran.count(path) == 1
+
+
+SUMMARY_ITEM = re.compile(r"^- read_file\(path='([^']+)'\): recall\(handle='([0-9a-f]+)'\)$", re.MULTILINE)
+
+
+@dataclass
+class SummaryRecallingModel:
+    """Reads `READS` files; once a summary replaced some, recalls the first one its recall section
+    names, by that handle, then answers."""
+
+    named: list[tuple[str, str]] = field(default_factory=list)
+    recalled: list[str] = field(default_factory=list)
+    calls: int = 0
+
+    def respond(self, messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+        self.calls += 1
+        returns = tool_returns(messages[-1:], "recall")
+        if returns:
+            self.recalled.append(str(returns[0].content))
+            return pai.ModelResponse([pai.TextPart("Recalled it.")])
+        for message in messages:
+            # The summary is a part of a request (Pydantic AI 2.x: a `CompactionPart`; 1.x: a user
+            # prompt whose content is a list of text items).
+            for part in message.parts if isinstance(message, pai.ModelRequest) else ():
+                content = getattr(part, "content", "")
+                items = content if isinstance(content, list) else [content]
+                text = "\n".join(str(getattr(item, "content", item)) for item in items)
+                if found := SUMMARY_ITEM.findall(text):
+                    self.named = found
+                    return self._call("recall", {"handle": found[0][1]})
+        done = len(tool_returns(messages, "read_file"))
+        if done < READS:
+            return self._call("read_file", {"path": f"src/f{done}.py"})
+        return pai.ModelResponse([pai.TextPart("Nothing was summarized.")])
+
+    def _call(self, tool: str, args: dict[str, Any]) -> pai.ModelResponse:
+        return pai.ModelResponse([pai.ToolCallPart(tool, args, tool_call_id=f"call_{self.calls}")])
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
+def test_the_model_recalls_an_output_a_summary_replaced_by_the_handle_the_summary_names(
+    persist: bool,
+) -> None:
+    from historykit.plugins.pydantic_ai import HistoryKit
+
+    model, ran = SummaryRecallingModel(), []
+    summarize = Summarize(trigger=Trigger(max_tokens=2_000), keep_last=1, min_gain=100, summary_tokens=300)
+    kit = HistoryKit(Pipeline([summarize, Repair()]), context_window=WINDOW, persist=persist, recall=True)
+    agent: Agent[None, str] = Agent(FunctionModel(model.respond), capabilities=[kit])
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        """Read a file of the repository."""
+        ran.append(path)
+        return file_content(path)
+
+    result = agent.run_sync("Read the files under src/.", usage_limits=UsageLimits(request_limit=40))
+
+    assert result.output == "Recalled it."
+    assert summarize.recall_tool == "recall"  # the capability installed the tool on the summary too
+    path, handle = model.named[0]
+    assert handle == recall_handle(file_content(path))
+    assert model.recalled == [file_content(path)]  # the whole output, and the tool did not run again
     assert ran.count(path) == 1

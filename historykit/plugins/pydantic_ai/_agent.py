@@ -25,7 +25,10 @@ What each mode keeps:
 
 - `persist=True` (the default; `HistoryKitProcessor` always): the model is sent the processed
   history, and it becomes the run's history (`result.all_messages()`): edits, removals and summaries
-  are kept, and later calls (and runs given that history) start from them.
+  are kept, and later calls (and runs given that history) start from them. `HistoryKit` keeps the
+  compaction edits only (`PipelineResult.history`), the provider-rule repairs going into the request
+  alone; `HistoryKitProcessor` keeps the repairs too, since a history processor's one list is both
+  sent and kept.
 - `persist=False` (view only): the model is sent the processed history; the run's history keeps
   every message, unedited; the view is derived from it (`historykit._view`).
 
@@ -888,6 +891,13 @@ class HistoryKitProcessor(_Glue):
     you give none, and awaits the pipeline on the agent's loop. The processed history becomes the
     run's history (Pydantic AI's rule for history processors). In 2.x, pass it to
     `ProcessHistory(...)`, or use `HistoryKit`.
+
+    The run keeps the request's provider-rule repairs too: a history processor returns one list,
+    which Pydantic AI both sends to the model and writes back as the run's history, so the `Repair`
+    edits meant for the request alone (`PipelineResult.messages`, not `PipelineResult.history`)
+    stay in `result.all_messages()` (a reused tool-call id stays renamed, for example). Where the
+    1.x version has capabilities, `capabilities=[HistoryKit(...)]` keeps them apart: it sends the
+    repaired request from `wrap_model_request` and keeps the compaction edits only.
 
     It cannot compact and retry when the provider answers that the request is too long: a history
     processor runs before the model call and never sees its error, so the error reaches the caller.

@@ -80,7 +80,7 @@ class Framework(Protocol):
 
     Example:
         ```python
-        from historykit._frameworks import register
+        from historykit.plugins import register
 
         class ToyFramework:
             name = "toy"

@@ -14,7 +14,7 @@ edited). Messages and parts a processor creates from scratch have `native=None`.
 Example:
     ```python
     from dataclasses import replace
-    from historykit._messages import Message, TextPart
+    from historykit import Message, TextPart
 
     msg = Message.user("Fix the failing test in tests/test_io.py")
     shorter = replace(msg, parts=(TextPart("Fix the failing test"),))

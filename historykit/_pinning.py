@@ -53,7 +53,7 @@ def pin(obj: T) -> T:
     Example:
         ```python
         from historykit import pin
-        from historykit._messages import Message
+        from historykit import Message
 
         rules = pin(Message.user("Never push to main."))
         assert rules.pinned

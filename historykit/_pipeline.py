@@ -78,10 +78,11 @@ class ManualCompaction:
 
     Example:
         ```python
-        from historykit._pipeline import ManualCompaction
+        import historykit
 
-        ManualCompaction(focus="keep the details of the auth refactor")
-        ManualCompaction(keep_last=2)          # keep only the last two units verbatim
+        pipeline = historykit.default_pipeline()
+        pipeline.compact(messages, focus="keep the details of the auth refactor")
+        pipeline.compact(messages, keep_last=2)   # keep only the last two units verbatim
         ```
     """
 

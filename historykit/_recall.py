@@ -182,7 +182,7 @@ class Recall:
         from historykit.checkpointers import SQLModelSaver
         from historykit.plugins.langchain import HistoryKitMiddleware
         from historykit.plugins.pydantic_ai import HistoryKit
-        from historykit._recall import Recall
+        from historykit import Recall
 
         HistoryKit(pipeline, recall=True)                                      # the defaults
         HistoryKit(pipeline, recall=Recall(store=store, max_chars=8_000))      # a SQLModelConversationStore

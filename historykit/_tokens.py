@@ -9,7 +9,7 @@ cached per message, so a second count of a grown history costs only the new mess
 
 Example:
     ```python
-    from historykit._tokens import TokenCounter
+    from historykit import TokenCounter
 
     counter = TokenCounter()
     total = counter.count(messages)  # native Pydantic AI / LangChain messages, or neutral ones

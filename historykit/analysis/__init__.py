@@ -33,7 +33,7 @@ The command `historykit analyze` prints this; in Jupyter an `Analysis` renders a
 Example:
     ```python
     import historykit
-    from historykit.analysis._analysis import analyze
+    from historykit.analysis import analyze
     from historykit.formats import read_transcript
 
     transcript = read_transcript("session.jsonl")

@@ -21,18 +21,6 @@ from historykit.formats._recorded import (
     unseen_inputs,
 )
 
-__all__ = [
-    "KIND_LABELS",
-    "Analysis",
-    "CallSize",
-    "ProcessorSavings",
-    "RepeatedRead",
-    "Replay",
-    "ToolOutput",
-    "analyze",
-    "replay",
-]
-
 KIND_LABELS: dict[str, str] = {
     "system": "system",
     "user": "user",

@@ -209,7 +209,7 @@ class AnthropicCompactionSummarizer:
         ```python
         import anthropic
         from historykit.processors import Summarize, Trigger
-        from historykit.plugins._native_compaction import AnthropicCompactionSummarizer
+        from historykit.plugins.native_compaction import AnthropicCompactionSummarizer
 
         native = AnthropicCompactionSummarizer(anthropic.AsyncAnthropic(), "claude-opus-5-5")
         Summarize(trigger=Trigger(max_fraction=0.8), summarizer=native)
@@ -299,7 +299,7 @@ class OpenAICompactionSummarizer:
         ```python
         import openai
         from historykit.processors import Summarize, Trigger
-        from historykit.plugins._native_compaction import OpenAICompactionSummarizer
+        from historykit.plugins.native_compaction import OpenAICompactionSummarizer
 
         native = OpenAICompactionSummarizer(openai.AsyncOpenAI(), "gpt-5")
         Summarize(trigger=Trigger(max_fraction=0.8), summarizer=native)

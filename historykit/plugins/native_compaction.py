@@ -47,7 +47,7 @@ Example:
     ```python
     import anthropic
     from historykit.processors import ExtractiveSummarizer, Summarize, Trigger
-    from historykit.plugins._native_compaction import AnthropicCompactionSummarizer
+    from historykit.plugins.native_compaction import AnthropicCompactionSummarizer
 
     native = AnthropicCompactionSummarizer(anthropic.AsyncAnthropic(), model="claude-opus-5-5")
     at_80 = Trigger(max_fraction=0.8)

@@ -9,7 +9,7 @@ something of its own (a signature, a condition, a message), not a bracket or a `
 
 Example:
     ```python
-    from historykit._messages import ToolCallPart
+    from historykit import ToolCallPart
     from historykit.processors.change_records import change_line
 
     call = ToolCallPart("Edit", {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = compute_x()"})

@@ -154,9 +154,7 @@ class ClearToolResults(HistoryProcessor):
 
         Example:
             ```python
-            from historykit.processors import ClearToolResults
-            from historykit.processors._summarizers import error_line
-    from historykit.processors._trigger import Trigger
+            from historykit.processors import ClearToolResults, Trigger
 
             clear = ClearToolResults(keep=3, exclude_tools=("TodoWrite",), trigger=Trigger(max_fraction=0.5))
             result = clear.run(messages, context_window=200_000)   # native messages in and out

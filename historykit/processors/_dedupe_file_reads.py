@@ -34,7 +34,7 @@ frees reach `min_gain`. Between two batches the view only grows by appending, in
 
 Example:
     ```python
-    from historykit.processors._dedupe_file_reads import DedupeFileReads
+    from historykit.processors import DedupeFileReads
 
     dedupe = DedupeFileReads()                               # past half the window, >= 1,000 tokens a batch
     dedupe = DedupeFileReads(root="/testbed")                # `/testbed/a.py` and `a.py` are one file
@@ -86,8 +86,7 @@ class DedupeFileReads(HistoryProcessor):
 
     Example:
         ```python
-        from historykit.processors._dedupe_file_reads import DedupeFileReads
-        from historykit.processors._file_reads import FileRead
+        from historykit.processors import DedupeFileReads, FileRead
 
         def my_tool(call):  # a file tool of your own
             if call.name == "fetch_source":

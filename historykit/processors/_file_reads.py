@@ -38,7 +38,7 @@ whose header states its lines becomes that line range). `FileAccessRecogniser` i
 
 Example:
     ```python
-    from historykit._messages import ToolCallPart
+    from historykit import ToolCallPart
     from historykit.processors._file_reads import FileRead, file_accesses
 
     calls = [ToolCallPart("1", "bash", {"command": "cd /repo && sed -n '10,40p' src/a.py"})]

@@ -63,7 +63,7 @@ class StripThinking(HistoryProcessor):
     Example:
         ```python
         from historykit.processors import StripThinking
-        from historykit.processors._trigger import Trigger
+        from historykit.processors import Trigger
 
         strip = StripThinking(keep_turns=1, trigger=Trigger(max_fraction=0.5))
         result = strip.run(messages, context_window=200_000)   # native messages in and out

@@ -46,10 +46,10 @@ not turn into text.
 
 Example:
     ```python
-    from historykit.processors._summarize import Summarize
+    from historykit.processors import Summarize
     from historykit.plugins.pydantic_ai import PydanticAISummarizer
-    from historykit.processors._summarizers import ExtractiveSummarizer
-    from historykit.processors._trigger import Trigger
+    from historykit.processors import ExtractiveSummarizer
+    from historykit.processors import Trigger
 
     Summarize(trigger=Trigger(max_fraction=0.8))                      # extractive, no LLM
     Summarize(trigger=Trigger(max_fraction=0.8), model="openai:gpt-4o-mini")  # Pydantic AI
@@ -112,8 +112,8 @@ class NativeSummary(str):
 
     Example:
         ```python
-        from historykit._messages import ProviderCompaction
-        from historykit.processors._summarizers import NativeSummary
+        from historykit import ProviderCompaction
+        from historykit.processors import NativeSummary
 
         block = ProviderCompaction("anthropic", "claude-opus-5-5", '{"type": "compaction", "content": "..."}')
         summary = NativeSummary("## Task\n- ...", block)
@@ -850,7 +850,7 @@ class ExtractiveSummarizer:
 
     Example:
         ```python
-        from historykit.processors._summarizers import ExtractiveSummarizer
+        from historykit.processors import ExtractiveSummarizer
 
         text = ExtractiveSummarizer()(messages)
         ```
@@ -1027,7 +1027,7 @@ class UnusableSummarizerError(InvalidArgumentError):
 
     Example:
         ```python
-        from historykit.processors._summarizers import UnusableSummarizerError
+        from historykit.processors import UnusableSummarizerError
 
         async def my_summarizer(messages):
             if API_KEY is None:

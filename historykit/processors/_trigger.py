@@ -17,7 +17,7 @@ Named presets for the whole default pipeline (where each stage starts, where usa
 
 Example:
     ```python
-    from historykit.processors._trigger import Trigger
+    from historykit.processors import Trigger
 
     trigger = Trigger(max_fraction=0.8, low_water=0.5)   # start at 80% of the window, go down to 40%
     trigger.fires(tokens=90_000, messages=300, ctx=ctx)  # with a 100k window: True

@@ -26,9 +26,9 @@ class LangChainFramework:
     Example:
         ```python
         from langchain_core.messages import HumanMessage
-        from historykit._frameworks import framework_of
+        from historykit.plugins import frameworks
 
-        framework_of(HumanMessage).name  # 'langchain'
+        [f.name for f in frameworks() if f.owns(HumanMessage)]  # ['langchain']
         ```
     """
 

@@ -27,9 +27,9 @@ class PydanticAIFramework:
     Example:
         ```python
         from pydantic_ai.messages import ModelRequest
-        from historykit._frameworks import framework_of
+        from historykit.plugins import frameworks
 
-        framework_of(ModelRequest).name  # 'pydantic-ai'
+        [f.name for f in frameworks() if f.owns(ModelRequest)]  # ['pydantic-ai']
         ```
     """
 

@@ -45,8 +45,6 @@ from typing import Any, TypeVar
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit._view import ViewReplay
 
-__all__ = ["ConversationState", "Conversations", "conversation_key"]
-
 _T = TypeVar("_T")
 
 

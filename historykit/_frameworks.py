@@ -33,21 +33,6 @@ from typing import Any, Protocol, runtime_checkable
 from historykit._messages import Message
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = [
-    "BUILTIN_PACKAGES",
-    "Adapter",
-    "Framework",
-    "NeutralAdapter",
-    "NeutralFramework",
-    "SummarizerFn",
-    "adapter_for",
-    "framework_for_format",
-    "framework_of",
-    "frameworks",
-    "history_framework",
-    "register",
-]
-
 BUILTIN_PACKAGES: tuple[str, ...] = ("historykit.plugins.pydantic_ai", "historykit.plugins.langchain")
 """The framework packages shipped with historykit, imported (cheaply) on the first lookup."""
 

@@ -34,8 +34,6 @@ from typing import Any
 from historykit._pipeline import Report
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["Gauge"]
-
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 _SPARKS = "▁▂▃▄▅▆▇█"
 

@@ -33,28 +33,6 @@ from typing import Any, ClassVar, Literal, Union
 
 from historykit.errors import InvalidArgumentError
 
-__all__ = [
-    "COMPACTION_KEY",
-    "EDIT_KEY",
-    "PIN_KEY",
-    "PROVIDER_COMPACTION_KEY",
-    "CompactionMarker",
-    "MediaPart",
-    "Message",
-    "OtherPart",
-    "Part",
-    "PartKind",
-    "ProviderCompaction",
-    "ReportedUsage",
-    "Role",
-    "SummaryPart",
-    "TextPart",
-    "ThinkingPart",
-    "ToolCallPart",
-    "ToolResultPart",
-    "payload_digest",
-]
-
 Role = Literal["system", "user", "assistant", "tool"]
 """Who speaks. `tool` messages carry tool results; every other role may carry any part kind."""
 

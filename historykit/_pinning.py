@@ -39,8 +39,6 @@ from historykit._frameworks import framework_of
 from historykit._messages import Message, Part
 from historykit.errors import ArgumentTypeError
 
-__all__ = ["pin"]
-
 T = TypeVar("T")
 
 _NEUTRAL_PARTS: tuple[type, ...] = Part.__args__  # type: ignore[attr-defined]

@@ -40,20 +40,6 @@ from historykit._usage import UsageMonitor, UsageWarning
 from historykit._view import Mode, request_points
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = [
-    "Call",
-    "HistoryProcessor",
-    "ManualCompaction",
-    "Pipeline",
-    "PipelineResult",
-    "ProcessContext",
-    "Report",
-    "StepNotes",
-    "StepReport",
-    "native_result",
-    "reported_offset",
-]
-
 logger = logging.getLogger("historykit")
 
 MessageT = TypeVar("MessageT")

@@ -68,17 +68,6 @@ from historykit.errors import ArgumentTypeError, InvalidArgumentError
 if TYPE_CHECKING:
     from historykit._conversations import ConversationState
 
-__all__ = [
-    "HANDLE_LENGTH",
-    "Recall",
-    "check_recall_tool",
-    "content_handle",
-    "handle_in",
-    "placeholder_handle",
-    "recall_call",
-    "recall_handle",
-    "recall_option",
-]
 
 HANDLE_LENGTH = 10
 """Hex digits in a handle: 40 bits, so that two outputs of one conversation practically never share one."""

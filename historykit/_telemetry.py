@@ -55,7 +55,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from historykit._pipeline import Report
 
-__all__ = ["RETRY_SPAN_NAME", "SPAN_NAME", "available", "pipeline_span"]
 
 SPAN_NAME = "historykit.pipeline"
 """The name of the span of every pipeline call."""

@@ -45,19 +45,6 @@ from historykit._messages import (
 )
 from historykit.errors import ArgumentTypeError
 
-__all__ = [
-    "COUNT_SCHEME",
-    "DEFAULT_CONTEXT_WINDOW",
-    "TokenCount",
-    "TokenCounter",
-    "Tokenizer",
-    "counts_noted_since",
-    "default_tokenizer",
-    "heuristic_tokenizer",
-    "known_count",
-    "remember_counts",
-]
-
 Tokenizer = Callable[[str], int]
 """Any callable that says how many tokens a text is."""
 

@@ -23,16 +23,6 @@ from historykit._binding import history_binds_thinking
 from historykit._digests import message_digest
 from historykit._messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
-__all__ = [
-    "RULES",
-    "Violation",
-    "check",
-    "check_neutral",
-    "current_cycle_start",
-    "final_request_start",
-    "turn_starts",
-]
-
 RULES: dict[str, str] = {
     "R1": "every tool result answers a tool call made in the immediately preceding assistant turn",
     "R2": "every tool call has its result in the next turn (all calls of a parallel group)",

@@ -42,8 +42,6 @@ from historykit._digests import MessageDigests
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit._messages import Message
 
-__all__ = ["Mode", "ViewReplay", "request_points"]
-
 Mode = Literal["persistent", "view"]
 """How a conversation is stored: the view itself (`persistent`), or the raw history (`view`)."""
 

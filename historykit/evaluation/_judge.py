@@ -37,16 +37,6 @@ from historykit.evaluation._matching import message_text, normalise
 from historykit.evaluation._probes import KINDS, Probe, ProbeKind
 from historykit.processors._summarizers import summarizer_for
 
-__all__ = [
-    "JUDGE_INSTRUCTIONS",
-    "JudgeKindScore",
-    "JudgedProbe",
-    "Verdict",
-    "judge_kind_scores",
-    "judge_question",
-    "render_history",
-]
-
 JUDGE_INSTRUCTIONS = """\
 You answer questions about an agent's conversation, which is given between <history> tags, from \
 that history only. Quote exact values (paths, identifiers, code lines, error messages, commands) \

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["KINDS", "Probe", "ProbeKind"]
-
 ProbeKind = Literal["recall", "artifacts", "continuation", "decisions"]
 """The four kinds of probe (Factory's taxonomy: recall, artifact, continuation, decision)."""
 

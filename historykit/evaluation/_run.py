@@ -33,8 +33,6 @@ from historykit.evaluation._probes import Probe
 from historykit.evaluation._report import Evaluation
 from historykit.evaluation._scoring import ViewScorer
 
-__all__ = ["evaluate"]
-
 
 class _Recording(Pipeline):
     """The pipeline it wraps, keeping the view each run returns (what the call sends)."""

@@ -35,8 +35,6 @@ from historykit.evaluation._cost import cached_prefix, call_cost
 from historykit.evaluation._matching import handles_named, message_text, normalise
 from historykit.evaluation._probes import KINDS, Probe, ProbeKind
 
-__all__ = ["CallScore", "KindScore", "ViewScorer", "kind_scores"]
-
 
 @dataclass(frozen=True)
 class CallScore:

@@ -32,8 +32,6 @@ from typing import Any
 
 from historykit.errors import TranscriptFormatError
 
-__all__ = ["FORMATS", "TranscriptFormatError", "detect_format", "detect_text", "resolve_format"]
-
 FORMATS: tuple[str, ...] = ("chat", "pydantic-ai", "langchain", "claude-code", "codex")
 """The canonical format names, in the order they are documented."""
 

@@ -23,8 +23,6 @@ from typing import Any
 from historykit._frameworks import framework_for_format
 from historykit._messages import Message
 
-__all__ = ["read_langchain_json", "write_langchain_json"]
-
 
 def read_langchain_json(path: str | Path) -> tuple[list[Any], list[Message]]:
     """The native messages of a `langchain` JSON file and their neutral view."""

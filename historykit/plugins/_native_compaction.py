@@ -19,14 +19,6 @@ from historykit._messages import (
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.processors._summarizers import ExtractiveSummarizer, NativeSummary
 
-__all__ = [
-    "ANTHROPIC_COMPACTION_BETA",
-    "AnthropicCompactionSummarizer",
-    "OpenAICompactionSummarizer",
-    "anthropic_messages",
-    "responses_input",
-]
-
 ANTHROPIC_COMPACTION_BETA = "compact-2026-09-04"
 """The beta of Anthropic's `compaction` parameter, needed too on every request that sends its block."""
 

@@ -34,8 +34,6 @@ from itertools import accumulate
 from historykit._pipeline import ProcessContext
 from historykit.processors._trigger import Trigger
 
-__all__ = ["batch_boundary", "prefix_sums"]
-
 
 def prefix_sums(values: Iterable[int]) -> list[int]:
     """`[0, v0, v0 + v1, ...]`: entry `i` is the total of the first `i` values."""

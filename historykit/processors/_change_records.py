@@ -22,8 +22,6 @@ from __future__ import annotations
 from historykit._messages import ToolCallPart
 from historykit.processors._file_reads import shell_text
 
-__all__ = ["CHANGE_CHARS", "NEW_TEXT_KEYS", "change_line", "change_text", "kept_record"]
-
 CHANGE_CHARS = 80
 """Characters of the line kept."""
 MIN_CHANGE = 8

@@ -67,8 +67,6 @@ from historykit.processors._file_reads import (
 )
 from historykit.processors._trigger import Trigger
 
-__all__ = ["NOTICE_PREFIX", "DedupeFileReads"]
-
 NOTICE_PREFIX = "[Superseded file read] "
 """How every notice begins; a result that begins so is a notice, never a current copy."""
 

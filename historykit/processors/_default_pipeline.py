@@ -76,8 +76,6 @@ from historykit.processors._summarize import Summarize
 from historykit.processors._summarizers import Summarizer
 from historykit.processors._trigger import Trigger
 
-__all__ = ["TRIGGER_PRESETS", "TriggerPreset", "default_pipeline"]
-
 EDIT_AT = 0.4
 """High-water mark of the cheap edits (dedupe, clear, strip), as a fraction of the window."""
 CLEAR_DOWN_TO = 0.3

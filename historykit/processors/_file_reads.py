@@ -61,22 +61,6 @@ from historykit._messages import ToolCallPart, ToolResultPart
 from historykit._validate import check_int
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = [
-    "FileAccess",
-    "FileAccessRecogniser",
-    "FileKey",
-    "FileRead",
-    "FileWrite",
-    "Touch",
-    "file_accesses",
-    "files_touched",
-    "normalize_path",
-    "read_failed",
-    "read_is_partial",
-    "shell_text",
-    "shown_extent",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class FileRead:

@@ -30,8 +30,6 @@ from historykit.processors._turns import (
     truncation_notice,
 )
 
-__all__ = ["PairwiseTruncate"]
-
 
 @dataclass
 class PairwiseTruncate(TriggerField, HistoryProcessor):

@@ -48,8 +48,6 @@ from historykit.processors._summarizers import (
 from historykit.processors._trigger import TriggerField
 from historykit.processors._turns import is_user_request
 
-__all__ = ["SUMMARY_HEADER", "Summarize"]
-
 _log = logging.getLogger(__name__)
 
 SUMMARY_HEADER = (

@@ -79,30 +79,6 @@ from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.processors._change_records import change_line
 from historykit.processors._file_reads import FileRead, FileWrite, file_accesses, files_touched, shell_text
 
-__all__ = [
-    "FOCUS_INSTRUCTIONS",
-    "SECTIONS",
-    "SHORTENED_CHARS",
-    "SUMMARY_INSTRUCTIONS",
-    "USER_MESSAGE_CHARS",
-    "ExtractiveSummarizer",
-    "NativeSummary",
-    "Summarizer",
-    "UnusableSummarizerError",
-    "UserMessages",
-    "complete_summary",
-    "ensure_constraints",
-    "extract_constraints",
-    "focus_terms",
-    "parse_sections",
-    "render_transcript",
-    "section",
-    "summarizer_for",
-    "summary_prompt",
-    "user_messages",
-    "user_words",
-]
-
 Summarizer = Callable[[Sequence[Message]], str | Awaitable[str]]
 """Neutral messages in, summary text out; sync or async."""
 

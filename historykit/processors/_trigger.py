@@ -36,8 +36,6 @@ from historykit._pipeline import ProcessContext
 from historykit._validate import check_fraction, check_instance, check_int
 from historykit.errors import InvalidArgumentError
 
-__all__ = ["DEFAULT_TRIGGER", "Trigger", "counted_mark"]
-
 
 @dataclass(frozen=True)
 class Trigger:

@@ -14,8 +14,6 @@ from historykit._frameworks import Adapter, SummarizerFn
 from historykit._messages import PIN_KEY, Message
 from historykit.errors import ArgumentTypeError
 
-__all__ = ["LangChainFramework"]
-
 
 class LangChainFramework:
     """LangChain (and LangGraph) `BaseMessage` histories, chat models and JSON.

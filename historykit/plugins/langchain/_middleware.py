@@ -128,16 +128,6 @@ except ImportError:  # pragma: no cover - langchain 1.x before wrap_model_call c
 _ADAPTER = LangChainAdapter()
 """The one adapter every call converts with, once in and once out."""
 
-__all__ = [
-    "HistoryKitHook",
-    "HistoryKitMiddleware",
-    "HistoryKitState",
-    "chat_model_binds_thinking",
-    "chat_model_context_window",
-    "state_update",
-    "with_provider_compaction",
-]
-
 
 def chat_model_context_window(model: Any) -> ContextWindow | None:
     """`model.profile["max_input_tokens"]` of a LangChain chat model (or a binding of one), if it has one.

@@ -131,13 +131,6 @@ try:
 except ImportError:  # pragma: no cover - Pydantic AI 1.x: no attempts to retry a request step with
     _RetryModelRequest = None  # type: ignore[assignment,misc]
 
-__all__ = [
-    "HistoryKit",
-    "HistoryKitProcessor",
-    "model_binds_thinking_blocks",
-    "model_context_window",
-    "with_provider_compaction",
-]
 
 logger = logging.getLogger("historykit")
 

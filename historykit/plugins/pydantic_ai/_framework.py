@@ -15,8 +15,6 @@ from historykit._frameworks import Adapter, SummarizerFn
 from historykit._messages import PIN_KEY, Message
 from historykit.errors import ArgumentTypeError
 
-__all__ = ["PydanticAIFramework"]
-
 
 class PydanticAIFramework:
     """Pydantic AI's `ModelRequest` / `ModelResponse` histories, models and JSON.

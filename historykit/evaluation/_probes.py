@@ -17,7 +17,7 @@ class Probe:
     """One fact the view sent at a call should still hold.
 
     A probe holds at a call when every one of its `needles` is in the view sent (compared
-    normalised: `historykit.evaluation._matching.normalise`); it is scored at each call whose input
+    normalised: `historykit.evaluation.normalise`); it is scored at each call whose input
     reaches past `appeared` and does not reach past `until`.
 
     Example:

@@ -49,7 +49,7 @@ class CallScore:
     reused: int
     """Of those, the tokens identical to the previous call's input from its start (cache hits)."""
     cost: float
-    """`historykit.evaluation._cost.call_cost(tokens, reused)`."""
+    """`historykit.evaluation.call_cost(tokens, reused)`."""
     scored: dict[ProbeKind, int]
     """Per kind, the probes scored at this call (active, and held by the call's full history)."""
     held: dict[ProbeKind, int]

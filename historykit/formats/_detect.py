@@ -72,7 +72,7 @@ def resolve_format(name: str) -> str:
 
 
 def _framework_formats() -> set[str]:
-    # A framework added as a package (`historykit._frameworks.register`) brings its own format.
+    # A framework added as a package (`historykit.plugins.register`) brings its own format.
     from historykit._frameworks import frameworks
 
     return {f.format for f in frameworks() if f.format is not None}

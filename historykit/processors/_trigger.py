@@ -13,7 +13,7 @@ The token mark is the tighter of `max_tokens`, `max_fraction` of the window and 
 40k), 160,000 at 200,000, 960,000 at 1,000,000.
 
 Named presets for the whole default pipeline (where each stage starts, where usage warns) are
-`historykit.processors._default_pipeline.TRIGGER_PRESETS`.
+`historykit.processors.TRIGGER_PRESETS`.
 
 Example:
     ```python

@@ -1,4 +1,4 @@
-"""Pydantic AI as the core sees it (`historykit._frameworks.Framework`).
+"""Pydantic AI as the core sees it (`historykit.plugins.Framework`).
 
 Imports no Pydantic AI: ownership is decided by module name, and each method imports what it needs
 when it is called, so that the core can ask about any history without importing a framework.

@@ -37,7 +37,8 @@ BUILTIN_PACKAGES: tuple[str, ...] = ("historykit.plugins.pydantic_ai", "historyk
 """The framework packages shipped with historykit, imported (cheaply) on the first lookup."""
 
 SummarizerFn = Callable[..., Awaitable[str]]
-"""What `Framework.summarizer` returns: a `historykit.processors._summarizers.Summarizer`."""
+"""What `Framework.summarizer` returns: a summarizer of `Summarize` (neutral messages in, the
+summary text out), awaited."""
 
 
 class Adapter(Protocol):

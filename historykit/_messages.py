@@ -316,7 +316,7 @@ class Message:
     """For assistant messages: the usage the provider reported for the request that produced it."""
     model: str | None = None
     """For assistant messages: the name of the model that produced it, when the framework records it
-    (it tells whether the provider binds thinking to the history, `historykit._binding`)."""
+    (it tells whether the provider binds thinking to the history, `historykit.BINDING_MODELS`)."""
     marker: CompactionMarker | None = field(default=None, compare=False)
     """The compaction that wrote this message (set by the pipeline on every message a processor
     made, and read back from native metadata, `EDIT_KEY`); `None` for an original."""

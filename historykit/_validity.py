@@ -76,7 +76,7 @@ def check(
     - `sent_before`: the history sent on the previous call (the previous view), of the same
       framework. With it, R13 is checked: on a model that binds thinking, a thinking block after the
       first place where `messages` differs from `sent_before` is reported (its prefix changed).
-    - `binds_thinking`: whether the model binds thinking (`historykit._binding`); `None`: from the
+    - `binds_thinking`: whether the model binds thinking (`historykit.BINDING_MODELS`); `None`: from the
       model name on the latest assistant message.
 
     Raises `ArgumentTypeError` (a `TypeError`) naming the index and type of an item that is not a message.

@@ -75,7 +75,7 @@ def evaluate(
       pipeline's steps).
     - `on_call(done, total)`: called after each replayed call (for progress bars).
     - `judge`: a model that answers each probe's question with the compacted view and with the full
-      history, at the last call that scores the probe (`historykit.evaluation._judge`: a Pydantic AI
+      history, at the last call that scores the probe (`judge_question` asks it; a Pydantic AI
       model name, `Model` or `Agent`, or a callable `(prompt) -> str`); two requests per probe.
     - `judge_probes`: ask about at most this many probes (the kinds in turn); `None`: all of them.
     - `on_question(done, total)`: called after each probe the judge answered.

@@ -6,7 +6,7 @@ agent's own run had already lost is nobody's loss here, so the full-context base
 by construction and every score is against it. A scored probe **holds** when each of its needles is
 in the view sent (normalised: `historykit.evaluation._matching`); else it is **recoverable** when
 each needle missing from the view is in an original that a recall handle the view names returns
-(`historykit._recall`: the handles of the transcript's tool outputs, as a store's log keeps them);
+(`historykit.Recall`: the handles of the transcript's tool outputs, as a store's log keeps them);
 else it is **lost**.
 
 Each message's needles are found once: views share their messages from call to call (persistent

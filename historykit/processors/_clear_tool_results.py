@@ -53,7 +53,7 @@ FAILED = "{call} (failed: {error})"
 it can still be read after the output is gone."""
 RECALL_PLACEHOLDER = "[cleared: output of {call}, {tokens:,} tokens; {recall} returns it]"
 """What a cleared tool result reads when the recall tool is installed (`recall_tool`): `{recall}` is
-`recall(handle='3f9a0c1b2d')`, the handle being the cleared content's (`historykit._recall`)."""
+`recall(handle='3f9a0c1b2d')`, the handle being the cleared content's (`historykit.Recall`)."""
 _RESULT_HEAD = "[cleared: output of "
 _RESULT_TAIL = " tokens; call the tool again to see it]"
 _RECALL_TAIL = re.compile(r" tokens; \w+\(handle='[0-9a-f]+'\) returns it\]\Z")
@@ -133,7 +133,7 @@ class ClearToolResults(HistoryProcessor):
     A cleared result reads `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; call the
     tool again to see it]`, or, when the integration installed the recall tool (`recall_tool`),
     `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; recall(handle='3f9a0c1b2d')
-    returns it]`, the handle being the cleared content's (`historykit._recall`); a cleared argument
+    returns it]`, the handle being the cleared content's (`historykit.Recall`); a cleared argument
     value reads `[cleared from the history: 2,311 tokens; the call was made with the full value]`.
     Placeholders depend only on the call and the cleared content, so the same history always gives
     the same output, and a placeholder is never cleared again or counted as a gain.
@@ -174,7 +174,7 @@ class ClearToolResults(HistoryProcessor):
     min_gain: int | None = None
     """Never clear fewer tokens than this at once; `None`: 5% of the context window."""
     recall_tool: str | None = None
-    """The name of the recall tool, when the integration installed one (`historykit._recall`): a
+    """The name of the recall tool, when the integration installed one (`historykit.Recall`): a
     cleared result then names it with a handle instead of saying "call the tool again"."""
     _cache: IdentityCache[tuple[Message, Message | None, Message, int, int, int]] = field(
         default_factory=IdentityCache, init=False, repr=False, compare=False

@@ -115,7 +115,7 @@ class DedupeFileReads(HistoryProcessor):
     edit would miss the cache. `None`: whenever `min_gain` tokens can be freed. Deduplication
     does all it can when it fires (it has no low-water mark to stop at)."""
     recall_tool: str | None = None
-    """The name of the recall tool, when the integration installed one (`historykit._recall`): a
+    """The name of the recall tool, when the integration installed one (`historykit.Recall`): a
     notice then also names the handle that gives the replaced copy back."""
     _recogniser: FileAccessRecogniser | None = field(default=None, init=False, repr=False, compare=False)
     _outputs: IdentityCache[tuple[tuple[tuple[int, str], ...], Message]] = field(

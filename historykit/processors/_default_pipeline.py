@@ -203,7 +203,7 @@ def default_pipeline(
     - `on_report`: called with every run's report.
     - `preset`: where each stage starts and where usage warns: a `TriggerPreset`, or the name of
       one in `TRIGGER_PRESETS` (`"default"`, `"cline"`, `"chainreview"`).
-    - `on_warning`: called with each usage warning (`historykit._usage`), once per crossing.
+    - `on_warning`: called with each usage warning (`historykit.UsageWarning`), once per crossing.
 
     Raises `ValueError` for a `context_window` that is not a positive int, an unknown preset, or
     when both `summarizer` and `model` are given.

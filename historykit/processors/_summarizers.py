@@ -22,7 +22,7 @@ Built in:
 - `LangChainSummarizer` (`historykit.plugins.langchain`) runs a LangChain chat model
   (`BaseChatModel.ainvoke`).
 - `summarizer_for(model)` picks the one for a model, asking each registered framework
-  (`historykit._frameworks`).
+  (`historykit.plugins.frameworks`).
 
 Whatever a summarizer writes, `Summarize` completes it (`complete_summary`): every summary keeps
 the user's own messages verbatim (`user_words`: not tool output, instruction files, reminders or
@@ -1015,7 +1015,7 @@ class UnusableSummarizerError(InvalidArgumentError):
 
 def summarizer_for(model: Any, budget_tokens: int = 2_000) -> Summarizer:
     """The summarizer for a framework's model: a Pydantic AI model name / `Model` / `Agent`, a
-    LangChain chat model, or a model of any registered framework (`historykit._frameworks`).
+    LangChain chat model, or a model of any registered framework (`historykit.plugins.frameworks`).
 
     Raises `TypeError` naming the type of anything else.
     """

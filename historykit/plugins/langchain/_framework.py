@@ -19,7 +19,7 @@ class LangChainFramework:
     """LangChain (and LangGraph) `BaseMessage` histories, chat models and JSON.
 
     Registered when `historykit.plugins.langchain` is imported; the core asks it through
-    `historykit._frameworks`.
+    `historykit.plugins.frameworks`.
 
     Example:
         ```python

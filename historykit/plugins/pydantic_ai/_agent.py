@@ -38,7 +38,7 @@ from `before_model_request`, whose messages are the request's alone there; 1.x f
 Both modes send the model the same view on every call, append-only between compactions, so the
 provider's prompt cache keeps hitting; on a model that binds thinking (its profile's
 `anthropic_binds_thinking_blocks`, its name, or `binds_thinking=`), thinking after an edit is
-dropped (`historykit._binding`).
+dropped (`historykit.BINDING_MODELS`).
 
 Compact and retry (`HistoryKit`): when the provider refuses a request as too long for its context
 window, the pipeline runs again on the same input with a smaller window and the model is called
@@ -52,7 +52,7 @@ Manual compaction (both): `compact(focus)` makes the next model request run `Pip
 `HistoryKit.compact_conversation` compacts a stored Pydantic AI `Conversation` at once (persistent
 mode), to save in a `ConversationStore`.
 
-Recall (`HistoryKit(..., recall=True)`, `historykit._recall`): the capability adds a `recall` tool
+Recall (`HistoryKit(..., recall=True)`, `historykit.Recall`): the capability adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the run's history
 (view-only), the originals it kept (persistent) or the `Recall.store`'s transcript.
 
@@ -218,7 +218,7 @@ def _own_context_window(model: Any) -> ContextWindow | None:
 
 
 def model_binds_thinking_blocks(model: Any) -> bool | None:
-    """Whether a Pydantic AI model binds replayed thinking to the history (R13, `historykit._binding`).
+    """Whether a Pydantic AI model binds replayed thinking to the history (R13, `historykit.BINDING_MODELS`).
 
     The profile flag `anthropic_binds_thinking_blocks` (Pydantic AI 2.68 and later) when the profile
     has it; else the model's name; `None` for no model (the messages' model names then decide). For a
@@ -391,7 +391,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     profile's `anthropic_binds_thinking_blocks`, else its name)."""
     recall: Recall | bool = False
     """`True` or a `Recall`: add the recall tool, and make placeholders name it with a handle
-    (`historykit._recall`); `False`: placeholders say "call the tool again"."""
+    (`historykit.Recall`); `False`: placeholders say "call the tool again"."""
     _: KW_ONLY
     id: str | None = "historykit"
     """The capability's stable identity within an agent (Pydantic AI's `AbstractCapability.id`):

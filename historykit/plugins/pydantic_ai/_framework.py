@@ -20,7 +20,7 @@ class PydanticAIFramework:
     """Pydantic AI's `ModelRequest` / `ModelResponse` histories, models and JSON.
 
     Registered when `historykit.plugins.pydantic_ai` is imported; the core asks it through
-    `historykit._frameworks`.
+    `historykit.plugins.frameworks`.
 
     Example:
         ```python

@@ -35,16 +35,6 @@ from dataclasses import dataclass, replace
 
 from historykit._messages import Message, ThinkingPart
 
-__all__ = [
-    "BINDING_MODELS",
-    "ThinkingDrop",
-    "drop_unbound_thinking",
-    "first_edit",
-    "history_binds_thinking",
-    "model_binds_thinking",
-    "restore_cycle_thinking",
-]
-
 BINDING_MODELS: tuple[str, ...] = (
     "claude-fable-5-1",
     "claude-fable-5-2",

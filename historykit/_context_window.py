@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from historykit._tokens import DEFAULT_CONTEXT_WINDOW
 from historykit.errors import InvalidArgumentError
 
-__all__ = ["MAX_CONTEXT_WINDOW", "ContextWindow", "check_context_window", "resolve_context_window"]
-
 MAX_CONTEXT_WINDOW = 1_000_000_000
 """The largest window (and token count a trigger takes) accepted: a thousand times the largest models
 of today. Beyond it a number is a slip (`10**30`), and budgets computed from it mean nothing."""

@@ -7,8 +7,8 @@ call therefore belongs to one conversation and is found by that conversation's k
 - the views a view-only replay derived (`historykit._view.ViewReplay`);
 - what a processor remembers between calls (`Summarize`: its summaries and background summaries),
   asked for with `ConversationState.memory(processor, make)`;
-- the originals of the tool outputs a placeholder replaced, for the recall tool (`historykit._recall`);
-- the usage-warning level (`historykit._usage`) and the window an overflow shrank the conversation to.
+- the originals of the tool outputs a placeholder replaced, for the recall tool (`historykit.Recall`);
+- the usage-warning level (`historykit.UsageWarning`) and the window an overflow shrank the conversation to.
 
 The integrations know the key: Pydantic AI's `conversation_id` (`("pydantic-ai", conversation_id)`),
 LangGraph's thread id (any type, as its checkpointers read it: `str(thread_id)`) with the graph's
@@ -44,8 +44,6 @@ from typing import Any, TypeVar
 
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit._view import ViewReplay
-
-__all__ = ["ConversationState", "Conversations", "conversation_key"]
 
 _T = TypeVar("_T")
 
@@ -83,9 +81,9 @@ class ConversationState:
         """The views this conversation's view-only calls derived (`historykit._view`)."""
         self.originals: OrderedDict[str, str] = OrderedDict()
         """Tool outputs a placeholder of this conversation replaced, by recall handle
-        (`historykit._recall`)."""
+        (`historykit.Recall`)."""
         self.usage_level = 0
-        """The usage-warning level of the latest call (`historykit._usage`)."""
+        """The usage-warning level of the latest call (`historykit.UsageWarning`)."""
         self.window: int | None = None
         """The window a context overflow shrank this conversation to (`historykit.plugins._overflow`)."""
         self.sent: object = None

@@ -32,8 +32,6 @@ from historykit._messages import (
     ToolResultPart,
 )
 
-__all__ = ["MessageDigests", "message_digest"]
-
 
 class MessageDigests:
     """Content digests of messages, remembered per message (or per native message, for adapters

@@ -11,8 +11,6 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["lazy_attributes"]
-
 
 def lazy_attributes(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
     """A module `__getattr__` for `package`: `where` maps each name to the module that defines it.

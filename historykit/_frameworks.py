@@ -33,26 +33,12 @@ from typing import Any, Protocol, runtime_checkable
 from historykit._messages import Message
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = [
-    "BUILTIN_PACKAGES",
-    "Adapter",
-    "Framework",
-    "NeutralAdapter",
-    "NeutralFramework",
-    "SummarizerFn",
-    "adapter_for",
-    "framework_for_format",
-    "framework_of",
-    "frameworks",
-    "history_framework",
-    "register",
-]
-
 BUILTIN_PACKAGES: tuple[str, ...] = ("historykit.plugins.pydantic_ai", "historykit.plugins.langchain")
 """The framework packages shipped with historykit, imported (cheaply) on the first lookup."""
 
 SummarizerFn = Callable[..., Awaitable[str]]
-"""What `Framework.summarizer` returns: a `historykit.processors._summarizers.Summarizer`."""
+"""What `Framework.summarizer` returns: a summarizer of `Summarize` (neutral messages in, the
+summary text out), awaited."""
 
 
 class Adapter(Protocol):
@@ -80,7 +66,7 @@ class Framework(Protocol):
 
     Example:
         ```python
-        from historykit._frameworks import register
+        from historykit.plugins import register
 
         class ToyFramework:
             name = "toy"

@@ -11,7 +11,7 @@ Jupyter (`display(gauge)`, or the gauge as a cell's last expression).
 Example:
     ```python
     import historykit
-    from historykit._gauge import Gauge
+    from historykit import Gauge
     from historykit.plugins.pydantic_ai import HistoryKit
 
     gauge = Gauge(warn_at=0.9)
@@ -34,8 +34,6 @@ from typing import Any
 from historykit._pipeline import Report
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["Gauge"]
-
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 _SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -47,7 +45,7 @@ class Gauge:
     Example:
         ```python
         from rich.console import Console
-        from historykit._gauge import Gauge
+        from historykit import Gauge
 
         gauge = Gauge(warn_at=0.9)                   # keeps the reports; print or display it
         live = Gauge(console=Console(), history=False)  # prints one gauge line per report

@@ -28,8 +28,6 @@ from typing import Generic, Literal, TypeVar
 from historykit._validate import check_int
 from historykit.errors import InvalidArgumentError
 
-__all__ = ["DEFAULT_CACHE_POLICY", "CachePolicy", "IdentityCache"]
-
 _V = TypeVar("_V")
 
 

@@ -14,7 +14,7 @@ edited). Messages and parts a processor creates from scratch have `native=None`.
 Example:
     ```python
     from dataclasses import replace
-    from historykit._messages import Message, TextPart
+    from historykit import Message, TextPart
 
     msg = Message.user("Fix the failing test in tests/test_io.py")
     shorter = replace(msg, parts=(TextPart("Fix the failing test"),))
@@ -32,28 +32,6 @@ from datetime import datetime, timezone
 from typing import Any, ClassVar, Literal, Union
 
 from historykit.errors import InvalidArgumentError
-
-__all__ = [
-    "COMPACTION_KEY",
-    "EDIT_KEY",
-    "PIN_KEY",
-    "PROVIDER_COMPACTION_KEY",
-    "CompactionMarker",
-    "MediaPart",
-    "Message",
-    "OtherPart",
-    "Part",
-    "PartKind",
-    "ProviderCompaction",
-    "ReportedUsage",
-    "Role",
-    "SummaryPart",
-    "TextPart",
-    "ThinkingPart",
-    "ToolCallPart",
-    "ToolResultPart",
-    "payload_digest",
-]
 
 Role = Literal["system", "user", "assistant", "tool"]
 """Who speaks. `tool` messages carry tool results; every other role may carry any part kind."""
@@ -338,7 +316,7 @@ class Message:
     """For assistant messages: the usage the provider reported for the request that produced it."""
     model: str | None = None
     """For assistant messages: the name of the model that produced it, when the framework records it
-    (it tells whether the provider binds thinking to the history, `historykit._binding`)."""
+    (it tells whether the provider binds thinking to the history, `historykit.BINDING_MODELS`)."""
     marker: CompactionMarker | None = field(default=None, compare=False)
     """The compaction that wrote this message (set by the pipeline on every message a processor
     made, and read back from native metadata, `EDIT_KEY`); `None` for an original."""

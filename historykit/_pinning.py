@@ -39,8 +39,6 @@ from historykit._frameworks import framework_of
 from historykit._messages import Message, Part
 from historykit.errors import ArgumentTypeError
 
-__all__ = ["pin"]
-
 T = TypeVar("T")
 
 _NEUTRAL_PARTS: tuple[type, ...] = Part.__args__  # type: ignore[attr-defined]
@@ -53,7 +51,7 @@ def pin(obj: T) -> T:
     Example:
         ```python
         from historykit import pin
-        from historykit._messages import Message
+        from historykit import Message
 
         rules = pin(Message.user("Never push to main."))
         assert rules.pinned

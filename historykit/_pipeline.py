@@ -40,20 +40,6 @@ from historykit._usage import UsageMonitor, UsageWarning
 from historykit._view import Mode, request_points
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = [
-    "Call",
-    "HistoryProcessor",
-    "ManualCompaction",
-    "Pipeline",
-    "PipelineResult",
-    "ProcessContext",
-    "Report",
-    "StepNotes",
-    "StepReport",
-    "native_result",
-    "reported_offset",
-]
-
 logger = logging.getLogger("historykit")
 
 MessageT = TypeVar("MessageT")
@@ -63,7 +49,7 @@ _R = TypeVar("_R")
 """What a plan returns (`_Plan`)."""
 
 BINDING_STEP = "ThinkingBinding"
-"""The report's name for the step that drops thinking an edit made invalid (`historykit._binding`)."""
+"""The report's name for the step that drops thinking an edit made invalid (`historykit.BINDING_MODELS`)."""
 CYCLE_STEP = "ThinkingCycle"
 """The report's name for the step that gives the current tool-use cycle its thinking back (R7)."""
 
@@ -78,10 +64,11 @@ class ManualCompaction:
 
     Example:
         ```python
-        from historykit._pipeline import ManualCompaction
+        import historykit
 
-        ManualCompaction(focus="keep the details of the auth refactor")
-        ManualCompaction(keep_last=2)          # keep only the last two units verbatim
+        pipeline = historykit.default_pipeline()
+        pipeline.compact(messages, focus="keep the details of the auth refactor")
+        pipeline.compact(messages, keep_last=2)   # keep only the last two units verbatim
         ```
     """
 
@@ -115,7 +102,7 @@ class ProcessContext:
     counter: TokenCounter
     """Counts tokens; shared by every step of a run so its cache is shared too."""
     binds_thinking: bool = False
-    """True when the model binds replayed thinking to the history (`historykit._binding`, R13): any
+    """True when the model binds replayed thinking to the history (`historykit.BINDING_MODELS`, R13): any
     edit then costs every thinking block after it, which the pipeline drops after its processors."""
     manual: ManualCompaction | None = None
     """A compaction the user asked for in this call (`Pipeline.compact`); `None` for a normal call."""
@@ -215,7 +202,7 @@ class Report:
     """Model calls processed to produce this view: 1 normally; in view-only mode, more on the first
     call over a stored history (each earlier call is replayed once), 0 for a history seen before."""
     warnings: tuple[UsageWarning, ...] = ()
-    """The usage warnings this call gave (`historykit._usage`): a warn mark crossed, or a call left
+    """The usage warnings this call gave (`historykit.UsageWarning`): a warn mark crossed, or a call left
     over the window."""
 
     @property
@@ -344,7 +331,7 @@ class PipelineResult(Generic[MessageT]):
     report: Report
     originals: Mapping[str, str] = field(default_factory=dict)
     """The tool outputs this call's placeholders replaced, by the recall handle each placeholder
-    names (`historykit._recall`): what a recall tool must be able to give back once the processed
+    names (`historykit.Recall`): what a recall tool must be able to give back once the processed
     history replaces the original. Empty when no step names a recall tool."""
     kept: list[MessageT] | None = None
     """The history to keep (`history`): `messages` without the edits of the steps that only make the
@@ -539,7 +526,7 @@ class Pipeline(HistoryProcessor):
         count. `False`: the counter's estimate alone."""
         self.usage = UsageMonitor(warn_at, on_warning)
         """Warns when what a call sends crosses `warn_at` of the window or is over it, once per
-        crossing of a conversation (`historykit._usage`): logged, on the report, and to `on_warning`."""
+        crossing of a conversation (`historykit.UsageWarning`): logged, on the report, and to `on_warning`."""
 
     def __repr__(self) -> str:
         return f"Pipeline([{', '.join(repr(p) for p in self.processors)}])"
@@ -549,7 +536,7 @@ class Pipeline(HistoryProcessor):
 
     @property
     def recall_tools(self) -> frozenset[str]:
-        """The recall tools the placeholders of this pipeline's steps name (`historykit._recall`)."""
+        """The recall tools the placeholders of this pipeline's steps name (`historykit.Recall`)."""
         return frozenset(
             name for p in self.processors if isinstance(name := getattr(p, "recall_tool", None), str)
         )
@@ -787,7 +774,7 @@ class Pipeline(HistoryProcessor):
           summaries, usage warnings) is kept for it alone; `None`: nothing is shared with any
           other call.
         - `binds_thinking`: whether the model binds replayed thinking to the history (R13,
-          `historykit._binding`); `None`: read from the model name on the latest assistant message.
+          `historykit.BINDING_MODELS`); `None`: read from the model name on the latest assistant message.
         - `window_source` says where a given `context_window` came from (the framework glue passes
           `model profile`); the report shows it.
 
@@ -796,7 +783,7 @@ class Pipeline(HistoryProcessor):
         unknown `mode` or a `context_window` that is not a positive int. Returns a
         `PipelineResult[M]` for a `Sequence[M]`: its `.messages` are of the input's framework;
         untouched messages are the very same objects. Its report carries the usage warnings the
-        call gave (`historykit._usage`); with `opentelemetry-api` installed, the call is one span
+        call gave (`historykit.UsageWarning`); with `opentelemetry-api` installed, the call is one span
         (`historykit._telemetry`).
         """
         if counter is not None or on_report is not None:

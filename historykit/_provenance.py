@@ -27,8 +27,6 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["originals_of", "part_originals", "record", "written_runs"]
-
 _REPLACED: dict[int, tuple[weakref.ref[Any], tuple[Any, ...], bool]] = {}
 """Per message, and per part of a message made of parts (by id): a weak reference to it, the
 messages it stands in for, and whether it stands for itself too (a kept original that messages

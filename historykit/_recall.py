@@ -68,18 +68,6 @@ from historykit.errors import ArgumentTypeError, InvalidArgumentError
 if TYPE_CHECKING:
     from historykit._conversations import ConversationState
 
-__all__ = [
-    "HANDLE_LENGTH",
-    "Recall",
-    "check_recall_tool",
-    "content_handle",
-    "handle_in",
-    "handles_in",
-    "placeholder_handle",
-    "recall_call",
-    "recall_handle",
-    "recall_option",
-]
 
 HANDLE_LENGTH = 10
 """Hex digits in a handle: 40 bits, so that two outputs of one conversation practically never share one."""
@@ -188,7 +176,7 @@ class Recall:
         from historykit.checkpointers import SQLModelSaver
         from historykit.plugins.langchain import HistoryKitMiddleware
         from historykit.plugins.pydantic_ai import HistoryKit
-        from historykit._recall import Recall
+        from historykit import Recall
 
         HistoryKit(pipeline, recall=True)                                      # the defaults
         HistoryKit(pipeline, recall=Recall(store=store, max_chars=8_000))      # a SQLModelConversationStore

@@ -18,7 +18,7 @@ The span's attributes (all under `historykit.`):
 | `strategies` | the strategies of the compaction markers written (`summarize`, `truncate`, ...) |
 | `replayed_calls` | model calls replayed to derive the view (view-only mode) |
 | `thinking_dropped.blocks`, `thinking_dropped.tokens` | thinking dropped on a binding model |
-| `warnings` | the kinds of the usage warnings given (`historykit._usage`) |
+| `warnings` | the kinds of the usage warnings given (`historykit.UsageWarning`) |
 | `tokenizer` | how tokens were counted |
 
 A compact-and-retry after a context overflow is a span of its own, `historykit.overflow_retry`,
@@ -55,7 +55,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from historykit._pipeline import Report
 
-__all__ = ["RETRY_SPAN_NAME", "SPAN_NAME", "available", "pipeline_span"]
 
 SPAN_NAME = "historykit.pipeline"
 """The name of the span of every pipeline call."""

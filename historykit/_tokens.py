@@ -9,7 +9,7 @@ cached per message, so a second count of a grown history costs only the new mess
 
 Example:
     ```python
-    from historykit._tokens import TokenCounter
+    from historykit import TokenCounter
 
     counter = TokenCounter()
     total = counter.count(messages)  # native Pydantic AI / LangChain messages, or neutral ones
@@ -44,19 +44,6 @@ from historykit._messages import (
     ToolResultPart,
 )
 from historykit.errors import ArgumentTypeError
-
-__all__ = [
-    "COUNT_SCHEME",
-    "DEFAULT_CONTEXT_WINDOW",
-    "TokenCount",
-    "TokenCounter",
-    "Tokenizer",
-    "counts_noted_since",
-    "default_tokenizer",
-    "heuristic_tokenizer",
-    "known_count",
-    "remember_counts",
-]
 
 Tokenizer = Callable[[str], int]
 """Any callable that says how many tokens a text is."""

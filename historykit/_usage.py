@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from historykit._conversations import ConversationState
     from historykit._pipeline import Report
 
-__all__ = ["UsageMonitor", "UsageWarning", "WarningKind"]
 
 logger = logging.getLogger("historykit")
 

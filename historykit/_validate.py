@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["check_bool", "check_fraction", "check_instance", "check_int"]
-
 _INT_WORDS = {0: "a non-negative int", 1: "a positive int"}
 
 

@@ -23,16 +23,6 @@ from historykit._binding import history_binds_thinking
 from historykit._digests import message_digest
 from historykit._messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
-__all__ = [
-    "RULES",
-    "Violation",
-    "check",
-    "check_neutral",
-    "current_cycle_start",
-    "final_request_start",
-    "turn_starts",
-]
-
 RULES: dict[str, str] = {
     "R1": "every tool result answers a tool call made in the immediately preceding assistant turn",
     "R2": "every tool call has its result in the next turn (all calls of a parallel group)",
@@ -86,7 +76,7 @@ def check(
     - `sent_before`: the history sent on the previous call (the previous view), of the same
       framework. With it, R13 is checked: on a model that binds thinking, a thinking block after the
       first place where `messages` differs from `sent_before` is reported (its prefix changed).
-    - `binds_thinking`: whether the model binds thinking (`historykit._binding`); `None`: from the
+    - `binds_thinking`: whether the model binds thinking (`historykit.BINDING_MODELS`); `None`: from the
       model name on the latest assistant message.
 
     Raises `ArgumentTypeError` (a `TypeError`) naming the index and type of an item that is not a message.

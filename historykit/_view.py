@@ -4,7 +4,7 @@ A pipeline turns the history into the view. Between compactions the view only gr
 sends the previous view, unchanged, plus what arrived since (the model's response, tool results, the
 user's next message). A compaction replaces the view from some position on, rarely and in one batch.
 That is what keeps the provider's prompt cache hitting and, on models that bind thinking to the
-history (`historykit._binding`), what keeps thinking valid.
+history (`historykit.BINDING_MODELS`), what keeps thinking valid.
 
 There are two ways to store a conversation, and one view:
 
@@ -41,8 +41,6 @@ from typing import Literal
 from historykit._digests import MessageDigests
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit._messages import Message
-
-__all__ = ["Mode", "ViewReplay", "request_points"]
 
 Mode = Literal["persistent", "view"]
 """How a conversation is stored: the view itself (`persistent`), or the raw history (`view`)."""

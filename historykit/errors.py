@@ -74,7 +74,7 @@ class ArgumentTypeError(UserError, TypeError):
 class WrongFrameworkError(ArgumentTypeError, AttributeError):
     """One framework's glue handed to another (the Pydantic AI capability to LangChain's `create_agent`).
 
-    Raised when the other framework reads the hook it expects (`historykit.plugins._glue.WrongFramework`).
+    Raised when the other framework reads the hook it expects.
     Also an `AttributeError`, so a tool that only inspects members (`inspect.getmembers`, `hasattr`,
     as Pydantic AI's durable execution does on every capability) sees no such hook instead of failing.
     """

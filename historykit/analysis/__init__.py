@@ -15,17 +15,16 @@
   input from its start (what a provider's prompt cache reuses), and per processor how often it
   acted and how many tokens it freed when it did.
 
-What the transcript itself records is used: the usage the provider reported for each call
-(Claude Code's `message.usage`, Codex's token-count events; `Message.usage`) is shown next to the
-replayed sizes, and anchors them, as `TokenCounter.count` anchors every count: the recorded input
-and output of the call before stand for everything up to its answer (the system prompt and the
-tool definitions a transcript does not hold included), and only the messages since are estimated.
-The window is the transcript's unless given (`historykit.formats._recorded.transcript_window`: the one a
-Codex rollout records, else its model's from genai-prices, else the default). The agent's own
-compactions (`boundaries`: Claude Code's compact boundary, Codex's `compacted` row;
-`historykit.formats.compaction_boundaries`) start a new context in the replay, as they did in the
-real run. What the calls sent that the transcript does not hold is named
-(`historykit.formats._recorded.unseen_inputs`), never guessed.
+What the transcript itself records is used: the usage the provider reported for each call (Claude
+Code's `message.usage`, Codex's token-count events; `Message.usage`) is shown next to the replayed
+sizes, and anchors them, as `TokenCounter.count` anchors every count: the recorded input and output
+of the call before stand for everything up to its answer (the system prompt and the tool definitions
+a transcript does not hold included), and only the messages since are estimated. The window is the
+transcript's unless given (the one a Codex rollout records, else its model's from genai-prices, else
+the default). The agent's own compactions (`boundaries`: Claude Code's compact boundary, Codex's
+`compacted` row; `historykit.formats.compaction_boundaries`) start a new context in the replay, as
+they did in the real run. What the calls sent that the transcript does not hold is named
+(`Replay.unseen`), never guessed.
 
 The command `historykit analyze` prints this; in Jupyter an `Analysis` renders as HTML tables, and
 `Analysis.plot()` draws the context size per call before and after.
@@ -33,7 +32,7 @@ The command `historykit analyze` prints this; in Jupyter an `Analysis` renders a
 Example:
     ```python
     import historykit
-    from historykit.analysis._analysis import analyze
+    from historykit.analysis import analyze
     from historykit.formats import read_transcript
 
     transcript = read_transcript("session.jsonl")

@@ -21,18 +21,6 @@ from historykit.formats._recorded import (
     unseen_inputs,
 )
 
-__all__ = [
-    "KIND_LABELS",
-    "Analysis",
-    "CallSize",
-    "ProcessorSavings",
-    "RepeatedRead",
-    "Replay",
-    "ToolOutput",
-    "analyze",
-    "replay",
-]
-
 KIND_LABELS: dict[str, str] = {
     "system": "system",
     "user": "user",
@@ -133,7 +121,7 @@ class Replay:
     """Indices of the messages where the agent's own compaction started a new context."""
     window_source: str = "explicit"
     """Where `window` came from: `explicit`, `transcript` (the log records it), `genai-prices` (the
-    transcript's model) or `default` (`historykit.formats._recorded.transcript_window`)."""
+    transcript's model) or `default` (historykit's default window)."""
     model: str | None = None
     """The model the transcript names for its calls (the latest), if any."""
     unseen: tuple[str, ...] = ALWAYS_UNSEEN
@@ -544,8 +532,8 @@ def analyze(
 ) -> Analysis:
     """Analyse a neutral history; with a `pipeline`, replay it call by call under `window`.
 
-    `window`: `None` takes the transcript's (`historykit.formats._recorded.transcript_window`: the window an
-    agent log records, else its model's from genai-prices, else the default).
+    `window`: `None` takes the transcript's (the window an agent log records, else its model's from
+    genai-prices, else the default).
     `on_call(done, total)` is called after each replayed model call (for progress bars).
     `boundaries`: indices of the messages where the agent's own compaction started a new context;
     `None` finds them in an agent log (`historykit.formats.compaction_boundaries`), `()` ignores
@@ -710,9 +698,8 @@ def replay(
 ) -> Replay:
     """Replay `messages` model call by model call through `pipeline` in persistent mode.
 
-    `window`: the context window; `None` takes the transcript's
-    (`historykit.formats._recorded.transcript_window`: the window the log records, else its model's,
-    else the default). At each index of `boundaries`
+    `window`: the context window; `None` takes the transcript's (the window the log records, else its
+    model's, else the default). At each index of `boundaries`
     (the agent's own compactions; `None` finds them in the messages, `()` ignores them) the context
     starts afresh: the calls after it see that message and what follows, raw and processed alike.
     Each call's size is anchored on the usage recorded for the call before it (`CallSize`).

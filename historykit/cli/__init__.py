@@ -12,13 +12,13 @@ historykit doctor DB_URL [--repair] [--json]
 Transcripts are read in any of the formats of `historykit.formats` (chat: OpenAI chat-completions
 messages, one JSON object a line; Pydantic AI JSON, LangChain JSON, Claude Code session logs, Codex
 CLI rollouts), detected from the content unless `--from` names one; `--to` names the format written
-(`compact` writes the input's format unless told). Without `--window`, a transcript's own window is used
-(`historykit.formats._recorded.transcript_window`: the one a Codex rollout records, else its model's from
-genai-prices, else 128,000). `compact` keeps what an agent's own compaction already dropped (before
-Claude Code's `compact_boundary`, Codex's `compacted` row) as it is, and processes what follows.
-Output that is not a terminal (a pipe, a file) is laid out for 120 columns (`COLUMNS` wins): tables
-fold long cells, headings and notes stay whole lines. `DB_URL` is a SQLAlchemy URL
-(`sqlite:///agent.db`, `postgresql+psycopg://user@host/db`) or the path of a SQLite file.
+(`compact` writes the input's format unless told). Without `--window`, a transcript's own window is
+used (the one a Codex rollout records, else its model's from genai-prices, else 128,000). `compact`
+keeps what an agent's own compaction already dropped (before Claude Code's `compact_boundary`,
+Codex's `compacted` row) as it is, and processes what follows. Output that is not a terminal (a
+pipe, a file) is laid out for 120 columns (`COLUMNS` wins): tables fold long cells, headings and
+notes stay whole lines. `DB_URL` is a SQLAlchemy URL (`sqlite:///agent.db`,
+`postgresql+psycopg://user@host/db`) or the path of a SQLite file.
 
 Pipeline SPEC: `default` (what `historykit.default_pipeline()` builds) or processor names separated
 by commas, each with optional `:option=value` settings, run in the order given (a `:` starts a new

@@ -87,7 +87,7 @@ def eval_command(
 
     A probe holds when its answer is in the view sent, and is recoverable when a recall handle the
     view names returns it (--recall); every call after the probe appeared is scored, against what
-    the full history had at that call. Rules: `historykit.evaluation._extract`. With --judge, a
+    the full history had at that call. Rules: `historykit.evaluation.extract_probes`. With --judge, a
     model answers each probe's question with the view and with the full history.
     """
     from historykit.evaluation import evaluate

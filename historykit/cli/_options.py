@@ -34,8 +34,8 @@ _PIPELINE_HELP = (
 
 
 def _window_option(what: str) -> Any:
-    """`--window`/`-w`, optional: without it a transcript's own window is used
-    (`historykit.formats._recorded.transcript_window`)."""
+    """`--window`/`-w`, optional: without it a transcript's own window is used (the one a Codex
+    rollout records, else its model's from genai-prices, else the default)."""
     return typer.Option(
         "--window",
         "-w",

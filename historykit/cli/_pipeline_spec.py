@@ -14,14 +14,14 @@ from historykit.cli._render import _one_line
 from historykit.processors._trigger import Trigger
 
 PROCESSOR_NAMES: dict[str, tuple[str, str]] = {
-    "dedupe": ("historykit.processors._dedupe_file_reads", "DedupeFileReads"),
-    "clear": ("historykit.processors._clear_tool_results", "ClearToolResults"),
-    "strip": ("historykit.processors._strip_thinking", "StripThinking"),
-    "truncate": ("historykit.processors._pairwise_truncate", "PairwiseTruncate"),
-    "summarize": ("historykit.processors._summarize", "Summarize"),
-    "repair": ("historykit.processors._repair", "Repair"),
+    "dedupe": ("historykit.processors", "DedupeFileReads"),
+    "clear": ("historykit.processors", "ClearToolResults"),
+    "strip": ("historykit.processors", "StripThinking"),
+    "truncate": ("historykit.processors", "PairwiseTruncate"),
+    "summarize": ("historykit.processors", "Summarize"),
+    "repair": ("historykit.processors", "Repair"),
 }
-"""Pipeline-spec name -> (module, class) of each processor."""
+"""Pipeline-spec name -> (public module, class) of each processor."""
 
 _NAME_ALIASES = {
     "dedupefilereads": "dedupe",
@@ -71,18 +71,13 @@ def _default_pipeline() -> Pipeline:
 
 def _processor_class(name: str) -> Any:
     module_name, class_name = PROCESSOR_NAMES[name]
-    import historykit.processors as processors
-
-    cls = getattr(processors, class_name, None)
-    if cls is None:
-        try:
-            cls = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError):
-            raise CliError(
-                f"the processor {name!r} ({class_name}) is not available in this installation",
-                EXIT_FAILURE,
-            ) from None
-    return cls
+    try:
+        return getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError):
+        raise CliError(
+            f"the processor {name!r} ({class_name}) is not available in this installation",
+            EXIT_FAILURE,
+        ) from None
 
 
 _SETTING_START = re.compile(r":(?=\s*[A-Za-z_][\w-]*\s*=)")

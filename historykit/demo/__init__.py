@@ -16,7 +16,7 @@ real thing:
 - every model call is persisted as it happens: Pydantic AI's conversation in
   `SQLModelConversationStore`, the LangGraph thread in `SQLModelSaver`, both in one SQLite file
   (`./.historykit-demo/demo.db` by default);
-- a live gauge (`historykit._gauge.Gauge`, fed every report) shows the tokens each call sends against
+- a live gauge (`historykit.Gauge`, fed every report) shows the tokens each call sends against
   the window, next to what the raw history
   would have sent, and each compaction is announced as it happens.
 

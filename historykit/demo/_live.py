@@ -35,7 +35,7 @@ class _Display(Progress):
 
 class LiveGauge:
     """The live display of one run: calls done, the context sent against the window (the public
-    `historykit._gauge.Gauge`, fed the reports), the raw history."""
+    `historykit.Gauge`, fed the reports), the raw history."""
 
     def __init__(self, console: Console, title: str, calls: int, window: int, warn_at: float | None) -> None:
         self.console = console

@@ -1,16 +1,16 @@
 """Measured compaction quality: what a pipeline keeps of the facts an agent needs, call by call.
 
 From a transcript, `extract_probes` extracts four kinds of probe, deterministically (the rules and
-their known misses: `historykit.evaluation._extract`): **recall** (values a tool or the user gave
-that the agent later used), **artifacts** (each file changed, with its latest change),
-**continuation** (the current request, the open plan items) and **decisions** (each error met and
-what the agent did next). `evaluate` replays the transcript call by call through a pipeline, as
-`historykit analyze` does, and scores the view each call sent: a probe *holds* when its answer is
+their known misses are in its source, `historykit/evaluation/_extract.py`): **recall** (values a
+tool or the user gave that the agent later used), **artifacts** (each file changed, with its latest
+change), **continuation** (the current request, the open plan items) and **decisions** (each error
+met and what the agent did next). `evaluate` replays the transcript call by call through a pipeline,
+as `historykit analyze` does, and scores the view each call sent: a probe *holds* when its answer is
 in the view (normalised), is *recoverable* when a recall handle the view names returns it, and is
 *lost* otherwise; every call after the probe appeared is scored, against what the full history had
 at that call. `ViewScorer` scores views made by anything else (the benchmarks' anchors). With
 `judge=MODEL`, a model answers each probe's question with the compacted view and with the full
-history (`historykit.evaluation._judge`). The command is `historykit eval`.
+history (`judge_question`). The command is `historykit eval`.
 
 Example:
     ```python

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from historykit._messages import Message
 from historykit._tokens import TokenCounter
 
-__all__ = ["CACHE_READ", "CACHE_WRITE", "cached_prefix", "call_cost"]
-
 CACHE_READ = 0.1
 """Price of an input token served from the prompt cache, in base input-token prices."""
 CACHE_WRITE = 1.25

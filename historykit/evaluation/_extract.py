@@ -69,8 +69,6 @@ from historykit.processors._change_records import change_line
 from historykit.processors._file_reads import FileWrite, file_accesses, shell_text
 from historykit.processors._summarizers import _plan_items, error_line, user_words
 
-__all__ = ["extract_probes"]
-
 _CANDIDATE = re.compile(
     r"(?<![\w/.~-])(?:"
     r"(?:~|\.{1,2})?/?(?:[\w@+-][\w.@+-]*/)+[\w@+-][\w.@+-]*\.\w{1,8}"  # a path with an extension

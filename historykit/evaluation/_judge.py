@@ -7,7 +7,7 @@ picks the last call that scores it (the furthest from where the fact appeared, t
 and asks the same question twice: with that call's view, and with that call's full history (the
 raw transcript from the agent's own latest compaction). The question is built from the probe and
 never contains its answer; the answer holds when each needle the question does not name is in the
-model's reply, compared normalised (`historykit.evaluation._matching.normalise`).
+model's reply, compared normalised (`historykit.evaluation.normalise`).
 
 A judge is a Pydantic AI model name (`"anthropic:claude-haiku-4-5"`: the provider's key from its
 environment variable), `Model` or `Agent`, a LangChain chat model (any framework's model the
@@ -36,16 +36,6 @@ from historykit.errors import ArgumentTypeError
 from historykit.evaluation._matching import message_text, normalise
 from historykit.evaluation._probes import KINDS, Probe, ProbeKind
 from historykit.processors._summarizers import summarizer_for
-
-__all__ = [
-    "JUDGE_INSTRUCTIONS",
-    "JudgeKindScore",
-    "JudgedProbe",
-    "Verdict",
-    "judge_kind_scores",
-    "judge_question",
-    "render_history",
-]
 
 JUDGE_INSTRUCTIONS = """\
 You answer questions about an agent's conversation, which is given between <history> tags, from \

@@ -28,8 +28,6 @@ from historykit._messages import (
 )
 from historykit._recall import HANDLE_LENGTH
 
-__all__ = ["handles_named", "message_text", "normalise"]
-
 _SPACE = re.compile(r"\s+")
 _QUOTES = str.maketrans("", "", "`'\"")
 _NAMED_HANDLE = re.compile(rf"\w+\(handle='([0-9a-f]{{{HANDLE_LENGTH}}})'\)")

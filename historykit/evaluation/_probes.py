@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["KINDS", "Probe", "ProbeKind"]
-
 ProbeKind = Literal["recall", "artifacts", "continuation", "decisions"]
 """The four kinds of probe (Factory's taxonomy: recall, artifact, continuation, decision)."""
 
@@ -19,7 +17,7 @@ class Probe:
     """One fact the view sent at a call should still hold.
 
     A probe holds at a call when every one of its `needles` is in the view sent (compared
-    normalised: `historykit.evaluation._matching.normalise`); it is scored at each call whose input
+    normalised: `historykit.evaluation.normalise`); it is scored at each call whose input
     reaches past `appeared` and does not reach past `until`.
 
     Example:

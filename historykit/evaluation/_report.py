@@ -20,9 +20,6 @@ from historykit.evaluation._judge import JudgedProbe, JudgeKindScore, judge_kind
 from historykit.evaluation._probes import KINDS, Probe
 from historykit.evaluation._scoring import CallScore, KindScore, kind_scores
 
-__all__ = ["Evaluation"]
-
-
 _Table = tuple[str, tuple[str, ...], list[tuple[str, ...]]]
 """A table to render: its title, its headers (none: the title is a note) and its rows."""
 

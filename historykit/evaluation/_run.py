@@ -1,9 +1,9 @@
 """`evaluate`: replay a transcript call by call through a pipeline and score every view it sends.
 
-The replay is `historykit.analysis._analysis.replay`, the one `historykit analyze` runs (persistent mode,
+The replay is `historykit.analysis.replay`, the one `historykit analyze` runs (persistent mode,
 under the transcript's window unless given, starting afresh at the agent's own compactions); the
 pipeline is wrapped so that the view each call sent is kept and scored
-(`historykit.evaluation._scoring.ViewScorer`). Each call's tokens and cache hits are the replay's,
+(`historykit.evaluation.ViewScorer`). Each call's tokens and cache hits are the replay's,
 anchored on the usage the transcript recorded where it did.
 
 Example:
@@ -32,8 +32,6 @@ from historykit.evaluation._judge import JudgedProbe, ask_both, asker, judge_que
 from historykit.evaluation._probes import Probe
 from historykit.evaluation._report import Evaluation
 from historykit.evaluation._scoring import ViewScorer
-
-__all__ = ["evaluate"]
 
 
 class _Recording(Pipeline):
@@ -70,14 +68,14 @@ def evaluate(
     each call's view against `probes` (default: `extract_probes(messages)`).
 
     - `window`: the context window; `None` takes the transcript's (as `historykit analyze` does).
-    - `recall`: install a `historykit._recall.Recall` tool on the pipeline's steps first, so that
+    - `recall`: install a `historykit.Recall` tool on the pipeline's steps first, so that
       their placeholders name handles and cleared outputs count as recoverable. It sets the
       steps' `recall_tool`: pass a pipeline of your own only if that is what you want.
     - `name`, `strategy`: what the report calls the transcript and the pipeline (default: the
       pipeline's steps).
     - `on_call(done, total)`: called after each replayed call (for progress bars).
     - `judge`: a model that answers each probe's question with the compacted view and with the full
-      history, at the last call that scores the probe (`historykit.evaluation._judge`: a Pydantic AI
+      history, at the last call that scores the probe (`judge_question` asks it; a Pydantic AI
       model name, `Model` or `Agent`, or a callable `(prompt) -> str`); two requests per probe.
     - `judge_probes`: ask about at most this many probes (the kinds in turn); `None`: all of them.
     - `on_question(done, total)`: called after each probe the judge answered.

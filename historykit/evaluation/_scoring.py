@@ -6,7 +6,7 @@ agent's own run had already lost is nobody's loss here, so the full-context base
 by construction and every score is against it. A scored probe **holds** when each of its needles is
 in the view sent (normalised: `historykit.evaluation._matching`); else it is **recoverable** when
 each needle missing from the view is in an original that a recall handle the view names returns
-(`historykit._recall`: the handles of the transcript's tool outputs, as a store's log keeps them);
+(`historykit.Recall`: the handles of the transcript's tool outputs, as a store's log keeps them);
 else it is **lost**.
 
 Each message's needles are found once: views share their messages from call to call (persistent
@@ -35,8 +35,6 @@ from historykit.evaluation._cost import cached_prefix, call_cost
 from historykit.evaluation._matching import handles_named, message_text, normalise
 from historykit.evaluation._probes import KINDS, Probe, ProbeKind
 
-__all__ = ["CallScore", "KindScore", "ViewScorer", "kind_scores"]
-
 
 @dataclass(frozen=True)
 class CallScore:
@@ -51,7 +49,7 @@ class CallScore:
     reused: int
     """Of those, the tokens identical to the previous call's input from its start (cache hits)."""
     cost: float
-    """`historykit.evaluation._cost.call_cost(tokens, reused)`."""
+    """`historykit.evaluation.call_cost(tokens, reused)`."""
     scored: dict[ProbeKind, int]
     """Per kind, the probes scored at this call (active, and held by the call's full history)."""
     held: dict[ProbeKind, int]

@@ -13,7 +13,7 @@ Pydantic AI and LangChain files also keep their native messages (`TranscriptFile
 agent logs keep their rows on each message (`Message.native`), so a processed history is written
 back in its own format with everything a processor did not touch (`write_transcript`). What the
 agent logs record besides the messages (the model, the window, the agent's own compactions, what
-the calls sent that the log lacks) is read by `historykit.formats._recorded`.
+the calls sent that the log lacks) is read by `historykit.analysis` and `historykit analyze`.
 
 Example:
     ```python

@@ -68,8 +68,6 @@ from historykit.formats._detect import TranscriptFormatError
 from historykit.formats._jsonl import read_jsonl_objects, write_jsonl
 from historykit.formats._raw import RawRows
 
-__all__ = ["is_compact_boundary", "read_claude_code", "write_claude_code"]
-
 FORMAT_NAME = "Claude Code session"
 
 # Row fields that describe the session rather than one row: copied onto rows written anew.

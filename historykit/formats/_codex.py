@@ -67,8 +67,6 @@ from historykit.formats._detect import TranscriptFormatError
 from historykit.formats._jsonl import read_jsonl_objects, write_jsonl
 from historykit.formats._raw import RawRows
 
-__all__ = ["read_codex", "write_codex"]
-
 FORMAT_NAME = "Codex rollout"
 
 _CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call")

@@ -32,8 +32,6 @@ from typing import Any
 
 from historykit.errors import TranscriptFormatError
 
-__all__ = ["FORMATS", "TranscriptFormatError", "detect_format", "detect_text", "resolve_format"]
-
 FORMATS: tuple[str, ...] = ("chat", "pydantic-ai", "langchain", "claude-code", "codex")
 """The canonical format names, in the order they are documented."""
 
@@ -74,7 +72,7 @@ def resolve_format(name: str) -> str:
 
 
 def _framework_formats() -> set[str]:
-    # A framework added as a package (`historykit._frameworks.register`) brings its own format.
+    # A framework added as a package (`historykit.plugins.register`) brings its own format.
     from historykit._frameworks import frameworks
 
     return {f.format for f in frameworks() if f.format is not None}

@@ -11,21 +11,8 @@ from typing import Any
 from historykit._frameworks import adapter_for, framework_for_format, framework_of, frameworks
 from historykit._messages import Message
 from historykit.errors import ArgumentTypeError
-from historykit.formats._detect import FORMATS, TranscriptFormatError, detect_text, resolve_format
+from historykit.formats._detect import TranscriptFormatError, detect_text, resolve_format
 from historykit.formats._openai_chat import read_chat_jsonl, write_chat_jsonl
-from historykit.formats._recorded import compaction_boundaries
-
-__all__ = [
-    "FORMATS",
-    "TranscriptFile",
-    "TranscriptFormatError",
-    "compaction_boundaries",
-    "detached",
-    "read_chat_jsonl",
-    "read_transcript",
-    "resolve_format",
-    "write_transcript",
-]
 
 
 @dataclass(frozen=True)

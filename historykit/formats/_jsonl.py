@@ -9,8 +9,6 @@ from typing import Any
 
 from historykit.formats._detect import TranscriptFormatError
 
-__all__ = ["dump_line", "read_jsonl_objects", "write_jsonl"]
-
 
 def read_jsonl_objects(path: Path, format_name: str) -> list[tuple[int, dict[str, Any]]]:
     """`(line number, object)` for every non-blank line; `TranscriptFormatError` names the bad line."""

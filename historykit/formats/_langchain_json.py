@@ -1,6 +1,6 @@
 """LangChain message lists as JSON (`messages_to_dict` / `messages_from_dict`): read and write them.
 
-The format itself is the framework's (`historykit._frameworks.Framework.read_transcript`); reading
+The format itself is the framework's (`historykit.plugins.Framework.read_transcript`); reading
 keeps the native messages next to the neutral ones, so a processed history is written back with
 every field the processors did not touch. The framework is imported only when a file is read or
 written.
@@ -22,8 +22,6 @@ from typing import Any
 
 from historykit._frameworks import framework_for_format
 from historykit._messages import Message
-
-__all__ = ["read_langchain_json", "write_langchain_json"]
 
 
 def read_langchain_json(path: str | Path) -> tuple[list[Any], list[Message]]:

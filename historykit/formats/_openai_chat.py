@@ -26,8 +26,6 @@ from historykit._messages import (
 )
 from historykit.errors import ArgumentTypeError, TranscriptFormatError
 
-__all__ = ["chat_record_to_message", "message_to_chat_records", "read_chat_jsonl", "write_chat_jsonl"]
-
 _ROLES = ("system", "user", "assistant", "tool")
 
 

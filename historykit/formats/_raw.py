@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RawRows"]
-
 
 @dataclass(frozen=True, eq=False)
 class RawRows:

@@ -35,17 +35,6 @@ from historykit._messages import Message
 from historykit._tokens import DEFAULT_CONTEXT_WINDOW
 from historykit.formats._raw import RawRows
 
-__all__ = [
-    "ALWAYS_UNSEEN",
-    "PARENT_CONVERSATION",
-    "compaction_boundaries",
-    "known_model_window",
-    "recorded_window",
-    "transcript_model",
-    "transcript_window",
-    "unseen_inputs",
-]
-
 ALWAYS_UNSEEN = ("system prompt", "tool definitions")
 """What every call of an agent sends and no agent log holds."""
 

@@ -6,9 +6,10 @@
   `HistoryKitHook` for LangChain / LangGraph agents, and the chat-model summarizer.
 - `historykit.plugins.native_compaction`: provider compaction (Anthropic, OpenAI) as a summarizer.
 
-Each framework package registers itself with the core (`historykit._frameworks`) when it is
-imported and imports its framework only when one of its names is used. The framework seam
-(`Adapter`, `NeutralAdapter`, `adapter_for`) is `historykit._frameworks`.
+Each framework package registers itself with the core (`register`) when it is imported and
+imports its framework only when one of its names is used. The framework seam is here too: the
+`Framework` protocol, `register` and `frameworks()`, the message `Adapter` (`NeutralAdapter` for
+neutral messages) and `adapter_for`.
 """
 
 from __future__ import annotations

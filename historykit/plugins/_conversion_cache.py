@@ -18,8 +18,6 @@ from typing import Any
 
 from historykit._messages import Message
 
-__all__ = ["ConversionCache"]
-
 
 class ConversionCache:
     """A bounded map from (native object, variant) to the neutral messages made from it."""

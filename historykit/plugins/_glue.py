@@ -18,8 +18,6 @@ from historykit._pipeline import HistoryProcessor, ManualCompaction, Pipeline, P
 from historykit.errors import ArgumentTypeError, WrongFrameworkError
 from historykit.plugins._overflow import shrunk_window
 
-__all__ = ["Glue", "WrongFramework", "pipeline_of", "refuse_call"]
-
 
 def pipeline_of(processor: object) -> Pipeline:
     """`processor` as a pipeline (a single processor is wrapped in one); `ArgumentTypeError` if neither."""

@@ -19,14 +19,6 @@ from historykit._messages import (
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.processors._summarizers import ExtractiveSummarizer, NativeSummary
 
-__all__ = [
-    "ANTHROPIC_COMPACTION_BETA",
-    "AnthropicCompactionSummarizer",
-    "OpenAICompactionSummarizer",
-    "anthropic_messages",
-    "responses_input",
-]
-
 ANTHROPIC_COMPACTION_BETA = "compact-2026-09-04"
 """The beta of Anthropic's `compaction` parameter, needed too on every request that sends its block."""
 
@@ -209,7 +201,7 @@ class AnthropicCompactionSummarizer:
         ```python
         import anthropic
         from historykit.processors import Summarize, Trigger
-        from historykit.plugins._native_compaction import AnthropicCompactionSummarizer
+        from historykit.plugins.native_compaction import AnthropicCompactionSummarizer
 
         native = AnthropicCompactionSummarizer(anthropic.AsyncAnthropic(), "claude-opus-5-5")
         Summarize(trigger=Trigger(max_fraction=0.8), summarizer=native)
@@ -299,7 +291,7 @@ class OpenAICompactionSummarizer:
         ```python
         import openai
         from historykit.processors import Summarize, Trigger
-        from historykit.plugins._native_compaction import OpenAICompactionSummarizer
+        from historykit.plugins.native_compaction import OpenAICompactionSummarizer
 
         native = OpenAICompactionSummarizer(openai.AsyncOpenAI(), "gpt-5")
         Summarize(trigger=Trigger(max_fraction=0.8), summarizer=native)

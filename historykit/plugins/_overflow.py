@@ -61,18 +61,6 @@ from historykit._pipeline import Call, Pipeline, PipelineResult, Report, StepNot
 from historykit._telemetry import RETRY_SPAN_NAME, pipeline_span
 from historykit._view import request_points
 
-__all__ = [
-    "RETRY_FRACTION",
-    "RETRY_STEP",
-    "RETRY_WINDOW_SOURCE",
-    "ContextOverflow",
-    "arecompact",
-    "context_overflow",
-    "recompact",
-    "retry_window",
-    "shrunk_window",
-]
-
 RETRY_STEP = "OverflowRetry"
 """The report's name for the step that says a call was compacted again after a context overflow."""
 RETRY_WINDOW_SOURCE = "overflow retry"

@@ -34,7 +34,7 @@ What each reader sees (the choice, in one place):
   (`ChatAnthropic`; `ChatOpenAI` on the Responses API), adding Anthropic's beta header. Any other
   model gets the text. Plain history processors (`Agent(history_processors=[...])`,
   `HistoryKitProcessor`, `HistoryKitHook`) send the text: they cannot tell which model is called.
-- **Thinking** (models that bind it to the prefix, `historykit._binding`): Anthropic keeps thinking
+- **Thinking** (models that bind it to the prefix, `historykit.BINDING_MODELS`): Anthropic keeps thinking
   in the turns kept after a compaction block valid only when the compaction request ran, on a
   binding model, on exactly the conversation those turns were produced after (same system prompt
   and tools, every message unchanged, thinking included). A summarizer sees neither the system
@@ -47,7 +47,7 @@ Example:
     ```python
     import anthropic
     from historykit.processors import ExtractiveSummarizer, Summarize, Trigger
-    from historykit.plugins._native_compaction import AnthropicCompactionSummarizer
+    from historykit.plugins.native_compaction import AnthropicCompactionSummarizer
 
     native = AnthropicCompactionSummarizer(anthropic.AsyncAnthropic(), model="claude-opus-5-5")
     at_80 = Trigger(max_fraction=0.8)

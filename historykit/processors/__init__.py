@@ -7,11 +7,12 @@ Every processor can be passed where a framework expects a history processor, com
 from historykit.processors._clear_tool_results import ClearToolResults
 from historykit.processors._dedupe_file_reads import DedupeFileReads
 from historykit.processors._default_pipeline import TRIGGER_PRESETS, TriggerPreset, default_pipeline
+from historykit.processors._file_reads import FileRead, FileWrite
 from historykit.processors._pairwise_truncate import PairwiseTruncate
 from historykit.processors._repair import Repair
 from historykit.processors._strip_thinking import StripThinking
 from historykit.processors._summarize import Summarize
-from historykit.processors._summarizers import ExtractiveSummarizer
+from historykit.processors._summarizers import ExtractiveSummarizer, NativeSummary, UnusableSummarizerError
 from historykit.processors._trigger import Trigger
 
 __all__ = [
@@ -19,11 +20,15 @@ __all__ = [
     "ClearToolResults",
     "DedupeFileReads",
     "ExtractiveSummarizer",
+    "FileRead",
+    "FileWrite",
+    "NativeSummary",
     "PairwiseTruncate",
     "Repair",
     "StripThinking",
     "Summarize",
     "Trigger",
     "TriggerPreset",
+    "UnusableSummarizerError",
     "default_pipeline",
 ]

@@ -2,7 +2,7 @@
 
 A processor that edits old messages (clears tool results, strips thinking) makes the provider's
 prompt cache miss from the first edited message on, and on a model that binds thinking it costs
-every thinking block after it (`historykit._binding`). So it edits rarely and in batches: nothing
+every thinking block after it (`historykit.BINDING_MODELS`). So it edits rarely and in batches: nothing
 until the history crosses the trigger's high-water mark, then enough at once to bring it down to
 the low-water mark, and at least `min_gain` tokens, or nothing at all.
 
@@ -33,8 +33,6 @@ from itertools import accumulate
 
 from historykit._pipeline import ProcessContext
 from historykit.processors._trigger import Trigger
-
-__all__ = ["batch_boundary", "prefix_sums"]
 
 
 def prefix_sums(values: Iterable[int]) -> list[int]:

@@ -9,7 +9,7 @@ something of its own (a signature, a condition, a message), not a bracket or a `
 
 Example:
     ```python
-    from historykit._messages import ToolCallPart
+    from historykit import ToolCallPart
     from historykit.processors.change_records import change_line
 
     call = ToolCallPart("Edit", {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = compute_x()"})
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from historykit._messages import ToolCallPart
 from historykit.processors._file_reads import shell_text
-
-__all__ = ["CHANGE_CHARS", "NEW_TEXT_KEYS", "change_line", "change_text", "kept_record"]
 
 CHANGE_CHARS = 80
 """Characters of the line kept."""

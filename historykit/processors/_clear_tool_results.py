@@ -45,8 +45,6 @@ from historykit.processors._file_reads import _PATH_KEYS, FileWrite, file_access
 from historykit.processors._summarizers import error_line
 from historykit.processors._trigger import Trigger
 
-__all__ = ["ClearToolResults", "describe_call"]
-
 RESULT_PLACEHOLDER = "[cleared: output of {call}, {tokens:,} tokens; call the tool again to see it]"
 """What a cleared tool result reads. It names the call so the model can repeat it."""
 FAILED = "{call} (failed: {error})"
@@ -55,7 +53,7 @@ FAILED = "{call} (failed: {error})"
 it can still be read after the output is gone."""
 RECALL_PLACEHOLDER = "[cleared: output of {call}, {tokens:,} tokens; {recall} returns it]"
 """What a cleared tool result reads when the recall tool is installed (`recall_tool`): `{recall}` is
-`recall(handle='3f9a0c1b2d')`, the handle being the cleared content's (`historykit._recall`)."""
+`recall(handle='3f9a0c1b2d')`, the handle being the cleared content's (`historykit.Recall`)."""
 _RESULT_HEAD = "[cleared: output of "
 _RESULT_TAIL = " tokens; call the tool again to see it]"
 _RECALL_TAIL = re.compile(r" tokens; \w+\(handle='[0-9a-f]+'\) returns it\]\Z")
@@ -132,35 +130,33 @@ def _is_cleared_value(value: str) -> bool:
 class ClearToolResults(HistoryProcessor):
     """Replaces the content of old tool results (and the bulky arguments of old calls) by placeholders.
 
-        A cleared result reads `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; call the
-        tool again to see it]`, or, when the integration installed the recall tool (`recall_tool`),
-        `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; recall(handle='3f9a0c1b2d')
-        returns it]`, the handle being the cleared content's (`historykit._recall`); a cleared argument
-        value reads `[cleared from the history: 2,311 tokens; the call was made with the full value]`.
-        Placeholders depend only on the call and the cleared content, so the same history always gives
-        the same output, and a placeholder is never cleared again or counted as a gain.
+    A cleared result reads `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; call the
+    tool again to see it]`, or, when the integration installed the recall tool (`recall_tool`),
+    `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; recall(handle='3f9a0c1b2d')
+    returns it]`, the handle being the cleared content's (`historykit.Recall`); a cleared argument
+    value reads `[cleared from the history: 2,311 tokens; the call was made with the full value]`.
+    Placeholders depend only on the call and the cleared content, so the same history always gives
+    the same output, and a placeholder is never cleared again or counted as a gain.
 
-        What it never touches: the last `keep` tool results and their calls (and those in the last
-        `keep_tokens` tokens), the results the model is about to answer (the final request), results
-        and calls of `exclude_tools`, pinned messages and parts, results smaller than `min_tokens`,
-        argument values that are not strings, and arguments given as a string that is not a JSON object.
-        A tool call and its results are cleared together, as one unit.
+    What it never touches: the last `keep` tool results and their calls (and those in the last
+    `keep_tokens` tokens), the results the model is about to answer (the final request), results
+    and calls of `exclude_tools`, pinned messages and parts, results smaller than `min_tokens`,
+    argument values that are not strings, and arguments given as a string that is not a JSON object.
+    A tool call and its results are cleared together, as one unit.
 
-        When it clears: when the history crosses the trigger's high-water mark, it clears the oldest
-        units until the low-water mark is reached, in one batch of at least `min_gain` tokens, or not
-        at all (`historykit.processors._batching`).
-        A message-count trigger counts all messages (clearing never lowers it) and keeps the results of
-        the last `low_water * max_messages` messages; `min_gain` is then what sizes its batches.
+    When it clears: when the history crosses the trigger's high-water mark, it clears the oldest
+    units until the low-water mark is reached, in one batch of at least `min_gain` tokens, or not
+    at all (`historykit.processors._batching`).
+    A message-count trigger counts all messages (clearing never lowers it) and keeps the results of
+    the last `low_water * max_messages` messages; `min_gain` is then what sizes its batches.
 
-        Example:
-            ```python
-            from historykit.processors import ClearToolResults
-            from historykit.processors._summarizers import error_line
-    from historykit.processors._trigger import Trigger
+    Example:
+        ```python
+        from historykit.processors import ClearToolResults, Trigger
 
-            clear = ClearToolResults(keep=3, exclude_tools=("TodoWrite",), trigger=Trigger(max_fraction=0.5))
-            result = clear.run(messages, context_window=200_000)   # native messages in and out
-            ```
+        clear = ClearToolResults(keep=3, exclude_tools=("TodoWrite",), trigger=Trigger(max_fraction=0.5))
+        result = clear.run(messages, context_window=200_000)   # native messages in and out
+        ```
     """
 
     keep: int = 3
@@ -178,7 +174,7 @@ class ClearToolResults(HistoryProcessor):
     min_gain: int | None = None
     """Never clear fewer tokens than this at once; `None`: 5% of the context window."""
     recall_tool: str | None = None
-    """The name of the recall tool, when the integration installed one (`historykit._recall`): a
+    """The name of the recall tool, when the integration installed one (`historykit.Recall`): a
     cleared result then names it with a handle instead of saying "call the tool again"."""
     _cache: IdentityCache[tuple[Message, Message | None, Message, int, int, int]] = field(
         default_factory=IdentityCache, init=False, repr=False, compare=False

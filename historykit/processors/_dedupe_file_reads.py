@@ -34,7 +34,7 @@ frees reach `min_gain`. Between two batches the view only grows by appending, in
 
 Example:
     ```python
-    from historykit.processors._dedupe_file_reads import DedupeFileReads
+    from historykit.processors import DedupeFileReads
 
     dedupe = DedupeFileReads()                               # past half the window, >= 1,000 tokens a batch
     dedupe = DedupeFileReads(root="/testbed")                # `/testbed/a.py` and `a.py` are one file
@@ -67,8 +67,6 @@ from historykit.processors._file_reads import (
 )
 from historykit.processors._trigger import Trigger
 
-__all__ = ["NOTICE_PREFIX", "DedupeFileReads"]
-
 NOTICE_PREFIX = "[Superseded file read] "
 """How every notice begins; a result that begins so is a notice, never a current copy."""
 
@@ -86,8 +84,7 @@ class DedupeFileReads(HistoryProcessor):
 
     Example:
         ```python
-        from historykit.processors._dedupe_file_reads import DedupeFileReads
-        from historykit.processors._file_reads import FileRead
+        from historykit.processors import DedupeFileReads, FileRead
 
         def my_tool(call):  # a file tool of your own
             if call.name == "fetch_source":
@@ -118,7 +115,7 @@ class DedupeFileReads(HistoryProcessor):
     edit would miss the cache. `None`: whenever `min_gain` tokens can be freed. Deduplication
     does all it can when it fires (it has no low-water mark to stop at)."""
     recall_tool: str | None = None
-    """The name of the recall tool, when the integration installed one (`historykit._recall`): a
+    """The name of the recall tool, when the integration installed one (`historykit.Recall`): a
     notice then also names the handle that gives the replaced copy back."""
     _recogniser: FileAccessRecogniser | None = field(default=None, init=False, repr=False, compare=False)
     _outputs: IdentityCache[tuple[tuple[tuple[int, str], ...], Message]] = field(

@@ -76,8 +76,6 @@ from historykit.processors._summarize import Summarize
 from historykit.processors._summarizers import Summarizer
 from historykit.processors._trigger import Trigger
 
-__all__ = ["TRIGGER_PRESETS", "TriggerPreset", "default_pipeline"]
-
 EDIT_AT = 0.4
 """High-water mark of the cheap edits (dedupe, clear, strip), as a fraction of the window."""
 CLEAR_DOWN_TO = 0.3
@@ -205,7 +203,7 @@ def default_pipeline(
     - `on_report`: called with every run's report.
     - `preset`: where each stage starts and where usage warns: a `TriggerPreset`, or the name of
       one in `TRIGGER_PRESETS` (`"default"`, `"cline"`, `"chainreview"`).
-    - `on_warning`: called with each usage warning (`historykit._usage`), once per crossing.
+    - `on_warning`: called with each usage warning (`historykit.UsageWarning`), once per crossing.
 
     Raises `ValueError` for a `context_window` that is not a positive int, an unknown preset, or
     when both `summarizer` and `model` are given.

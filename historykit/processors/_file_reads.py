@@ -38,7 +38,7 @@ whose header states its lines becomes that line range). `FileAccessRecogniser` i
 
 Example:
     ```python
-    from historykit._messages import ToolCallPart
+    from historykit import ToolCallPart
     from historykit.processors._file_reads import FileRead, file_accesses
 
     calls = [ToolCallPart("1", "bash", {"command": "cd /repo && sed -n '10,40p' src/a.py"})]
@@ -60,22 +60,6 @@ from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy, Identi
 from historykit._messages import ToolCallPart, ToolResultPart
 from historykit._validate import check_int
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
-
-__all__ = [
-    "FileAccess",
-    "FileAccessRecogniser",
-    "FileKey",
-    "FileRead",
-    "FileWrite",
-    "Touch",
-    "file_accesses",
-    "files_touched",
-    "normalize_path",
-    "read_failed",
-    "read_is_partial",
-    "shell_text",
-    "shown_extent",
-]
 
 
 @dataclass(frozen=True, slots=True)

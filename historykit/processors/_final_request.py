@@ -25,7 +25,6 @@ from historykit._validity import final_request_start
 if TYPE_CHECKING:
     from historykit._pipeline import ProcessContext, StepNotes
 
-__all__ = ["fit_final_request", "shorten_text"]
 
 _CUT_NOTE = (
     "\n\n[historykit: about {cut:,} tokens of this {tool} result were cut here so the request fits the "

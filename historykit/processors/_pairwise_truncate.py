@@ -30,8 +30,6 @@ from historykit.processors._turns import (
     truncation_notice,
 )
 
-__all__ = ["PairwiseTruncate"]
-
 
 @dataclass
 class PairwiseTruncate(TriggerField, HistoryProcessor):
@@ -50,8 +48,8 @@ class PairwiseTruncate(TriggerField, HistoryProcessor):
 
     Example:
         ```python
-        from historykit.processors._pairwise_truncate import PairwiseTruncate
-        from historykit.processors._trigger import Trigger
+        from historykit.processors import PairwiseTruncate
+        from historykit.processors import Trigger
 
         truncate = PairwiseTruncate(trigger=Trigger(max_fraction=0.8))  # start at 80% of the window ...
         truncate = PairwiseTruncate(trigger=Trigger(max_tokens=30_000, low_water=0.5))  # ... or 30k, to 15k

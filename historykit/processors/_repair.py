@@ -9,8 +9,6 @@ from historykit._messages import Message, Part, TextPart, ThinkingPart, ToolCall
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit._validity import check_neutral, current_cycle_start, final_request_start
 
-__all__ = ["Repair"]
-
 MISSING_RESULT = "[no result: the output of this {name} call is no longer in the history]"
 CONTINUATION = "[The conversation continues from an earlier part that is not shown here.]"
 EMPTY_TEXT = "(empty message)"

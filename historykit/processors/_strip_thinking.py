@@ -32,8 +32,6 @@ from historykit._validity import turn_starts as turn_start_flags
 from historykit.processors._batching import batch_boundary, prefix_sums
 from historykit.processors._trigger import Trigger
 
-__all__ = ["StripThinking"]
-
 DEFAULT_MIN_GAIN_FRACTION = 0.02
 """`min_gain` when none is given: this fraction of the context window."""
 
@@ -63,7 +61,7 @@ class StripThinking(HistoryProcessor):
     Example:
         ```python
         from historykit.processors import StripThinking
-        from historykit.processors._trigger import Trigger
+        from historykit.processors import Trigger
 
         strip = StripThinking(keep_turns=1, trigger=Trigger(max_fraction=0.5))
         result = strip.run(messages, context_window=200_000)   # native messages in and out

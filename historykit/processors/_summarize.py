@@ -2,8 +2,8 @@
 
 Example:
     ```python
-    from historykit.processors._summarize import Summarize
-    from historykit.processors._trigger import Trigger
+    from historykit.processors import Summarize
+    from historykit.processors import Trigger
 
     summarize = Summarize(trigger=Trigger(max_fraction=0.8), keep_last=6)  # extractive, no LLM
     summarize = Summarize(trigger=Trigger(max_tokens=60_000), model="openai:gpt-4o-mini")
@@ -49,8 +49,6 @@ from historykit.processors._summarizers import (
 from historykit.processors._summary_recall import ensure_recall_section
 from historykit.processors._trigger import TriggerField
 from historykit.processors._turns import is_user_request
-
-__all__ = ["SUMMARY_HEADER", "Summarize"]
 
 _log = logging.getLogger(__name__)
 
@@ -126,8 +124,8 @@ class Summarize(TriggerField, HistoryProcessor):
     Example:
         ```python
         import tenacity
-        from historykit.processors._summarize import Summarize
-        from historykit.processors._trigger import Trigger
+        from historykit.processors import Summarize
+        from historykit.processors import Trigger
 
         Summarize()                                          # over 80% of the window, extractive (no LLM)
         Summarize(trigger=Trigger(max_tokens=50_000), keep_last=4, model="anthropic:claude-haiku-4-5")

@@ -22,7 +22,7 @@ Built in:
 - `LangChainSummarizer` (`historykit.plugins.langchain`) runs a LangChain chat model
   (`BaseChatModel.ainvoke`).
 - `summarizer_for(model)` picks the one for a model, asking each registered framework
-  (`historykit._frameworks`).
+  (`historykit.plugins.frameworks`).
 
 Whatever a summarizer writes, `Summarize` completes it (`complete_summary`): every summary keeps
 the user's own messages verbatim (`user_words`: not tool output, instruction files, reminders or
@@ -46,10 +46,10 @@ not turn into text.
 
 Example:
     ```python
-    from historykit.processors._summarize import Summarize
+    from historykit.processors import Summarize
     from historykit.plugins.pydantic_ai import PydanticAISummarizer
-    from historykit.processors._summarizers import ExtractiveSummarizer
-    from historykit.processors._trigger import Trigger
+    from historykit.processors import ExtractiveSummarizer
+    from historykit.processors import Trigger
 
     Summarize(trigger=Trigger(max_fraction=0.8))                      # extractive, no LLM
     Summarize(trigger=Trigger(max_fraction=0.8), model="openai:gpt-4o-mini")  # Pydantic AI
@@ -79,31 +79,6 @@ from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.processors._change_records import change_line
 from historykit.processors._file_reads import FileRead, FileWrite, file_accesses, files_touched, shell_text
 
-__all__ = [
-    "FOCUS_INSTRUCTIONS",
-    "SECTIONS",
-    "SHORTENED_CHARS",
-    "SUMMARY_INSTRUCTIONS",
-    "USER_MESSAGE_CHARS",
-    "ExtractiveSummarizer",
-    "NativeSummary",
-    "Summarizer",
-    "UnusableSummarizerError",
-    "UserMessages",
-    "complete_summary",
-    "ensure_constraints",
-    "ensure_items",
-    "extract_constraints",
-    "focus_terms",
-    "parse_sections",
-    "render_transcript",
-    "section",
-    "summarizer_for",
-    "summary_prompt",
-    "user_messages",
-    "user_words",
-]
-
 Summarizer = Callable[[Sequence[Message]], str | Awaitable[str]]
 """Neutral messages in, summary text out; sync or async."""
 
@@ -113,8 +88,8 @@ class NativeSummary(str):
 
     Example:
         ```python
-        from historykit._messages import ProviderCompaction
-        from historykit.processors._summarizers import NativeSummary
+        from historykit import ProviderCompaction
+        from historykit.processors import NativeSummary
 
         block = ProviderCompaction("anthropic", "claude-opus-5-5", '{"type": "compaction", "content": "..."}')
         summary = NativeSummary("## Task\n- ...", block)
@@ -851,7 +826,7 @@ class ExtractiveSummarizer:
 
     Example:
         ```python
-        from historykit.processors._summarizers import ExtractiveSummarizer
+        from historykit.processors import ExtractiveSummarizer
 
         text = ExtractiveSummarizer()(messages)
         ```
@@ -1028,7 +1003,7 @@ class UnusableSummarizerError(InvalidArgumentError):
 
     Example:
         ```python
-        from historykit.processors._summarizers import UnusableSummarizerError
+        from historykit.processors import UnusableSummarizerError
 
         async def my_summarizer(messages):
             if API_KEY is None:
@@ -1040,7 +1015,7 @@ class UnusableSummarizerError(InvalidArgumentError):
 
 def summarizer_for(model: Any, budget_tokens: int = 2_000) -> Summarizer:
     """The summarizer for a framework's model: a Pydantic AI model name / `Model` / `Agent`, a
-    LangChain chat model, or a model of any registered framework (`historykit._frameworks`).
+    LangChain chat model, or a model of any registered framework (`historykit.plugins.frameworks`).
 
     Raises `TypeError` naming the type of anything else.
     """

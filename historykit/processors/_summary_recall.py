@@ -24,8 +24,6 @@ from historykit._recall import handle_in, placeholder_handle, recall_call
 from historykit.processors._clear_tool_results import describe_call
 from historykit.processors._summarizers import ensure_items, parse_sections, section
 
-__all__ = ["RECALLABLE", "ensure_recall_section"]
-
 RECALLABLE = "Tool outputs (recall by handle)"
 """The heading of the section."""
 

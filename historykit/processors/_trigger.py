@@ -13,11 +13,11 @@ The token mark is the tighter of `max_tokens`, `max_fraction` of the window and 
 40k), 160,000 at 200,000, 960,000 at 1,000,000.
 
 Named presets for the whole default pipeline (where each stage starts, where usage warns) are
-`historykit.processors._default_pipeline.TRIGGER_PRESETS`.
+`historykit.processors.TRIGGER_PRESETS`.
 
 Example:
     ```python
-    from historykit.processors._trigger import Trigger
+    from historykit.processors import Trigger
 
     trigger = Trigger(max_fraction=0.8, low_water=0.5)   # start at 80% of the window, go down to 40%
     trigger.fires(tokens=90_000, messages=300, ctx=ctx)  # with a 100k window: True
@@ -35,8 +35,6 @@ from historykit._context_window import MAX_CONTEXT_WINDOW
 from historykit._pipeline import ProcessContext
 from historykit._validate import check_fraction, check_instance, check_int
 from historykit.errors import InvalidArgumentError
-
-__all__ = ["DEFAULT_TRIGGER", "Trigger", "counted_mark"]
 
 
 @dataclass(frozen=True)

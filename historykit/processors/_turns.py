@@ -32,21 +32,6 @@ from typing import Literal
 
 from historykit._messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = [
-    "Turn",
-    "Unit",
-    "UnitKind",
-    "head_end",
-    "is_compaction_message",
-    "is_summary_message",
-    "is_truncation_notice",
-    "is_user_request",
-    "notice_count",
-    "split_turns",
-    "split_units",
-    "truncation_notice",
-]
-
 UnitKind = Literal["system", "request", "exchange", "compaction"]
 """What a unit of the history is: the system prompt, a user request, an exchange (an assistant
 message with the tool results that answer it), or a compaction (a summary or a truncation notice)."""

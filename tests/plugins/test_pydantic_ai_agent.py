@@ -276,6 +276,66 @@ def test_history_kit_processor_in_history_processors_takes_the_run_context() -> 
     assert len(result.all_messages()) < TURNS  # history processors persist their output
 
 
+def _reused_call_ids() -> list[pai.ModelMessage]:
+    """Two turns whose tool calls are both `call_0`: provider rule R12, which `Repair` fixes by
+    renaming the later call (and its result) in the request."""
+    history: list[pai.ModelMessage] = []
+    for path in ("a.py", "b.py"):
+        history += [
+            pai.ModelRequest([pai.UserPromptPart(f"Read {path}.")]),
+            pai.ModelResponse([pai.ToolCallPart("read_file", {"path": path}, tool_call_id="call_0")]),
+            pai.ModelRequest([pai.ToolReturnPart("read_file", file_content(path), tool_call_id="call_0")]),
+            pai.ModelResponse([pai.TextPart(f"Read {path}.")]),
+        ]
+    return history
+
+
+def _call_ids(messages: list[pai.ModelMessage]) -> list[str]:
+    return [
+        p.tool_call_id
+        for m in messages
+        for p in m.parts
+        if isinstance(p, (pai.ToolCallPart, pai.ToolReturnPart))
+    ]
+
+
+def _sent_and_kept(**agent_kwargs: Any) -> tuple[list[str], list[str]]:
+    """The tool-call ids of the request the model is sent and of the history the run keeps, for a
+    run on `_reused_call_ids()` with nothing to compact."""
+    sent: list[list[pai.ModelMessage]] = []
+
+    def respond(messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+        sent.append(list(messages))
+        return pai.ModelResponse([pai.TextPart("Both read.")])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 1.107 deprecates history_processors= in favour of capabilities
+        agent: Agent[None, str] = Agent(FunctionModel(respond), **agent_kwargs)
+    result = agent.run_sync("What did you read?", message_history=_reused_call_ids())
+    assert len(sent) == 1
+    return _call_ids(sent[0]), _call_ids(result.all_messages())
+
+
+@needs_1x
+def test_a_history_processor_keeps_the_repairs_the_capability_sends_alone() -> None:
+    # `Repair` edits are meant for the request only (`PipelineResult.messages`); the framework keeps
+    # `PipelineResult.history`. A 1.x history processor returns one list, which Pydantic AI both
+    # sends and writes back as the run's history, so there the repairs are kept as well; the
+    # capability (1.x with capabilities) sends the repaired view from `wrap_model_request` and keeps
+    # the history unrepaired, as without historykit.
+    assert check(_reused_call_ids())  # R12: the history breaks a rule the request must not
+    repaired = ["call_0", "call_0", "call_0__2", "call_0__2"]
+    unrepaired = ["call_0"] * 4
+    assert _sent_and_kept() == (unrepaired, unrepaired)
+    processor = HistoryKitProcessor(default_pipeline(), context_window=100_000)
+    assert _sent_and_kept(history_processors=[processor]) == (repaired, repaired)
+    kit = HistoryKit(default_pipeline(), context_window=100_000)
+    assert _sent_and_kept(capabilities=[kit]) == (repaired, unrepaired)
+    # Nothing was compacted: the only edits are the repair's.
+    assert processor.last_report is not None
+    assert {m.strategy for m in processor.last_report.markers} == {"repair"}
+
+
 @needs_1x
 def test_a_plain_pipeline_works_as_a_history_processor() -> None:
     fn = FileReadingModel(turns=30)

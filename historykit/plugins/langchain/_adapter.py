@@ -96,8 +96,6 @@ from historykit._messages import (
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.plugins._conversion_cache import ConversionCache
 
-__all__ = ["SUMMARY_SOURCE", "LangChainAdapter"]
-
 _CACHE = ConversionCache()
 
 

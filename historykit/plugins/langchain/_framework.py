@@ -1,4 +1,4 @@
-"""LangChain as the core sees it (`historykit._frameworks.Framework`).
+"""LangChain as the core sees it (`historykit.plugins.Framework`).
 
 Imports no LangChain: ownership is decided by module name, and each method imports what it needs
 when it is called, so that the core can ask about any history without importing a framework.
@@ -14,21 +14,19 @@ from historykit._frameworks import Adapter, SummarizerFn
 from historykit._messages import PIN_KEY, Message
 from historykit.errors import ArgumentTypeError
 
-__all__ = ["LangChainFramework"]
-
 
 class LangChainFramework:
     """LangChain (and LangGraph) `BaseMessage` histories, chat models and JSON.
 
     Registered when `historykit.plugins.langchain` is imported; the core asks it through
-    `historykit._frameworks`.
+    `historykit.plugins.frameworks`.
 
     Example:
         ```python
         from langchain_core.messages import HumanMessage
-        from historykit._frameworks import framework_of
+        from historykit.plugins import frameworks
 
-        framework_of(HumanMessage).name  # 'langchain'
+        [f.name for f in frameworks() if f.owns(HumanMessage)]  # ['langchain']
         ```
     """
 

@@ -25,8 +25,6 @@ from typing import Any
 from historykit._messages import Message
 from historykit.formats._detect import TranscriptFormatError
 
-__all__ = ["read_langchain_json", "write_langchain_json"]
-
 
 def _framework() -> tuple[Any, Any, Any]:
     try:

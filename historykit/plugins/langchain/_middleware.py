@@ -39,7 +39,7 @@ Every call's report (`window_source` says which window) goes to `on_report`, the
 graphs are both served: the async paths await the pipeline (`arun`), so a `Summarize` with an async
 summarizer runs on the graph's event loop.
 
-Thinking binding (`historykit._binding`): whether the model binds replayed thinking to the history
+Thinking binding (`historykit.BINDING_MODELS`): whether the model binds replayed thinking to the history
 is `binds_thinking=` when given, else read from the chat model's name (the request's model for the
 middleware, the `model=` you pass for the hook), else from the model names in the messages'
 `response_metadata`. On such a model, thinking after an edit is dropped in the same call.
@@ -57,7 +57,7 @@ Manual compaction (both): `compact(focus, thread_id=None)` makes the thread's ne
 mode; `compact_thread(graph, config, focus)` / `acompact_thread` compact a stored thread at once
 through `graph.update_state` (persistent mode), so the checkpointer records it.
 
-Recall (the middleware, `recall=True`, `historykit._recall`): the middleware adds a `recall` tool
+Recall (the middleware, `recall=True`, `historykit.Recall`): the middleware adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the graph state
 (view-only keeps every message), the originals it kept (persistent) or the `Recall.store`'s
 transcript (a `SQLModelSaver`: every message the thread ever had).
@@ -127,16 +127,6 @@ except ImportError:  # pragma: no cover - langchain 1.x before wrap_model_call c
 
 _ADAPTER = LangChainAdapter()
 """The one adapter every call converts with, once in and once out."""
-
-__all__ = [
-    "HistoryKitHook",
-    "HistoryKitMiddleware",
-    "HistoryKitState",
-    "chat_model_binds_thinking",
-    "chat_model_context_window",
-    "state_update",
-    "with_provider_compaction",
-]
 
 
 def chat_model_context_window(model: Any) -> ContextWindow | None:
@@ -558,7 +548,7 @@ class HistoryKitState(AgentState):  # type: ignore[type-arg]
     historykit_originals: NotRequired[Annotated[dict[str, str], PrivateStateAttr]]
     """Persistent mode with recall: the tool outputs the thread's placeholders replaced, by handle."""
     historykit_level: NotRequired[Annotated[int, PrivateStateAttr]]
-    """The usage-warning level the thread's last call reached (`historykit._usage`): a warning comes
+    """The usage-warning level the thread's last call reached (`historykit.UsageWarning`): a warning comes
     once per crossing in a run without a checkpointer and in another process too."""
 
 
@@ -605,7 +595,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         if self.persist and _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
             raise ImportError("persistent mode needs a langchain with ExtendedModelResponse (1.2 or later)")
         self.recall = recall_option(recall)
-        """The recall tool's settings (`historykit._recall`), `None` when it is not installed."""
+        """The recall tool's settings (`historykit.Recall`), `None` when it is not installed."""
         self.tools = []
         if self.recall is not None:
             self.recall.install(self.pipeline.processors)

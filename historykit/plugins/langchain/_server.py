@@ -9,7 +9,6 @@ from historykit.errors import ArgumentTypeError
 if TYPE_CHECKING:
     from langgraph.pregel import Pregel
 
-__all__ = ["hide_private_state", "private_state_keys"]
 
 G = TypeVar("G", bound="Pregel[Any, Any, Any, Any]")
 

@@ -9,8 +9,6 @@ from typing import Any
 from historykit._messages import Message
 from historykit.processors._summarizers import SUMMARY_INSTRUCTIONS, UnusableSummarizerError, summary_prompt
 
-__all__ = ["LangChainSummarizer", "summary_call_config"]
-
 # Provider answers that say the summarizer cannot work as configured (a bad key, no access, no such
 # model): the same on every attempt, so they are raised at once instead of retried or truncated.
 UNUSABLE_STATUS = frozenset({401, 403, 404})

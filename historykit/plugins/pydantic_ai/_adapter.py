@@ -91,8 +91,6 @@ from historykit._messages import (
 from historykit.errors import ArgumentTypeError, InvalidArgumentError, UserError
 from historykit.plugins._conversion_cache import ConversionCache
 
-__all__ = ["PromptItem", "PydanticAIAdapter", "RequestInstructions"]
-
 _CACHE = ConversionCache()
 
 

@@ -25,7 +25,10 @@ What each mode keeps:
 
 - `persist=True` (the default; `HistoryKitProcessor` always): the model is sent the processed
   history, and it becomes the run's history (`result.all_messages()`): edits, removals and summaries
-  are kept, and later calls (and runs given that history) start from them.
+  are kept, and later calls (and runs given that history) start from them. `HistoryKit` keeps the
+  compaction edits only (`PipelineResult.history`), the provider-rule repairs going into the request
+  alone; `HistoryKitProcessor` keeps the repairs too, since a history processor's one list is both
+  sent and kept.
 - `persist=False` (view only): the model is sent the processed history; the run's history keeps
   every message, unedited; the view is derived from it (`historykit._view`).
 
@@ -35,7 +38,7 @@ from `before_model_request`, whose messages are the request's alone there; 1.x f
 Both modes send the model the same view on every call, append-only between compactions, so the
 provider's prompt cache keeps hitting; on a model that binds thinking (its profile's
 `anthropic_binds_thinking_blocks`, its name, or `binds_thinking=`), thinking after an edit is
-dropped (`historykit._binding`).
+dropped (`historykit.BINDING_MODELS`).
 
 Compact and retry (`HistoryKit`): when the provider refuses a request as too long for its context
 window, the pipeline runs again on the same input with a smaller window and the model is called
@@ -49,7 +52,7 @@ Manual compaction (both): `compact(focus)` makes the next model request run `Pip
 `HistoryKit.compact_conversation` compacts a stored Pydantic AI `Conversation` at once (persistent
 mode), to save in a `ConversationStore`.
 
-Recall (`HistoryKit(..., recall=True)`, `historykit._recall`): the capability adds a `recall` tool
+Recall (`HistoryKit(..., recall=True)`, `historykit.Recall`): the capability adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the run's history
 (view-only), the originals it kept (persistent) or the `Recall.store`'s transcript.
 
@@ -128,13 +131,6 @@ try:
 except ImportError:  # pragma: no cover - Pydantic AI 1.x: no attempts to retry a request step with
     _RetryModelRequest = None  # type: ignore[assignment,misc]
 
-__all__ = [
-    "HistoryKit",
-    "HistoryKitProcessor",
-    "model_binds_thinking_blocks",
-    "model_context_window",
-    "with_provider_compaction",
-]
 
 logger = logging.getLogger("historykit")
 
@@ -222,7 +218,7 @@ def _own_context_window(model: Any) -> ContextWindow | None:
 
 
 def model_binds_thinking_blocks(model: Any) -> bool | None:
-    """Whether a Pydantic AI model binds replayed thinking to the history (R13, `historykit._binding`).
+    """Whether a Pydantic AI model binds replayed thinking to the history (R13, `historykit.BINDING_MODELS`).
 
     The profile flag `anthropic_binds_thinking_blocks` (Pydantic AI 2.68 and later) when the profile
     has it; else the model's name; `None` for no model (the messages' model names then decide). For a
@@ -395,7 +391,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     profile's `anthropic_binds_thinking_blocks`, else its name)."""
     recall: Recall | bool = False
     """`True` or a `Recall`: add the recall tool, and make placeholders name it with a handle
-    (`historykit._recall`); `False`: placeholders say "call the tool again"."""
+    (`historykit.Recall`); `False`: placeholders say "call the tool again"."""
     _: KW_ONLY
     id: str | None = "historykit"
     """The capability's stable identity within an agent (Pydantic AI's `AbstractCapability.id`):
@@ -888,6 +884,13 @@ class HistoryKitProcessor(_Glue):
     you give none, and awaits the pipeline on the agent's loop. The processed history becomes the
     run's history (Pydantic AI's rule for history processors). In 2.x, pass it to
     `ProcessHistory(...)`, or use `HistoryKit`.
+
+    The run keeps the request's provider-rule repairs too: a history processor returns one list,
+    which Pydantic AI both sends to the model and writes back as the run's history, so the `Repair`
+    edits meant for the request alone (`PipelineResult.messages`, not `PipelineResult.history`)
+    stay in `result.all_messages()` (a reused tool-call id stays renamed, for example). Where the
+    1.x version has capabilities, `capabilities=[HistoryKit(...)]` keeps them apart: it sends the
+    repaired request from `wrap_model_request` and keeps the compaction edits only.
 
     It cannot compact and retry when the provider answers that the request is too long: a history
     processor runs before the model call and never sees its error, so the error reaches the caller.

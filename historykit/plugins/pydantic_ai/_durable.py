@@ -60,16 +60,6 @@ from historykit._conversations import conversation_key
 from historykit._pipeline import Call, HistoryProcessor, ManualCompaction
 from historykit.errors import UserError
 
-__all__ = [
-    "Engine",
-    "PreviousView",
-    "RecompactRequest",
-    "ViewRequest",
-    "ViewResult",
-    "durable_engine",
-    "refuse_background",
-]
-
 Engine = Literal["capability", "dbos"]
 """How a durable unit runs: dispatched by a Pydantic AI durability capability, or as a DBOS step
 historykit starts itself (under `DBOSAgent`)."""

@@ -1,4 +1,4 @@
-"""Pydantic AI as the core sees it (`historykit._frameworks.Framework`).
+"""Pydantic AI as the core sees it (`historykit.plugins.Framework`).
 
 Imports no Pydantic AI: ownership is decided by module name, and each method imports what it needs
 when it is called, so that the core can ask about any history without importing a framework.
@@ -15,21 +15,19 @@ from historykit._frameworks import Adapter, SummarizerFn
 from historykit._messages import PIN_KEY, Message
 from historykit.errors import ArgumentTypeError
 
-__all__ = ["PydanticAIFramework"]
-
 
 class PydanticAIFramework:
     """Pydantic AI's `ModelRequest` / `ModelResponse` histories, models and JSON.
 
     Registered when `historykit.plugins.pydantic_ai` is imported; the core asks it through
-    `historykit._frameworks`.
+    `historykit.plugins.frameworks`.
 
     Example:
         ```python
         from pydantic_ai.messages import ModelRequest
-        from historykit._frameworks import framework_of
+        from historykit.plugins import frameworks
 
-        framework_of(ModelRequest).name  # 'pydantic-ai'
+        [f.name for f in frameworks() if f.owns(ModelRequest)]  # ['pydantic-ai']
         ```
     """
 

@@ -26,8 +26,6 @@ from typing import Any
 from historykit._messages import Message
 from historykit.formats._detect import TranscriptFormatError
 
-__all__ = ["read_pydantic_ai_json", "write_pydantic_ai_json"]
-
 
 def _framework() -> tuple[Any, Any]:
     try:

@@ -14,13 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline
-from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
+from historykit._messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
 from historykit._recall import HANDLE_LENGTH, Recall, handle_in, originals, recall_handle
 from historykit.evaluation._matching import handles_named, message_text
 from historykit.processors import ClearToolResults, DedupeFileReads, Repair, Summarize, Trigger
 from historykit.processors._clear_tool_results import RESULT_PLACEHOLDER, describe_call
 from historykit.processors._dedupe_file_reads import NOTICE_PREFIX
 from historykit.processors._file_reads import FileRead, file_accesses
+from historykit.processors._summary_recall import ensure_recall_section
 from tests.processors.support import COUNTER, context, file_text, replay_both_modes, tokens
 from tests.strategies import examples, neutral_histories
 
@@ -365,3 +366,25 @@ def test_a_summary_carries_every_handle_through_later_summaries() -> None:
                 assert in_view or recall_handle(part.content) in named, part.tool_call_id
     markers = [m.marker for m in step.output if m.marker is not None]
     assert summaries == 1 and markers and markers[-1].covered_to > 20  # summarized several times over
+
+
+def test_the_recall_section_keeps_the_newest_outputs_in_its_room_and_counts_the_rest() -> None:
+    def reads(start: int, stop: int) -> list[Message]:
+        out = []
+        for n in range(start, stop):
+            out.append(Message("assistant", (ToolCallPart(f"c{n}", "Read", {"file_path": f"src/f{n}.py"}),)))
+            out.append(Message("user", (ToolResultPart(f"c{n}", "Read", f"line one of {n}\nline two"),)))
+        return out
+
+    room = 10 * len("- Read(file_path='src/f10.py'): recall(handle='0123456789')")
+    first = ensure_recall_section("## Task\n- read", reads(0, 30), "recall", room)
+    listed = handles_named(first)
+    assert len(listed) < 30 and listed[-1] == recall_handle("line one of 29\nline two")  # the newest stay
+    assert f"{30 - len(listed)} earlier tool outputs are not listed" in first
+    # An update carries the count on and adds its own dropped items to it.
+    previous = Message("user", (SummaryPart(first),))
+    second = ensure_recall_section("## Task\n- read", [previous, *reads(30, 40)], "recall", room)
+    kept = handles_named(second)
+    assert kept[-1] == recall_handle("line one of 39\nline two")
+    assert f"{40 - len(kept)} earlier tool outputs are not listed" in second
+    assert len(second) <= len(first) + 200  # the room holds however long the conversation gets

@@ -46,7 +46,7 @@ from historykit.processors._summarizers import (
     complete_summary,
     summarizer_for,
 )
-from historykit.processors._summary_recall import ensure_recall_section
+from historykit.processors._summary_recall import ensure_recall_section, recall_room
 from historykit.processors._trigger import TriggerField
 from historykit.processors._turns import is_user_request
 
@@ -174,7 +174,7 @@ class Summarize(TriggerField, HistoryProcessor):
     recall_tool: str | None = None
     """The name of the recall tool, when the integration installed one (`historykit._recall`): the
     summary then lists the tool outputs it replaced, each with the call that returns it
-    (`historykit.processors._summary_recall`), so no value a tool gave is more than one call away."""
+    (`historykit.processors._summary_recall`), the newest in about 15% of the window."""
     compacts_on_request: ClassVar[bool] = True
     _digests: MessageDigests = field(default_factory=MessageDigests, init=False, repr=False, compare=False)
 
@@ -307,7 +307,7 @@ class Summarize(TriggerField, HistoryProcessor):
             state.truncate(point, why)
             return state.result()
         inputs = self._inputs(state, cut)
-        cached, reply, fresh = yield from self._summary(inputs, memory)
+        cached, reply, fresh = yield from self._summary(inputs, memory, window=ctx.context_window)
         failures = reply.failures if reply is not None else []
         if cached.text is None:
             state.truncate(point, f"summarizer failed ({cached.error}), truncated instead; ")
@@ -324,7 +324,7 @@ class Summarize(TriggerField, HistoryProcessor):
         return state.result()
 
     def _summary(
-        self, inputs: list[Message], memory: _Memory, manual: ManualCompaction | None = None
+        self, inputs: list[Message], memory: _Memory, manual: ManualCompaction | None = None, *, window: int
     ) -> Generator[_Request, _Reply | None, tuple[_Cached, _Reply | None, bool]]:
         """The summary of `inputs` (for a manual compaction, with its focus): remembered by the
         conversation, or asked of the driver. Returns it, the driver's reply (`None` when
@@ -343,7 +343,7 @@ class Summarize(TriggerField, HistoryProcessor):
         compaction = getattr(reply.text, "provider_compaction", None)
         cached = _Cached(reply.text, reply.error, writer=writer, compaction=compaction)
         if reply.text is not None and reply.writer is not None:
-            cached.text = self._finish_text(reply.text, inputs, self._summarizers[reply.writer])
+            cached.text = self._finish_text(reply.text, inputs, self._summarizers[reply.writer], window)
         memory.remember(key, cached, self.cache_size)
         return cached, reply, True
 
@@ -402,7 +402,7 @@ class Summarize(TriggerField, HistoryProcessor):
             return state.result()
         cut, _ = plan
         inputs = self._inputs(state, cut)
-        cached, reply, fresh = yield from self._summary(inputs, memory, manual)
+        cached, reply, fresh = yield from self._summary(inputs, memory, manual, window=ctx.context_window)
         if cached.text is None:
             notes.details.append(
                 f"asked to compact, but the summarizer failed ({cached.error}): the history is left as it was"
@@ -532,10 +532,10 @@ class Summarize(TriggerField, HistoryProcessor):
         previous = [cut.previous_summary] if cut.previous_summary is not None else []
         return [*task, *previous, *cut.covered]
 
-    def _finish_text(self, text: str, inputs: list[Message], writer: Summarizer) -> str:
+    def _finish_text(self, text: str, inputs: list[Message], writer: Summarizer, window: int) -> str:
         text = complete_summary(text.strip(), inputs, writer)
         if self.recall_tool is not None:
-            text = ensure_recall_section(text, inputs, self.recall_tool)
+            text = ensure_recall_section(text, inputs, self.recall_tool, recall_room(window))
         if text.startswith(SUMMARY_HEADER):
             return text
         return f"{SUMMARY_HEADER}\n\n{text}"

@@ -605,13 +605,15 @@ class Pipeline(HistoryProcessor):
         self, messages: list[Message], processors: Sequence[HistoryProcessor], ctx: ProcessContext
     ) -> _Plan[tuple[list[Message], list[StepReport]]]:
         steps: list[StepReport] = []
+        tokens: int | None = None  # of `messages`: each step's total after is the next one's before
         for proc in processors:
             before = messages
             messages, notes = yield proc, list(before), ctx
             if len(messages) == len(before) and all(a is b for a, b in zip(messages, before)):
                 messages = before  # unchanged: the very list, so "nothing repaired" is `is`
             messages = mark_written(before, messages, proc.name, notes, ctx)
-            step = self._step_report(proc.name, before, messages, notes, ctx)
+            step = self._step_report(proc.name, before, messages, notes, ctx, tokens)
+            tokens = step.tokens_after - ctx.reported_offset
             if not notes.markers:
                 # An edit in place (cleared results, deduplicated reads) is a compaction too: the
                 # report (and its span) has a marker for the batch, as the stores have one per message.
@@ -658,17 +660,29 @@ class Pipeline(HistoryProcessor):
         after: list[Message],
         notes: StepNotes,
         ctx: ProcessContext,
+        before_tokens: int | None = None,
     ) -> StepReport:
+        """The step's report; `before_tokens`, when known, is the tokens of `before` (the previous
+        step's total after): only the messages the step changed are counted then."""
         count = ctx.counter.count_message
         offset = ctx.reported_offset
-        return StepReport(
-            name,
-            sum(count(m) for m in before) + offset,
-            sum(count(m) for m in after) + offset,
-            len(before),
-            len(after),
-            notes,
-        )
+        if before_tokens is None:
+            before_tokens = sum(count(m) for m in before)
+        if after is before:
+            after_tokens = before_tokens
+        else:
+            # A long history changes in a few messages per step: count those, not all of it.
+            old = {id(m) for m in before}
+            new = {id(m) for m in after}
+            if len(old) == len(before) and len(new) == len(after):
+                after_tokens = (
+                    before_tokens
+                    - sum(count(m) for m in before if id(m) not in new)
+                    + sum(count(m) for m in after if id(m) not in old)
+                )
+            else:  # one message object twice in a list: identities do not say what changed
+                after_tokens = sum(count(m) for m in after)
+        return StepReport(name, before_tokens + offset, after_tokens + offset, len(before), len(after), notes)
 
     def _with(self, counter: TokenCounter | None, on_report: Callable[[Report], None] | None) -> Pipeline:
         """This pipeline with another counter or report callback for one call; it shares the

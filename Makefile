@@ -61,11 +61,13 @@ test-pai1: $(VENV_PAI1)/.installed
 	$(VENV_PAI1)/bin/python -m pytest -q -m pydantic_ai $(PYTEST_XDIST)
 
 # The four checks are independent of each other and of the tests, and each is one process: two at a
-# time (CHECK_JOBS, one per core; --output-sync keeps each one's output together), then the tests, which
-# take every core on their own. A failing check stops the run before the tests start.
+# time (CHECK_JOBS, one per core), then the tests, which take every core on their own. A failing check
+# stops the run before the tests start. --output-sync (GNU make 4; macOS has 3.81) keeps each check's
+# output together.
 CHECK_JOBS ?= 2
+OUTPUT_SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
 test: $(VENV)/.installed
-	$(MAKE) --no-print-directory -j$(CHECK_JOBS) --output-sync=target typecheck docs wheel-check lint
+	$(MAKE) --no-print-directory -j$(CHECK_JOBS) $(OUTPUT_SYNC) typecheck docs wheel-check lint
 	$(MAKE) --no-print-directory test-main test-pai1
 
 clean:

@@ -27,10 +27,6 @@ from historykit.processors._trigger import Trigger
 from tests.conftest import corpus_paths, postgres_admin_url
 from tests.formats.helpers import CLAUDE_CODE, CODEX, CODEX_2025_09
 
-# slow: real agents write the threads database and whole corpus sessions are analyzed, about a
-# minute in all: the module starts first (tests/conftest.py).
-pytestmark = pytest.mark.slow
-
 SPEC = "dedupe,clear,strip,truncate"
 SMALL = next(p for p in corpus_paths() if p.stem == "sweagent__demo-fc-marshmallow-1867")
 LARGEST = max(corpus_paths(), key=lambda p: p.stat().st_size)

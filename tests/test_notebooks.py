@@ -14,10 +14,6 @@ import pytest
 
 from tests.conftest import IN_CI
 
-# slow: each notebook runs in a kernel of its own, about a minute in all: the module starts first
-# (tests/conftest.py).
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 EXPECTED = [

@@ -44,9 +44,6 @@ from tests.checkpointers.conftest import postgres_database  # noqa: F401  (a Pos
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
-# slow: every Python block runs in a process of its own, about a minute and a half in all: the
-# module starts first (tests/conftest.py).
-pytestmark = pytest.mark.slow
 
 
 def section(title: str) -> str:

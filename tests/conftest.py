@@ -12,6 +12,11 @@ from hypothesis import settings
 
 from historykit._messages import Message
 from historykit.formats import read_chat_jsonl
+from tests import class_source
+
+# Agents with a durability capability are built in many tests; before Python 3.13 each build parses
+# Pydantic AI's message module once per message class (`tests/class_source.py`).
+class_source.install()
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("HISTORYKIT_CORPUS", REPO / "corpus"))

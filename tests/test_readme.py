@@ -369,6 +369,11 @@ def test_the_examples_do_not_teach_create_react_agent() -> None:
 _RUNNER = r"""
 import json, os, runpy, signal, subprocess, sys, threading, traceback, warnings
 
+# Class sources found once per module (the durable-execution blocks build agents whose schemas read
+# every message class's source: seconds per block otherwise; `tests/class_source.py`).
+from tests import class_source
+
+class_source.install()
 for name in json.loads(sys.argv[1]):
     try:
         __import__(name)

@@ -76,6 +76,7 @@ from historykit.checkpointers._conversation_store import SQLModelConversationSto
 from historykit.checkpointers._database import CorruptRowError, create_async_engine, create_engine
 from historykit.checkpointers._schema import CORE
 from tests.conftest import postgres_admin_url
+from tests.strategies import examples
 
 _T = TypeVar("_T")
 
@@ -504,11 +505,12 @@ def _comparison(store: SQLModelConversationStore) -> type[StoreComparison]:
 
 
 def test_behaves_like_the_in_memory_store(store: SQLModelConversationStore) -> None:
-    examples = 40 if store.engine.dialect.name == "sqlite" else 20
+    # Through `examples`, the profile decides as for every property test (half the budget in CI).
+    budget = examples(40 if store.engine.dialect.name == "sqlite" else 20)
     run_state_machine_as_test(
         _comparison(store),
         settings=settings(
-            max_examples=examples,
+            max_examples=budget,
             stateful_step_count=25,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -41,11 +42,25 @@ RESTARTS = {TURNS * (n + 1) // (_RESTART_COUNT + 1): n % 2 == 1 for n in range(_
 is stopped and started again: SIGTERM (False) and SIGKILL (True) in turn."""
 
 AT_REST = 12.0
-"""Seconds to wait before a SIGKILL. `langgraph dev` keeps its own records (threads, runs) in memory
-and writes them to `.langgraph_api/` every 10 s: killed sooner after a run, it starts again from a
-snapshot where the run is still pending and runs it a second time (its prompt is then in the thread
-twice, whatever the checkpointer: the checkpoints were stored). A production server keeps its runs
-in PostgreSQL; here the kill comes once the snapshot holds every finished run."""
+"""Seconds at most to wait before a SIGKILL. `langgraph dev` keeps its own records (threads, runs) in
+memory and writes them to `.langgraph_api/` every 10 s: killed sooner after a run, it starts again
+from a snapshot where the run is still pending and runs it a second time (its prompt is then in the
+thread twice, whatever the checkpointer: the checkpoints were stored). A production server keeps its
+runs in PostgreSQL; here the kill comes once the snapshot holds every finished run (`at_rest`)."""
+SNAPSHOT_MARGIN = 2.0
+"""A snapshot written this many seconds after the last run finished was dumped after it too (the
+dump of these records takes milliseconds)."""
+
+
+async def at_rest(server: DevServer, finished: float) -> None:
+    """Until the snapshot of the threads and runs (`.langgraph_api/.langgraph_ops.pckl`, rewritten by
+    every flush) was written SNAPSHOT_MARGIN after `finished` (`time.time()` when the last run
+    ended); AT_REST after `finished` at the latest, as if no flush had been seen."""
+    runs = server.project / ".langgraph_api" / ".langgraph_ops.pckl"
+    while time.time() < finished + AT_REST:
+        if runs.exists() and runs.stat().st_mtime >= finished + SNAPSHOT_MARGIN:
+            return
+        await asyncio.sleep(0.2)
 
 
 def labels() -> list[str]:
@@ -77,10 +92,11 @@ async def drive(server: DevServer, thread_ids: Mapping[str, str]) -> None:
                 assert isinstance(result, dict) and result["messages"][-1]["type"] == "ai"
 
         await asyncio.gather(*(turns(label, thread_id) for label, thread_id in thread_ids.items()))
+        finished = time.time()
         turn = last
         if turn < TURNS:
             if RESTARTS[turn]:
-                await asyncio.sleep(AT_REST)
+                await at_rest(server, finished)
             server.stop(kill=RESTARTS[turn])
             server.start()
 

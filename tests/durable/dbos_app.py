@@ -29,7 +29,10 @@ from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSAgent, DBOSDurability
 
 from historykit.plugins.pydantic_ai import HistoryKit
+from tests import class_source
 from tests.durable.reader import pipeline, read_file, scripted_model
+
+class_source.install()  # each agent built here would parse pydantic_ai's messages once per class
 
 WORKFLOW_ID = "historykit-durable-conversation"
 

@@ -24,7 +24,10 @@ from pydantic_ai import Agent
 from pydantic_ai.durable_exec.prefect import PrefectDurability
 
 from historykit.plugins.pydantic_ai import HistoryKit
+from tests import class_source
 from tests.durable.reader import pipeline, read_file, scripted_model
+
+class_source.install()  # each agent built here would parse pydantic_ai's messages once per class
 
 
 def agent(workdir: Path, mode: str, fail_at: int) -> Agent[None, str]:

@@ -38,7 +38,8 @@ from tests.emulator import (
     extends,
 )
 
-pytestmark = pytest.mark.e2e_binding
+# slow: its eight 200-turn agent runs take a minute or more: the module starts first (tests/conftest.py).
+pytestmark = [pytest.mark.e2e_binding, pytest.mark.slow]
 
 WINDOW = 12_000
 TOOL_TURNS = 200

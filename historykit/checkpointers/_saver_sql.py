@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from langgraph.checkpoint.base import WRITES_IDX_MAP
@@ -162,31 +162,27 @@ class _Statements:
             BLOBS.c.channel.in_(bp("channels", expanding=True)),
             BLOBS.c.version.in_(bp("versions", expanding=True)),
         )
+
+        def a_write_of_the_checkpoint(*where: sa.ColumnElement[bool]) -> sa.Select[Any]:
+            return (
+                sa.select(WRITES.c.task_id)
+                .where(
+                    WRITES.c.thread_id == bp("thread_id"),
+                    WRITES.c.checkpoint_ns == bp("ns"),
+                    WRITES.c.checkpoint_id == bp("checkpoint_id"),
+                    *where,
+                )
+                .limit(1)
+            )
+
         # A node's writes against a checkpoint: a run is in the middle of the step after it.
         # (`update_state` saves its own writes there too, under the `__interrupt__` task path.)
-        self.task_writes_exist = (
-            sa.select(WRITES.c.task_id)
-            .where(
-                WRITES.c.thread_id == bp("thread_id"),
-                WRITES.c.checkpoint_ns == bp("ns"),
-                WRITES.c.checkpoint_id == bp("checkpoint_id"),
-                WRITES.c.channel.not_in(list(WRITES_IDX_MAP)),
-                WRITES.c.task_path.not_like(f"~{_UPDATE_TASK}%"),
-            )
-            .limit(1)
+        self.task_writes_exist = a_write_of_the_checkpoint(
+            WRITES.c.channel.not_in(list(WRITES_IDX_MAP)), WRITES.c.task_path.not_like(f"~{_UPDATE_TASK}%")
         )
         # What ends a run early, saved as writes against its latest checkpoint: a failed or an
         # interrupted task (the single-writer guard lets a new run start on such a checkpoint).
-        self.run_ending_writes = (
-            sa.select(WRITES.c.task_id)
-            .where(
-                WRITES.c.thread_id == bp("thread_id"),
-                WRITES.c.checkpoint_ns == bp("ns"),
-                WRITES.c.checkpoint_id == bp("checkpoint_id"),
-                WRITES.c.channel.in_(_RUN_ENDING),
-            )
-            .limit(1)
-        )
+        self.run_ending_writes = a_write_of_the_checkpoint(WRITES.c.channel.in_(_RUN_ENDING))
         self.select_writes = sa.select(
             WRITES.c.checkpoint_id,
             WRITES.c.task_id,

@@ -81,6 +81,15 @@ class ScriptedChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=self.respond(messages))])
 
 
+def answered_recall(messages: list[BaseMessage], recalled: list[str]) -> AIMessage | None:
+    """The answer to the recall tool's result, when that is the latest message (kept in `recalled`)."""
+    latest = messages[-1]
+    if isinstance(latest, ToolMessage) and latest.name == "recall":
+        recalled.append(str(latest.content))
+        return AIMessage("Recalled it.")
+    return None
+
+
 class Recaller:
     """Reads `reads` files, then (when `recalls`) recalls the first cleared one by the handle its
     placeholder names, then answers; or recalls `handle` straight away."""
@@ -93,10 +102,8 @@ class Recaller:
 
     def __call__(self, messages: list[BaseMessage]) -> AIMessage:
         self.calls += 1
-        latest = messages[-1]
-        if isinstance(latest, ToolMessage) and latest.name == "recall":
-            self.recalled.append(str(latest.content))
-            return AIMessage("Recalled it.")
+        if (answer := answered_recall(messages, self.recalled)) is not None:
+            return answer
         if self.handle is not None and not self.recalled:
             return self._call("recall", {"handle": self.handle})
         reads = [m for m in messages if isinstance(m, ToolMessage) and m.name == "read_file"]
@@ -213,36 +220,25 @@ def test_without_recall_the_placeholders_and_tools_are_as_before() -> None:
 SUMMARY_ITEM = re.compile(r"^- read_file\(path='([^']+)'\): recall\(handle='([0-9a-f]+)'\)$", re.MULTILINE)
 
 
-class SummaryRecaller:
+class SummaryRecaller(Recaller):
     """Reads `READS` files; once a summary replaced some, recalls the first one its recall section
     names, by that handle, then answers."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.named: list[tuple[str, str]] = []
-        self.recalled: list[str] = []
-        self.calls = 0
 
     def __call__(self, messages: list[BaseMessage]) -> AIMessage:
         self.calls += 1
-        latest = messages[-1]
-        if isinstance(latest, ToolMessage) and latest.name == "recall":
-            self.recalled.append(str(latest.content))
-            return AIMessage("Recalled it.")
+        if (answer := answered_recall(messages, self.recalled)) is not None:
+            return answer
         for message in messages:
             if isinstance(message, HumanMessage) and (found := SUMMARY_ITEM.findall(str(message.content))):
                 self.named = found
-                return AIMessage(
-                    "",
-                    tool_calls=[
-                        {"id": f"call_{self.calls}", "name": "recall", "args": {"handle": found[0][1]}}
-                    ],
-                )
+                return self._call("recall", {"handle": found[0][1]})
         reads = [m for m in messages if isinstance(m, ToolMessage) and m.name == "read_file"]
         if len(reads) < READS:
-            path = f"src/f{len(reads)}.py"
-            return AIMessage(
-                "", tool_calls=[{"id": f"call_{self.calls}", "name": "read_file", "args": {"path": path}}]
-            )
+            return self._call("read_file", {"path": f"src/f{len(reads)}.py"})
         return AIMessage("Nothing was summarized.")
 
 

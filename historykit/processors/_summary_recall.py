@@ -16,8 +16,8 @@ on), so a handle survives any number of compactions. Items are in the order the 
 
 The section has a room (`recall_room`: about 15% of the context window): a summary that
 outgrew the window's room would free too little to be used, and the conversation would be truncated
-instead, losing far more. When the items do not fit, the oldest go first and a last item says how
-many are not listed (the store's transcript still has them).
+instead, losing far more. When the items do not fit, the oldest go first and the section's first
+item says how many are not listed (the store's transcript still has them).
 """
 
 from __future__ import annotations

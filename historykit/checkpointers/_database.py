@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
+import tenacity
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import URL, Row, make_url
 from sqlalchemy.sql import Executable
@@ -184,6 +185,21 @@ def _read_only_sqlite(url: URL) -> tuple[URL, str | None]:
     return url.set(database=f"file:{path}").update_query_dict(query), why
 
 
+def _switch_to_wal(cursor: Any, busy_timeout: float) -> None:
+    """`PRAGMA journal_mode = WAL`, retried within the busy timeout: while another connection turns
+    a new file to WAL, SQLite answers "database is locked" at once instead of calling the busy
+    handler (workers opening a new file together hit it)."""
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(lambda exc: "locked" in str(exc)),
+        wait=tenacity.wait_random_exponential(multiplier=0.005, max=0.2),
+        stop=tenacity.stop_after_delay(busy_timeout),
+        reraise=True,
+    )
+    for attempt in retrying:
+        with attempt:
+            cursor.execute("PRAGMA journal_mode = WAL")
+
+
 def _configure_sqlite(sync_engine: Engine, busy_timeout: float, read_only: str | None = None) -> None:
     """WAL, a busy timeout and explicit transactions for every SQLite connection.
 
@@ -203,7 +219,7 @@ def _configure_sqlite(sync_engine: Engine, busy_timeout: float, read_only: str |
             cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
             if read_only is not None:
                 return  # the journal mode is the file's own; nothing is written
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(cursor, busy_timeout)
             # NORMAL is durable across a crashed or killed process in WAL mode; only a power
             # loss can cost the last transactions, never consistency.
             cursor.execute("PRAGMA synchronous = NORMAL")

@@ -314,10 +314,15 @@ class MySQL(Dialect):
 
     @contextmanager
     def schema_lock(self, conn: Connection) -> Iterator[None]:
-        # A named lock belongs to the session, not the transaction: released when the body ends.
+        # A named lock belongs to the session, not the transaction. MySQL commits each CREATE TABLE
+        # at once, so the version row is committed too before the lock goes: released earlier, a
+        # process starting beside this one would find the tables without their recorded version.
+        # The commit is the driver's, so the caller's transaction stays usable (MySQL's DDL had
+        # already made it several).
         conn.execute(sa.text("SELECT GET_LOCK('historykit_schema', 60)"))
         try:
             yield
+            conn.connection.commit()
         finally:
             conn.execute(sa.text("SELECT RELEASE_LOCK('historykit_schema')"))
 

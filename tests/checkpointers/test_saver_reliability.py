@@ -295,6 +295,44 @@ async def test_a_newer_schema_is_refused_on_postgres_too(postgres_url: str) -> N
         await SQLModelSaver(postgres_url).aget_tuple({"configurable": {"thread_id": "t"}})
 
 
+def test_savers_starting_together_on_a_new_database_all_open_it(database_url: str, tmp_path: Any) -> None:
+    """Workers of a new deployment start at once: each creates or finds the tables, none mistakes
+    another's half-made schema for a foreign one (MySQL commits each CREATE TABLE at once, and once
+    released its schema lock too early: a worker found the tables without their recorded version)."""
+    import threading
+
+    from tests.checkpointers.conftest import _drop_historykit_tables
+
+    workers = 6
+    for attempt in range(8):
+        if database_url.startswith("sqlite"):
+            url = f"sqlite:///{tmp_path / f'attempt-{attempt}.db'}"
+        else:
+            url = database_url
+            _drop_historykit_tables(url)
+        barrier = threading.Barrier(workers)
+        failures: list[BaseException] = []
+
+        def start(
+            url: str = url, barrier: threading.Barrier = barrier, failures: list[BaseException] = failures
+        ) -> None:
+            saver = SQLModelSaver(url)
+            try:
+                barrier.wait(30)
+                saver.get_tuple({"configurable": {"thread_id": "t"}})
+            except BaseException as exc:  # every failure is reported, none swallowed
+                failures.append(exc)
+            finally:
+                saver.close()
+
+        threads = [threading.Thread(target=start) for _ in range(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert failures == [], f"attempt {attempt}: {failures[0]!r}"
+
+
 def test_tables_not_made_by_historykit_are_not_reused(sqlite_url: str) -> None:
     _execute(sqlite_url, "CREATE TABLE historykit_checkpoint (x INTEGER)")
     with pytest.raises(

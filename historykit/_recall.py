@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, IdentityCache
 from historykit._messages import Message, ToolResultPart
+from historykit._reading import Reading, shown
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ if TYPE_CHECKING:
 HANDLE_LENGTH = 10
 """Hex digits in a handle: 40 bits, so that two outputs of one conversation practically never share one."""
 _HANDLE = re.compile(rf"[0-9a-f]{{{HANDLE_LENGTH}}}")
-_SHOWN = 40
-"""Characters of a bad argument a `[recall: ...]` answer repeats (the model may pass megabytes)."""
 _HANDLES: IdentityCache[str] = IdentityCache()
 """`content_handle`'s digests, per content string object: a history's outputs are hashed once."""
 
@@ -130,11 +129,12 @@ def recall_option(option: object) -> Recall | None:
 
 def placeholder_handle(content: str, tool: str, written: bool) -> str:
     """The handle a placeholder for `content` names: the content's own, unless `content` is a
-    one-line placeholder or notice historykit `written` (its message carries a compaction marker)
-    that names a handle: then that one, the original it stands for. A tool output that only looks
-    like a notice names its own handle, so no output can point recall at another."""
-    if written and content.startswith("[") and "\n" not in content:
-        named = handle_in(content, tool)
+    placeholder, notice or shortened output historykit `written` (its message carries a compaction
+    marker) whose last line names a handle: then that one, the original it stands for. A tool
+    output that only looks like one names its own handle, so no output can point recall at another."""
+    if written:
+        last = content[content.rfind("\n") + 1 :]
+        named = handle_in(last, tool) if last.startswith("[") else None
         if named is not None:
             return named
     return recall_handle(content)
@@ -214,10 +214,12 @@ class Recall:
     def description(self) -> str:
         """What the model reads about the tool."""
         return (
-            "Return the full text of a tool output that was cleared from the conversation to save "
-            f"context. Pass the handle the placeholder names, e.g. {recall_call(self.name, '3f9a0c1b2d')}; "
+            "Return the full text of a tool output that was cleared or shortened to save context. "
+            f"Pass the handle the placeholder names, e.g. {recall_call(self.name, '3f9a0c1b2d')}; "
             "nothing is run again. A long output comes in parts: pass the offset the note at the end "
-            "of a part names to get the next one."
+            "of a part names to get the next one. To read less of it: start_line and end_line return "
+            "those lines (numbered, from 1); grep returns the lines that contain a text "
+            "(case-insensitive, not a regular expression)."
         )
 
     def install(self, processors: Sequence[object]) -> None:
@@ -246,18 +248,23 @@ class Recall:
         self,
         handle: object,
         offset: object = 0,
+        start_line: object = None,
+        end_line: object = None,
+        grep: object = None,
         *,
         state: ConversationState | None = None,
         kept: Mapping[str, str] | None = None,
         history: Sequence[Message] = (),
         store_key: str | None = None,
     ) -> str:
-        """The tool's answer: the original output `handle` names (from `offset` on, at most
+        """The tool's answer: the original output `handle` names (from `offset` on, or its lines
+        `start_line` to `end_line`, or those that contain `grep`: `historykit._reading`; at most
         `max_chars` characters, with a note when there is more), or a `[recall: ...]` text saying why
         there is none. Searched, in order: the originals the conversation's `state` kept, those the
         framework's own state `kept` for it, its neutral `history`, and the store's transcript of
         `store_key` (the conversation's id there)."""
-        plan = self._lookup(handle, offset, state, kept, history, store_key)
+        reading = Reading.checked(offset, start_line, end_line, grep)
+        plan = self._lookup(handle, reading, state, kept, history, store_key)
         try:
             key = next(plan)
             transcript = self.store.transcript(key)
@@ -278,6 +285,9 @@ class Recall:
         self,
         handle: object,
         offset: object = 0,
+        start_line: object = None,
+        end_line: object = None,
+        grep: object = None,
         *,
         state: ConversationState | None = None,
         kept: Mapping[str, str] | None = None,
@@ -285,7 +295,8 @@ class Recall:
         store_key: str | None = None,
     ) -> str:
         """`lookup` for async code: the store's transcript is read on the event loop."""
-        plan = self._lookup(handle, offset, state, kept, history, store_key)
+        reading = Reading.checked(offset, start_line, end_line, grep)
+        plan = self._lookup(handle, reading, state, kept, history, store_key)
         try:
             key = next(plan)
             read = getattr(self.store, "atranscript", None) or self.store.transcript
@@ -300,7 +311,7 @@ class Recall:
     def _lookup(
         self,
         handle: object,
-        offset: object,
+        reading: Reading | str,
         state: ConversationState | None,
         kept: Mapping[str, str] | None,
         history: Sequence[Message],
@@ -308,24 +319,17 @@ class Recall:
     ) -> Generator[str, Any, str]:
         """The lookup written once: it yields the store key whose transcript it needs (at most
         once) and is sent the transcript, which `lookup` reads and `alookup` awaits."""
-        problem = self._check(handle, offset)
-        if problem is not None:
-            return problem
-        assert isinstance(handle, str) and isinstance(offset, int)  # checked above
+        if not isinstance(handle, str) or not _HANDLE.fullmatch(handle):
+            return (
+                f"[recall: {shown(handle)} is not a handle: a handle is the {HANDLE_LENGTH} hex digits a "
+                f"placeholder names in {recall_call(self.name, '…')}]"
+            )
+        if isinstance(reading, str):
+            return reading  # what is wrong with the arguments
         found = self._known(handle, state, kept, history)
         if not found and self.store is not None and store_key is not None:
             found = _in_transcript(handle, (yield store_key))
-        return self._answer(handle, offset, found, state)
-
-    def _check(self, handle: object, offset: object) -> str | None:
-        if not isinstance(handle, str) or not _HANDLE.fullmatch(handle):
-            return (
-                f"[recall: {_shown(handle)} is not a handle: a handle is the {HANDLE_LENGTH} hex digits a "
-                f"placeholder names in {recall_call(self.name, '…')}]"
-            )
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            return f"[recall: offset must be a non-negative whole number, got {_shown(offset)}]"
-        return None
+        return self._answer(handle, reading, found, state)
 
     @staticmethod
     def _known(
@@ -339,7 +343,9 @@ class Recall:
                 return [content]
         return originals(handle, history) if history else []
 
-    def _answer(self, handle: str, offset: int, found: list[str], state: ConversationState | None) -> str:
+    def _answer(
+        self, handle: str, reading: Reading, found: list[str], state: ConversationState | None
+    ) -> str:
         if not found:
             return (
                 f"[recall: no cleared output has the handle '{handle}' in this conversation; check the "
@@ -351,29 +357,11 @@ class Recall:
                 "which one the placeholder replaced: run the tool again]"
             )
         content = found[0]
-        if offset and offset >= len(content):
-            return (
-                f"[recall: the output '{handle}' has {len(content):,} characters; offset {offset:,} is past "
-                "its end]"
-            )
-        end = min(offset + self.max_chars, len(content))
-        if offset == 0 and end == len(content):
-            return content
-        if state is not None and handle not in state.originals:
-            # The next pages come from here, not from another search of the history or the store.
+        answer = reading.answer(self.name, handle, content, self.max_chars)
+        if answer is not content and state is not None and handle not in state.originals:
+            # The next parts come from here, not from another search of the history or the store.
             state.keep_original(handle, content, self.max_originals)
-        note = f"[recall: characters {offset:,}-{end:,} of {len(content):,}"
-        if end < len(content):
-            note += f"; {self.name}(handle='{handle}', offset={end}) returns the next part]"
-        else:
-            note += "; the end]"
-        return f"{content[offset:end]}\n{note}"
-
-
-def _shown(value: object) -> str:
-    """`value` as a `[recall: ...]` answer repeats it: its repr, cut to a few dozen characters."""
-    shown = repr(value) if isinstance(value, (str, int)) else f"a {type(value).__qualname__}"
-    return shown if len(shown) <= _SHOWN else f"{shown[: _SHOWN - 1]}…"
+        return answer
 
 
 def _in_transcript(handle: str, transcript: Any) -> list[str]:

@@ -808,15 +808,37 @@ def _recall_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
             "store_key": thread if key is not None else None,
         }
 
-    def recall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
-        return recall.lookup(handle, offset, **where(runtime))
+    def recall_output(
+        handle: str,
+        runtime: ToolRuntime,
+        offset: int = 0,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        grep: str | None = None,
+    ) -> str:
+        return recall.lookup(handle, offset, start_line, end_line, grep, **where(runtime))
 
-    async def arecall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
-        return await recall.alookup(handle, offset, **where(runtime))
+    async def arecall_output(
+        handle: str,
+        runtime: ToolRuntime,
+        offset: int = 0,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        grep: str | None = None,
+    ) -> str:
+        return await recall.alookup(handle, offset, start_line, end_line, grep, **where(runtime))
 
     # This module postpones annotations; the tool reads them to find its arguments and the runtime.
     for function in (recall_output, arecall_output):
-        function.__annotations__ = {"handle": str, "runtime": ToolRuntime, "offset": int, "return": str}
+        function.__annotations__ = {
+            "handle": str,
+            "runtime": ToolRuntime,
+            "offset": int,
+            "start_line": int | None,
+            "end_line": int | None,
+            "grep": str | None,
+            "return": str,
+        }
     return StructuredTool.from_function(
         func=recall_output, coroutine=arecall_output, name=recall.name, description=recall.description
     )

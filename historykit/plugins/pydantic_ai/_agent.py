@@ -443,10 +443,17 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
 
     @_durable_operation("recall")
     async def _recall_operation(
-        self, ctx: RunContext[Any], handle: str, offset: int, conversation: str | None
+        self,
+        ctx: RunContext[Any],
+        handle: str,
+        offset: int,
+        start_line: int | None,
+        end_line: int | None,
+        grep: str | None,
+        conversation: str | None,
     ) -> str:
         """A recall look-up that reads the store (`Recall.store`), as a durable unit."""
-        return await self._run_recall(handle, offset, conversation)
+        return await self._run_recall(handle, offset, start_line, end_line, grep, conversation)
 
     async def _run_view(self, request: ViewRequest) -> ViewResult:
         call = request.call()
@@ -474,10 +481,20 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         window = self.pipeline.state_of(call).window
         return ViewResult.encode(given, result.messages, dict(result.originals), window, result.kept)
 
-    async def _run_recall(self, handle: str, offset: int, conversation: str | None) -> str:
+    async def _run_recall(
+        self,
+        handle: str,
+        offset: int,
+        start_line: int | None,
+        end_line: int | None,
+        grep: str | None,
+        conversation: str | None,
+    ) -> str:
         assert self._recall is not None  # the recall tool exists only with it
         state = self.state_of(conversation) if conversation is not None else None
-        return await self._recall.alookup(handle, offset, state=state, store_key=conversation)
+        return await self._recall.alookup(
+            handle, offset, start_line, end_line, grep, state=state, store_key=conversation
+        )
 
     async def _durably(self, engine: Engine, ctx: RunContext[Any], operation: str, *args: Any) -> Any:
         """Run `operation` as the engine's durable unit (`durable_engine` chose how)."""
@@ -743,13 +760,24 @@ def _recall_toolset(recall: Recall, kit: HistoryKit) -> Any:
     from pydantic_ai.tools import Tool
     from pydantic_ai.toolsets import FunctionToolset
 
-    async def recall_output(ctx: RunContext[Any], handle: str, offset: int = 0) -> str:
-        """Return a cleared tool output.
+    async def recall_output(
+        ctx: RunContext[Any],
+        handle: str,
+        offset: int = 0,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        grep: str | None = None,
+    ) -> str:
+        """Return a cleared or shortened tool output, or part of it.
 
         Args:
             handle: The handle the placeholder names.
-            offset: Where to start in the output, for the next part of a long one.
+            offset: Where to start in the output (a character), for the next part of a long one.
+            start_line: The first line to return (numbered from 1).
+            end_line: The last line to return.
+            grep: Return only the lines that contain this text (case-insensitive, not a regular expression).
         """
+        reading = (offset, start_line, end_line, grep)
         conversation = _conversation(ctx)
         state = kit.state_of(conversation) if conversation is not None else None
         history = _ADAPTER.to_neutral(_run_history(ctx))
@@ -761,9 +789,11 @@ def _recall_toolset(recall: Recall, kit: HistoryKit) -> Any:
         )
         engine = durable_engine(ctx, kit.id, "recall") if reads_store else None
         if engine is not None:
-            answer: str = await kit._durably(engine, ctx, "recall", handle, offset, conversation)
+            answer: str = await kit._durably(engine, ctx, "recall", handle, *reading, conversation)
             return answer
-        return await recall.alookup(handle, offset, state=state, history=history, store_key=conversation)
+        return await recall.alookup(
+            handle, offset, start_line, end_line, grep, state=state, history=history, store_key=conversation
+        )
 
     tool = Tool(
         recall_output,

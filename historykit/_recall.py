@@ -37,6 +37,12 @@ A placeholder names its own content's handle. Only a notice or placeholder histo
 message carries a compaction marker) passes on the handle it names: a tool output whose text merely
 looks like one is an output like any other.
 
+The model can also read part of an original (`historykit._reading`): lines `start_line` to
+`end_line`, or the lines that contain a text (`grep`), as `OffloadToolOutputs`' notes suggest for
+an output shortened when it arrived. With `Recall(search=True)` a second tool searches everything the
+conversation had by the words it contained (`historykit._transcript_search`), from the same sources,
+and names the handle of each tool output it finds.
+
 What a recall result is afterwards: an ordinary tool output. It can be cleared again like any
 other (its placeholder carries the same handle when it returned the whole original, since the
 handle is the content's), and it is never taken for a new read of a file: `DedupeFileReads` only
@@ -64,10 +70,12 @@ from typing import TYPE_CHECKING, Any, cast
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, IdentityCache
 from historykit._messages import Message, ToolResultPart
 from historykit._reading import Reading, shown
+from historykit._validate import check_bool
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from historykit._conversations import ConversationState
+    from historykit._transcript_search import Hit
 
 
 HANDLE_LENGTH = 10
@@ -182,6 +190,7 @@ class Recall:
         HistoryKit(pipeline, recall=Recall(store=store, max_chars=8_000))      # a SQLModelConversationStore
         saver = SQLModelSaver("sqlite:///agent.db")
         HistoryKitMiddleware(pipeline, persist=True, recall=Recall(store=saver))
+        HistoryKitMiddleware(pipeline, recall=Recall(store=saver, search=True))  # and search_history
         ```
     """
 
@@ -196,10 +205,24 @@ class Recall:
     originals and history only."""
     max_originals: int = 1_000
     """Originals a conversation keeps for recall (the oldest go first)."""
+    search: bool = False
+    """Also add a search tool over the conversation's own transcript (`search_name`): the model
+    finds what it saw before by the words it contained (`historykit._transcript_search`)."""
+    search_name: str = "search_history"
+    """The search tool's name."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise InvalidArgumentError(f"name must be a tool name (a Python identifier), got {self.name!r}")
+        for option in ("name", "search_name"):
+            value = getattr(self, option)
+            if not isinstance(value, str) or not value.isidentifier():
+                raise InvalidArgumentError(
+                    f"{option} must be a tool name (a Python identifier), got {value!r}"
+                )
+        if self.search_name == self.name:
+            raise InvalidArgumentError(
+                f"search_name and name are both {self.name!r}: two tools need two names"
+            )
+        check_bool("search", self.search)
         for option in ("max_chars", "max_originals"):
             value = getattr(self, option)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -220,6 +243,20 @@ class Recall:
             "of a part names to get the next one. To read less of it: start_line and end_line return "
             "those lines (numbered, from 1); grep returns the lines that contain a text "
             "(case-insensitive, not a regular expression)."
+        )
+
+    @property
+    def search_description(self) -> str:
+        """What the model reads about the search tool."""
+        from historykit._transcript_search import HITS_PER_PAGE
+
+        return (
+            "Search everything this conversation contained, including what was cleared or summarized "
+            "to save context: the user's and your messages, the tools called with their arguments "
+            "(file paths, commands) and what they returned. Give one or more words; a line matches "
+            "when it contains all of them (case-insensitive, not a regular expression). Hits come "
+            f"newest first, {HITS_PER_PAGE} a page; a tool output's hit names the {self.name} call that "
+            "returns it."
         )
 
     def install(self, processors: Sequence[object]) -> None:
@@ -264,22 +301,7 @@ class Recall:
         framework's own state `kept` for it, its neutral `history`, and the store's transcript of
         `store_key` (the conversation's id there)."""
         reading = Reading.checked(offset, start_line, end_line, grep)
-        plan = self._lookup(handle, reading, state, kept, history, store_key)
-        try:
-            key = next(plan)
-            transcript = self.store.transcript(key)
-            if inspect.isawaitable(transcript):
-                close = getattr(transcript, "close", None)
-                if close is not None:
-                    close()
-                raise ArgumentTypeError(
-                    f"the recall store {type(self.store).__qualname__} reads its transcript asynchronously: "
-                    "run the agent with its async API (ainvoke, run)"
-                )
-            plan.send(transcript)
-        except StopIteration as done:
-            return cast("str", done.value)
-        raise AssertionError("a lookup reads one transcript at most")  # pragma: no cover
+        return self._read(self._lookup(handle, reading, state, kept, history, store_key))
 
     async def alookup(
         self,
@@ -296,7 +318,59 @@ class Recall:
     ) -> str:
         """`lookup` for async code: the store's transcript is read on the event loop."""
         reading = Reading.checked(offset, start_line, end_line, grep)
-        plan = self._lookup(handle, reading, state, kept, history, store_key)
+        return await self._aread(self._lookup(handle, reading, state, kept, history, store_key))
+
+    def find(
+        self,
+        query: object,
+        page: object = 1,
+        *,
+        state: ConversationState | None = None,
+        kept: Mapping[str, str] | None = None,
+        history: Sequence[Message] = (),
+        store_key: str | None = None,
+    ) -> str:
+        """The search tool's answer: page `page` of the parts of the conversation with a line that
+        contains every word of `query` (`historykit._transcript_search`), or a `[search: ...]` text
+        saying why there is none. Searched: the framework's `history` and the originals the
+        conversation's `state` and the framework's state `kept` (newest first), then the store's
+        transcript of `store_key` (every message the conversation had); a part found twice is one hit."""
+        return self._read(self._find(query, page, state, kept, history, store_key))
+
+    async def afind(
+        self,
+        query: object,
+        page: object = 1,
+        *,
+        state: ConversationState | None = None,
+        kept: Mapping[str, str] | None = None,
+        history: Sequence[Message] = (),
+        store_key: str | None = None,
+    ) -> str:
+        """`find` for async code: the store's transcript is read on the event loop."""
+        return await self._aread(self._find(query, page, state, kept, history, store_key))
+
+    def _read(self, plan: Generator[str, Any, str]) -> str:
+        """Run a look-up or search plan (`_lookup`, `_find`), reading the store's transcript it asks
+        for with the store's sync API."""
+        try:
+            key = next(plan)
+            transcript = self.store.transcript(key)
+            if inspect.isawaitable(transcript):
+                close = getattr(transcript, "close", None)
+                if close is not None:
+                    close()
+                raise ArgumentTypeError(
+                    f"the recall store {type(self.store).__qualname__} reads its transcript asynchronously: "
+                    "run the agent with its async API (ainvoke, run)"
+                )
+            plan.send(transcript)
+        except StopIteration as done:
+            return cast("str", done.value)
+        raise AssertionError("a plan reads one transcript at most")  # pragma: no cover
+
+    async def _aread(self, plan: Generator[str, Any, str]) -> str:
+        """`_read` for async code: the store's transcript is read on the event loop."""
         try:
             key = next(plan)
             read = getattr(self.store, "atranscript", None) or self.store.transcript
@@ -306,7 +380,55 @@ class Recall:
             plan.send(transcript)
         except StopIteration as done:
             return cast("str", done.value)
-        raise AssertionError("a lookup reads one transcript at most")  # pragma: no cover
+        raise AssertionError("a plan reads one transcript at most")  # pragma: no cover
+
+    def _find(
+        self,
+        query: object,
+        page: object,
+        state: ConversationState | None,
+        kept: Mapping[str, str] | None,
+        history: Sequence[Message],
+        store_key: str | None,
+        stored: Sequence[Hit] | None = None,
+    ) -> Generator[str, Any, str]:
+        """The search written once, as `_lookup` is: it yields the store key whose transcript it
+        needs and is sent the transcript. `stored`: the store's hits, found already (by a durable
+        unit: `stored_hits`), so no transcript is read here."""
+        from historykit._transcript_search import check_query, find, merged, render
+
+        problem = check_query(query, page)
+        if problem is not None:
+            return problem
+        assert isinstance(query, str) and isinstance(page, int)  # checked above
+        hits = find(kept_originals(history, state, kept), query)
+        if stored is None and self.store is not None and store_key is not None:
+            stored = find(_neutral_transcript((yield store_key)), query)
+        return render(merged(hits, stored or ()), query, page, self.search_name, self.name)
+
+    async def stored_hits(self, query: str, store_key: str) -> list[Hit]:
+        """The hits of `query` in the store's transcript of `store_key`: what a durable engine runs
+        as a unit of its own (the read is recorded; the workflow never touches the database)."""
+        from historykit._transcript_search import find
+
+        read = getattr(self.store, "atranscript", None) or self.store.transcript
+        transcript = read(store_key)
+        if inspect.isawaitable(transcript):
+            transcript = await transcript
+        return find(_neutral_transcript(transcript), query)
+
+    def find_with(
+        self,
+        query: object,
+        page: object,
+        stored: Sequence[Hit],
+        *,
+        state: ConversationState | None = None,
+        kept: Mapping[str, str] | None = None,
+        history: Sequence[Message] = (),
+    ) -> str:
+        """`find` with the store's hits given (`stored_hits`, run by a durable unit)."""
+        return self._read(self._find(query, page, state, kept, history, None, stored))
 
     def _lookup(
         self,
@@ -364,10 +486,30 @@ class Recall:
         return answer
 
 
-def _in_transcript(handle: str, transcript: Any) -> list[str]:
+def _neutral_transcript(transcript: Any) -> list[Message]:
+    """A store's `Transcript` as neutral messages (none when the store has no such conversation)."""
     messages = getattr(transcript, "messages", None) if transcript is not None else None
     if not messages:
         return []
     from historykit._frameworks import adapter_for
 
-    return originals(handle, adapter_for(messages).to_neutral(messages))
+    return adapter_for(messages).to_neutral(messages)
+
+
+def _in_transcript(handle: str, transcript: Any) -> list[str]:
+    return originals(handle, _neutral_transcript(transcript))
+
+
+def kept_originals(
+    history: Sequence[Message], state: ConversationState | None, kept: Mapping[str, str] | None
+) -> list[Message]:
+    """The framework's `history`, then the tool outputs kept for recall that it does not have
+    (persistent mode replaced them), each as an output of its own."""
+    messages = list(history)
+    outputs = {p.content for m in messages for p in m.parts if isinstance(p, ToolResultPart)}
+    for source in (state.originals if state is not None else None, kept):
+        for content in (source or {}).values():
+            if isinstance(content, str) and content not in outputs:
+                outputs.add(content)
+                messages.append(Message("tool", (ToolResultPart("", None, content),)))
+    return messages

@@ -70,6 +70,7 @@ def test_temporal_registers_historykits_operations_as_activities() -> None:
         "agent__reader__capability__historykit__view",
         "agent__reader__capability__historykit__recompact",
         "agent__reader__capability__historykit__recall",
+        "agent__reader__capability__historykit__search",
         "agent__reader__toolset__historykit_recall__call_tool",
     } <= names
     recall_tool = HistoryKit(Repair(), recall=True).get_toolset().tools["recall"]

@@ -95,6 +95,7 @@ from historykit._pipeline import (
     native_result,
 )
 from historykit._recall import Recall, recall_option
+from historykit._transcript_search import Hit
 from historykit._validate import check_bool
 from historykit._view import Mode
 from historykit.errors import InvalidArgumentError
@@ -455,6 +456,15 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         """A recall look-up that reads the store (`Recall.store`), as a durable unit."""
         return await self._run_recall(handle, offset, start_line, end_line, grep, conversation)
 
+    @_durable_operation("search")
+    async def _search_operation(self, ctx: RunContext[Any], query: str, conversation: str) -> list[Any]:
+        """The search tool's read of the store (`Recall.store`), as a durable unit: the hits, as JSON."""
+        return await self._run_search(query, conversation)
+
+    async def _run_search(self, query: str, conversation: str) -> list[Any]:
+        assert self._recall is not None  # the search tool exists only with it
+        return [hit.to_json() for hit in await self._recall.stored_hits(query, conversation)]
+
     async def _run_view(self, request: ViewRequest) -> ViewResult:
         call = request.call()
         given = request.messages
@@ -503,13 +513,17 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
                 "view": self._view_operation,
                 "recompact": self._recompact_operation,
                 "recall": self._recall_operation,
+                "search": self._search_operation,
             }[operation]
             return await method(ctx, *args)
         from dbos import DBOS
 
-        body = {"view": self._run_view, "recompact": self._run_recompact, "recall": self._run_recall}[
-            operation
-        ]
+        body = {
+            "view": self._run_view,
+            "recompact": self._run_recompact,
+            "recall": self._run_recall,
+            "search": self._run_search,
+        }[operation]
         step: Any = DBOS.run_step_async
         return await step({"name": f"historykit.{self.id}.{operation}"}, body, *args)
 
@@ -795,15 +809,35 @@ def _recall_toolset(recall: Recall, kit: HistoryKit) -> Any:
             handle, offset, start_line, end_line, grep, state=state, history=history, store_key=conversation
         )
 
-    tool = Tool(
-        recall_output,
-        takes_ctx=True,
-        name=recall.name,
-        description=recall.description,
-        metadata={engine: False for engine in _WORKFLOW_SIDE_ENGINES},
-    )
+    async def search_history(ctx: RunContext[Any], query: str, page: int = 1) -> str:
+        """Search everything this conversation contained.
+
+        Args:
+            query: One or more words; a line matches when it contains all of them.
+            page: The page of hits to show (newest first).
+        """
+        conversation = _conversation(ctx)
+        state = kit.state_of(conversation) if conversation is not None else None
+        history = _ADAPTER.to_neutral(_run_history(ctx))
+        reads_store = recall.store is not None and conversation is not None and isinstance(query, str)
+        engine = durable_engine(ctx, kit.id, "search") if reads_store else None
+        if engine is not None and query.split():
+            found: list[Any] = await kit._durably(engine, ctx, "search", query, conversation)
+            stored = [Hit.from_json(hit) for hit in found]
+            return recall.find_with(query, page, stored, state=state, history=history)
+        return await recall.afind(query, page, state=state, history=history, store_key=conversation)
+
+    functions: list[tuple[Callable[..., Any], str, str]] = [(recall_output, recall.name, recall.description)]
+    if recall.search:
+        functions.append((search_history, recall.search_name, recall.search_description))
+    # Looked up in the workflow or flow (see above); only a read of the store is a durable unit.
+    in_workflow = {engine: False for engine in _WORKFLOW_SIDE_ENGINES}
+    tools = [
+        Tool(function, takes_ctx=True, name=name, description=description, metadata=in_workflow)
+        for function, name, description in functions
+    ]
     toolset_id = f"{kit.id}_recall" if kit.id is not None else None
-    return FunctionToolset([tool], id=toolset_id)
+    return FunctionToolset(tools, id=toolset_id)
 
 
 _WORKFLOW_SIDE_ENGINES = ("temporal", "prefect")

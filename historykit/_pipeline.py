@@ -33,6 +33,7 @@ from historykit._context_window import ContextWindow, check_context_window, reso
 from historykit._conversations import Conversations, ConversationState
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit._messages import CompactionMarker, Message, SummaryPart, ToolResultPart
+from historykit._plans import adrive, drive
 from historykit._recall import content_handle, handle_in, handles_in
 from historykit._telemetry import pipeline_span
 from historykit._tokens import TokenCounter
@@ -1137,23 +1138,13 @@ as the stores' plans of queries are run by a sync or an async runner."""
 
 
 def _drive(plan: _Plan[_R]) -> _R:
-    """Run a plan synchronously."""
-    try:
-        proc, messages, ctx = next(plan)
-        while True:
-            proc, messages, ctx = plan.send(proc.process(messages, ctx))
-    except StopIteration as done:
-        return cast("_R", done.value)
+    """Run a plan synchronously: each step's `process` answers it (`historykit._plans`)."""
+    return drive(plan, lambda step: step[0].process(step[1], step[2]))
 
 
 async def _adrive(plan: _Plan[_R]) -> _R:
-    """Run a plan from async code."""
-    try:
-        proc, messages, ctx = next(plan)
-        while True:
-            proc, messages, ctx = plan.send(await proc.aprocess(messages, ctx))
-    except StopIteration as done:
-        return cast("_R", done.value)
+    """Run a plan from async code: each step's `aprocess` is awaited."""
+    return await adrive(plan, lambda step: step[0].aprocess(step[1], step[2]))
 
 
 def strategy_of(processor: str) -> str:

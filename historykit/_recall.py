@@ -65,10 +65,11 @@ import inspect
 import re
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, IdentityCache
 from historykit._messages import Message, ToolResultPart
+from historykit._plans import adrive, drive
 from historykit._reading import Reading, shown
 from historykit._validate import check_bool
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
@@ -352,35 +353,29 @@ class Recall:
 
     def _read(self, plan: Generator[str, Any, str]) -> str:
         """Run a look-up or search plan (`_lookup`, `_find`), reading the store's transcript it asks
-        for with the store's sync API."""
-        try:
-            key = next(plan)
-            transcript = self.store.transcript(key)
-            if inspect.isawaitable(transcript):
-                close = getattr(transcript, "close", None)
-                if close is not None:
-                    close()
-                raise ArgumentTypeError(
-                    f"the recall store {type(self.store).__qualname__} reads its transcript asynchronously: "
-                    "run the agent with its async API (ainvoke, run)"
-                )
-            plan.send(transcript)
-        except StopIteration as done:
-            return cast("str", done.value)
-        raise AssertionError("a plan reads one transcript at most")  # pragma: no cover
+        for with the store's sync API (`historykit._plans`)."""
+        return drive(plan, self._transcript)
+
+    def _transcript(self, key: str) -> Any:
+        transcript = self.store.transcript(key)
+        if inspect.isawaitable(transcript):
+            close = getattr(transcript, "close", None)
+            if close is not None:
+                close()
+            raise ArgumentTypeError(
+                f"the recall store {type(self.store).__qualname__} reads its transcript asynchronously: "
+                "run the agent with its async API (ainvoke, run)"
+            )
+        return transcript
 
     async def _aread(self, plan: Generator[str, Any, str]) -> str:
         """`_read` for async code: the store's transcript is read on the event loop."""
-        try:
-            key = next(plan)
-            read = getattr(self.store, "atranscript", None) or self.store.transcript
-            transcript = read(key)
-            if inspect.isawaitable(transcript):
-                transcript = await transcript
-            plan.send(transcript)
-        except StopIteration as done:
-            return cast("str", done.value)
-        raise AssertionError("a plan reads one transcript at most")  # pragma: no cover
+        return await adrive(plan, self._atranscript)
+
+    async def _atranscript(self, key: str) -> Any:
+        read = getattr(self.store, "atranscript", None) or self.store.transcript
+        transcript = read(key)
+        return await transcript if inspect.isawaitable(transcript) else transcript
 
     def _find(
         self,

@@ -51,13 +51,13 @@ import json
 import re
 from collections.abc import Generator
 from dataclasses import dataclass, replace
-from typing import cast
 
 from historykit._binding import history_binds_thinking
 from historykit._context_window import ContextWindow
 from historykit._conversations import ConversationState
 from historykit._messages import CompactionMarker, Message
 from historykit._pipeline import Call, Pipeline, PipelineResult, Report, StepNotes, StepReport
+from historykit._plans import adrive, drive
 from historykit._telemetry import RETRY_SPAN_NAME, pipeline_span
 from historykit._view import request_points
 
@@ -189,13 +189,7 @@ def recompact(
             response = call_model(adapter.to_native(result.messages))  # a second failure propagates
         ```
     """
-    retry = _retry(pipeline, messages, error, call, rejected)
-    try:
-        run = next(retry)
-        while True:
-            run = retry.send(pipeline.run_call(*run))
-    except StopIteration as done:
-        return cast("PipelineResult[Message] | None", done.value)
+    return drive(_retry(pipeline, messages, error, call, rejected), lambda run: pipeline.run_call(*run))
 
 
 async def arecompact(
@@ -203,12 +197,7 @@ async def arecompact(
 ) -> PipelineResult[Message] | None:
     """`recompact` from async code: the pipeline runs with `arun_call` (an async summarizer is awaited)."""
     retry = _retry(pipeline, messages, error, call, rejected)
-    try:
-        run = next(retry)
-        while True:
-            run = retry.send(await pipeline.arun_call(*run))
-    except StopIteration as done:
-        return cast("PipelineResult[Message] | None", done.value)
+    return await adrive(retry, lambda run: pipeline.arun_call(*run))
 
 
 def _retry(

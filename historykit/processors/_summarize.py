@@ -35,6 +35,7 @@ from historykit._messages import (
     SummaryPart,
 )
 from historykit._pipeline import HistoryProcessor, ManualCompaction, ProcessContext, StepNotes
+from historykit._plans import adrive, drive
 from historykit._recall import check_recall_tool
 from historykit._validate import check_fraction, check_int
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
@@ -239,36 +240,27 @@ class Summarize(TriggerField, HistoryProcessor):
     # -- entry points -----------------------------------------------------------------------------
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        steps = self._compact(messages, ctx)
-        reply: _Reply | None = None
-        while True:
-            try:
-                request = steps.send(reply)  # type: ignore[arg-type]
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if request.background:
-                self._start_thread(request)
-                reply = None
-            else:
-                reply = self._background_reply(request) or self._summarize_sync(
-                    request.inputs, focus=request.focus
-                )
+        return drive(self._compact(messages, ctx), self._reply)
 
     async def aprocess(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        steps = self._compact(messages, ctx)
-        reply: _Reply | None = None
-        while True:
-            try:
-                request = steps.send(reply)  # type: ignore[arg-type]
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if request.background:
-                self._start_task(request)
-                reply = None
-            else:
-                reply = await self._abackground_reply(request) or await self._summarize_async(
-                    request.inputs, focus=request.focus
-                )
+        return await adrive(self._compact(messages, ctx), self._areply)
+
+    def _reply(self, request: _Request) -> _Reply | None:
+        """What `_compact` asked for, from sync code: a background summary started (nothing to
+        answer yet), or the summary of its inputs."""
+        if request.background:
+            self._start_thread(request)
+            return None
+        return self._background_reply(request) or self._summarize_sync(request.inputs, focus=request.focus)
+
+    async def _areply(self, request: _Request) -> _Reply | None:
+        """`_reply` from async code: the summarizer is awaited."""
+        if request.background:
+            self._start_task(request)
+            return None
+        return await self._abackground_reply(request) or await self._summarize_async(
+            request.inputs, focus=request.focus
+        )
 
     # -- the compaction -------------------------------------------------------------------------------
 

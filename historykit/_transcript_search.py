@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from historykit._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from historykit._reading import shown
 from historykit._recall import content_handle, recall_call
+from historykit.errors import InvalidArgumentError
 
 HITS_PER_PAGE = 10
 """Hits one answer shows."""
@@ -62,7 +63,7 @@ class Hit:
 
     @classmethod
     def from_json(cls, data: object) -> Hit:
-        """A hit `to_json` made; `ValueError` naming it when `data` is not one."""
+        """A hit `to_json` made; `InvalidArgumentError` naming it when `data` is not one."""
         if isinstance(data, list) and len(data) == 4:
             what, lines, more, handle = data
             if (
@@ -73,7 +74,7 @@ class Hit:
                 and (handle is None or isinstance(handle, str))
             ):
                 return cls(what, tuple((n, text) for n, text in lines), more, handle)
-        raise ValueError(f"not a search hit: {shown(data)}")
+        raise InvalidArgumentError(f"not a search hit: {shown(data)}")
 
 
 def _is_line(line: object) -> bool:

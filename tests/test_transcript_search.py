@@ -144,7 +144,7 @@ def test_the_stores_hits_merge_with_the_runs_own_once() -> None:
     answer = Recall(search=True).find_with("users", 1, again, history=history)
     assert answer.count("output of Bash(command='npm run dev')") == 1
     assert answer.endswith("[search: hits 1-5 of 5, newest first; the end]")
-    with pytest.raises(ValueError, match="not a search hit"):
+    with pytest.raises(InvalidArgumentError, match="not a search hit"):
         Hit.from_json(["x", [[1]], 0, None])
 
 

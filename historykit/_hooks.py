@@ -236,7 +236,11 @@ class HookCall:
 
 
 def _is_async(hook: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(getattr(hook, "__call__", None))
+    if inspect.iscoroutinefunction(hook):
+        return True
+    # An object whose `__call__` is async (a plain function returning a coroutine is caught when
+    # it returns one).
+    return not inspect.isroutine(hook) and inspect.iscoroutinefunction(type(hook).__call__)
 
 
 def hook_name(hook: object) -> str:

@@ -184,6 +184,28 @@ async def test_pydantic_ai_hooks_fire_once_per_compaction_with_the_store(
         assert _summary_texts(stored.messages) == []  # view-only keeps every message as it arrived
     transcript = await store.transcript(conversation_id)
     assert transcript is not None
+
+    # Another process (a new capability, empty caches) continues the stored conversation: in
+    # view-only mode it derives the earlier compactions again, without a hook; only the calls it
+    # makes fire them.
+    cold_hooks, cold_summarizer, cold_reports = Hooks(), CountingSummarizer(), []
+    cold = HistoryKit(
+        pipeline(cold_summarizer),
+        context_window=WINDOW,
+        persist=persist,
+        on_report=cold_reports.append,
+        **cold_hooks.given(use_async=True),
+    )
+    stored = await store.load(conversation_id)
+    third = await _pai_agent(cold).run(
+        f"Read the last {token} files.", conversation=stored, usage_limits=limits
+    )
+    await store.save(third)
+    fired = len(fresh_summaries(cold_reports))
+    assert fired >= 1 and len(cold_hooks.before) == len(cold_hooks.after) == fired
+    if not persist:
+        assert cold_reports[0].replayed_calls > 1
+        assert len(cold_summarizer.calls) >= fired + len(hooks.before)  # the replay summarized again
     await store.aclose()
 
 
@@ -443,6 +465,28 @@ async def test_langchain_hooks_fire_once_per_compaction_with_the_saver(
         assert _lc_summaries(state) == []
     assert transcript is not None
     assert sum(1 for m in transcript.messages if m.type == "human") == 2
+
+    # Another process (a new middleware, empty caches) continues the stored thread: the saver keeps
+    # the view last sent beside the raw messages (view-only mode), so it resumes from that view and
+    # summarizes only for its own calls, each firing the hooks once.
+    cold_hooks, cold_summarizer, cold_reports = Hooks(), CountingSummarizer(), []
+    cold = HistoryKitMiddleware(
+        pipeline(cold_summarizer),
+        context_window=WINDOW,
+        persist=persist,
+        on_report=cold_reports.append,
+        **cold_hooks.given(use_async),
+    )
+    with SQLModelSaver(f"sqlite:///{tmp_path / 'agent.db'}") as saver:
+        agent = _lc_agent(cold, saver)
+        prompt = {"messages": [HumanMessage(f"Read the last {token} files.")]}
+        if use_async:
+            await agent.ainvoke(prompt, config)
+        else:
+            agent.invoke(prompt, config)
+    fired = len(fresh_summaries(cold_reports))
+    assert fired >= 1 and len(cold_hooks.before) == len(cold_hooks.after) == fired
+    assert len(cold_summarizer.calls) == fired
 
 
 def test_langchain_sync_run_refuses_an_async_hook() -> None:

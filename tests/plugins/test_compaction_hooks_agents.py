@@ -127,11 +127,10 @@ def _pai_agent(kit: Any, **install: Any) -> Any:
     return Agent(FunctionModel(respond), tools=[read_file], **(install or {"capabilities": [kit]}))
 
 
-def _needs_capabilities() -> None:
+def _needs_capabilities(conversations: bool = True) -> None:
     pytest.importorskip("pydantic_ai.capabilities", reason="HistoryKit needs Pydantic AI capabilities")
-    pytest.importorskip(
-        "pydantic_ai.conversation_store", reason="the conversation store needs Pydantic AI 2.x"
-    )
+    if conversations:
+        pytest.importorskip("pydantic_ai.conversation_store", reason="conversations need Pydantic AI 2.x")
 
 
 def _summary_texts(messages: list[Any]) -> list[str]:
@@ -211,7 +210,7 @@ async def test_pydantic_ai_hooks_fire_once_per_compaction_with_the_store(
 
 @pytest.mark.pydantic_ai
 async def test_pydantic_ai_modes_fire_the_same_hooks() -> None:
-    _needs_capabilities()
+    _needs_capabilities(conversations=False)
     from pydantic_ai.usage import UsageLimits
 
     from historykit.plugins.pydantic_ai import HistoryKit
@@ -241,7 +240,7 @@ async def test_pydantic_ai_modes_fire_the_same_hooks() -> None:
 @pytest.mark.pydantic_ai
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
 async def test_pydantic_ai_veto_and_focus(persist: bool) -> None:
-    _needs_capabilities()
+    _needs_capabilities(conversations=False)
     from pydantic_ai.usage import UsageLimits
 
     from historykit.plugins.pydantic_ai import HistoryKit

@@ -54,7 +54,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal
 
 from historykit._messages import CompactionMarker, Message, SummaryPart
 from historykit.errors import ArgumentTypeError, CompactionVetoedError
@@ -69,7 +69,27 @@ refused the request as too long and the integration compacts again to retry (`ov
 
 
 @dataclass(frozen=True)
-class BeforeCompaction:
+class _CompactionEvent:
+    """What both hooks are told about a compaction."""
+
+    conversation: Hashable | None
+    """The conversation's key (see the module documentation); `None` when the call names none."""
+    automatic: bool
+    """`False` for a compaction someone asked for (`Pipeline.compact`, the integrations' `compact`)."""
+    reason: CompactionReason
+    """Why it happens: `trigger`, `manual` or `overflow` (a compact-and-retry)."""
+    mode: Mode
+    """`persistent` or `view` (view-only)."""
+    context_window: int
+    """The context window the call budgets for, in tokens."""
+    tokens_before: int
+    """The history's tokens before the compaction (with what the provider reported, as the report)."""
+    focus: str | None
+    """The focus the summary gets (a manual compaction's, or the before-hook's); `None`: none."""
+
+
+@dataclass(frozen=True)
+class BeforeCompaction(_CompactionEvent):
     """What the `before_compaction` hook is told about the compaction about to happen.
 
     Example:
@@ -80,27 +100,13 @@ class BeforeCompaction:
         ```
     """
 
-    conversation: Hashable | None
-    """The conversation's key (see the module documentation); `None` when the call names none."""
-    automatic: bool
-    """`False` for a compaction someone asked for (`Pipeline.compact`, the integrations' `compact`)."""
-    reason: CompactionReason
-    """Why it happens: `trigger`, `manual` or `overflow` (a compact-and-retry)."""
     step: str
     """The first step about to change the history (its report name: `Summarize`,
     `ClearToolResults`, ...); later steps of the pipeline may compact too."""
-    tokens_before: int
-    """The history's tokens before the compaction (with what the provider reported, as the report)."""
-    context_window: int
-    """The context window the call budgets for, in tokens."""
-    focus: str | None
-    """The focus the summary is about to get (a manual compaction's); `None`: none."""
-    mode: Mode
-    """`persistent` or `view` (view-only)."""
 
 
 @dataclass(frozen=True)
-class AfterCompaction:
+class AfterCompaction(_CompactionEvent):
     """What the `after_compaction` hook is told about a compaction that changed the history.
 
     Example:
@@ -113,28 +119,14 @@ class AfterCompaction:
         ```
     """
 
-    conversation: Hashable | None
-    """The conversation's key (see the module documentation); `None` when the call names none."""
-    automatic: bool
-    """`False` for a compaction someone asked for."""
-    reason: CompactionReason
-    """Why it happened: `trigger`, `manual` or `overflow`."""
     steps: tuple[str, ...]
     """The steps that changed the history, in order (report names)."""
-    tokens_before: int
-    """The history's tokens before the compaction."""
     tokens_after: int
     """Its tokens after the compacting steps (the request repairs, which follow, are not counted)."""
-    context_window: int
-    """The context window the call budgeted for, in tokens."""
     markers: tuple[CompactionMarker, ...]
     """The compaction markers the steps wrote (what each replaced, and its tokens)."""
     summary: str | None
     """The text of the summary written, when a step wrote one; `None` otherwise."""
-    focus: str | None
-    """The focus the summary was given; `None`: none."""
-    mode: Mode
-    """`persistent` or `view` (view-only)."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +150,10 @@ class AdjustCompaction:
         object.__setattr__(self, "focus", focus or None)
 
 
-BeforeHook = Callable[[BeforeCompaction], Union["AdjustCompaction | bool | None", Awaitable[Any]]]
+BeforeAnswer = AdjustCompaction | bool | None
+"""What a `before_compaction` hook returns: `None`/`True` proceed, `False` vetoes, `AdjustCompaction`
+changes the focus."""
+BeforeHook = Callable[[BeforeCompaction], BeforeAnswer | Awaitable[BeforeAnswer]]
 """A `before_compaction` hook: a plain or async function of a `BeforeCompaction`."""
 AfterHook = Callable[[AfterCompaction], Any]
 """An `after_compaction` hook: a plain or async function of an `AfterCompaction`."""
@@ -291,16 +286,7 @@ class CompactionGate:
         self.tokens_before = self._tokens()
         if self.hooks.before is None:
             return None
-        event = BeforeCompaction(
-            self.conversation,
-            self.automatic,
-            self.reason,
-            step,
-            self.tokens_before,
-            self.context_window,
-            self.focus,
-            self.mode,
-        )
+        event = BeforeCompaction(**self._event_fields(self.tokens_before), step=step)
         return HookCall("before_compaction", self.hooks.before, event)
 
     def answer(self, answer: object) -> None:
@@ -343,19 +329,25 @@ class CompactionGate:
         old = {id(m) for m in given}
         summaries = [p.text for m in out if id(m) not in old for p in m.parts if isinstance(p, SummaryPart)]
         event = AfterCompaction(
-            self.conversation,
-            self.automatic,
-            self.reason,
-            tuple(s.processor for s in changed),
-            steps[0].tokens_before if steps else self._tokens(),
-            steps[-1].tokens_after if steps else self._tokens(),
-            self.context_window,
-            tuple(m for s in steps for m in s.notes.markers),
-            summaries[-1] if summaries else None,
-            self.focus,
-            self.mode,
+            **self._event_fields(steps[0].tokens_before if steps else self._tokens()),
+            steps=tuple(s.processor for s in changed),
+            tokens_after=steps[-1].tokens_after if steps else self._tokens(),
+            markers=tuple(m for s in steps for m in s.notes.markers),
+            summary=summaries[-1] if summaries else None,
         )
         return HookCall("after_compaction", self.hooks.after, event)
+
+    def _event_fields(self, tokens_before: int) -> dict[str, Any]:
+        """What both events say about this call's compaction."""
+        return {
+            "conversation": self.conversation,
+            "automatic": self.automatic,
+            "reason": self.reason,
+            "mode": self.mode,
+            "context_window": self.context_window,
+            "tokens_before": tokens_before,
+            "focus": self.focus,
+        }
 
     def _tokens(self) -> int:
         assert self._given is not None, "CompactionGate.start was not called"

@@ -421,3 +421,38 @@ def test_hooks_on_random_histories(history: list[Message], veto: bool, mark: int
             assert list(event.markers) == [
                 m for s in result.report.steps if s.processor != "Repair" for m in s.notes.markers
             ]
+
+
+class _Refused(Exception):
+    """A provider's HTTP 400 for a request too long for its window."""
+
+    status_code = 400
+
+
+def test_compact_and_retry_after_an_overflow_asks_with_reason_overflow() -> None:
+    from historykit._context_window import ContextWindow
+    from historykit._pipeline import Call
+    from historykit.plugins._overflow import recompact
+
+    history = conversation()
+    roomy = Summarize(summarizer=CountingSummarizer(), min_gain=50, summary_tokens=300)  # 80% of the window
+    error = _Refused("prompt is too long: 2900 tokens > 2000 maximum")
+    for answer in (None, False):
+        hooks = Recorder(answer=answer)
+        pipeline = Pipeline(
+            [roomy, Repair()], before_compaction=hooks.on_before, after_compaction=hooks.on_after
+        )
+        call = Call(ContextWindow(WINDOW, "explicit"), conversation="o")
+        sent = pipeline.run_call(history, call)
+        assert not sent.report.changed and hooks.before == []  # far under the window's mark
+        if answer is None:
+            retried = recompact(pipeline, history, error, call, sent.messages)
+            assert retried is not None and retried.report.tokens_after <= 2_000
+            (before,) = hooks.before
+            assert (before.reason, before.automatic, before.conversation) == ("overflow", True, "o")
+            assert before.context_window < 2_000 and len(hooks.after) == 1
+        else:
+            # Vetoed: the provider refused this history already; it is not sent again.
+            with pytest.raises(CompactionVetoedError, match="vetoed"):
+                recompact(pipeline, history, error, call, sent.messages)
+            assert [e.reason for e in hooks.before] == ["overflow"] and hooks.after == []

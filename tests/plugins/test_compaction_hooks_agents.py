@@ -27,6 +27,7 @@ from historykit import AdjustCompaction, AfterCompaction, BeforeCompaction, Pipe
 from historykit.errors import ArgumentTypeError, CompactionVetoedError
 from historykit.processors import Repair, Summarize, Trigger
 from historykit.testing import CountingSummarizer
+from tests.test_compaction_hooks import Recorder
 
 WINDOW = 20_000
 MARK = 2_500
@@ -51,20 +52,8 @@ def pipeline(summarizer: CountingSummarizer, **hooks: Any) -> Pipeline:
     return Pipeline([summarize, Repair()], **hooks)
 
 
-class Hooks:
-    """Sync or async hooks recording every event; the before-hook answers with `answer`."""
-
-    def __init__(self, answer: Any = None) -> None:
-        self.answer = answer
-        self.before: list[BeforeCompaction] = []
-        self.after: list[AfterCompaction] = []
-
-    def on_before(self, event: BeforeCompaction) -> Any:
-        self.before.append(event)
-        return self.answer(event) if callable(self.answer) else self.answer
-
-    def on_after(self, event: AfterCompaction) -> None:
-        self.after.append(event)
+class Hooks(Recorder):
+    """`Recorder`'s hooks, plain or async (which let the other conversations run first)."""
 
     async def aon_before(self, event: BeforeCompaction) -> Any:
         await asyncio.sleep(0)  # other conversations run here
@@ -78,6 +67,37 @@ class Hooks:
         if use_async:
             return {"before_compaction": self.aon_before, "after_compaction": self.aon_after}
         return {"before_compaction": self.on_before, "after_compaction": self.on_after}
+
+
+def assert_each_its_own(hooks: Hooks, tokens: dict[str, str]) -> None:
+    """Every conversation (its id: its token) compacted, and each after-hook call got its own
+    conversation's summary, with the focus the before-hook gave that conversation, and no other's."""
+    by_conversation = defaultdict(list)
+    for event in hooks.after:
+        by_conversation[event.conversation[1]].append(event)  # type: ignore[index]
+    assert set(by_conversation) == set(tokens)
+    for conversation_id, events in by_conversation.items():
+        token = tokens[conversation_id]
+        for event in events:
+            assert event.summary is not None and token in event.summary
+            assert f"focus of {conversation_id}" in event.summary
+            assert [t for t in tokens.values() if t != token and t in event.summary] == []
+
+
+def watched(
+    integration: Any, persist: bool, use_async: bool
+) -> tuple[Any, Hooks, CountingSummarizer, list[Report]]:
+    """`integration` (`HistoryKit`, `HistoryKitMiddleware`) on `pipeline`, with recording hooks, a
+    counting summarizer and the reports it gives: a new one is what a new process would make."""
+    hooks, summarizer, reports = Hooks(), CountingSummarizer(), []
+    made = integration(
+        pipeline(summarizer),
+        context_window=WINDOW,
+        persist=persist,
+        on_report=reports.append,
+        **hooks.given(use_async),
+    )
+    return made, hooks, summarizer, reports
 
 
 def fresh_summaries(reports: list[Report]) -> list[Any]:
@@ -152,14 +172,7 @@ async def test_pydantic_ai_hooks_fire_once_per_compaction_with_the_store(
     from historykit.checkpointers import SQLModelConversationStore
     from historykit.plugins.pydantic_ai import HistoryKit
 
-    hooks, summarizer, reports = Hooks(), CountingSummarizer(), []
-    kit = HistoryKit(
-        pipeline(summarizer),
-        context_window=WINDOW,
-        persist=persist,
-        on_report=reports.append,
-        **hooks.given(use_async=True),
-    )
+    kit, hooks, summarizer, reports = watched(HistoryKit, persist, use_async=True)
     agent = _pai_agent(kit)
     store = SQLModelConversationStore(f"sqlite:///{tmp_path / 'chat.db'}")
     token, limits = new_token(), UsageLimits(request_limit=None)
@@ -187,14 +200,7 @@ async def test_pydantic_ai_hooks_fire_once_per_compaction_with_the_store(
     # Another process (a new capability, empty caches) continues the stored conversation: in
     # view-only mode it derives the earlier compactions again, without a hook; only the calls it
     # makes fire them.
-    cold_hooks, cold_summarizer, cold_reports = Hooks(), CountingSummarizer(), []
-    cold = HistoryKit(
-        pipeline(cold_summarizer),
-        context_window=WINDOW,
-        persist=persist,
-        on_report=cold_reports.append,
-        **cold_hooks.given(use_async=True),
-    )
+    cold, cold_hooks, cold_summarizer, cold_reports = watched(HistoryKit, persist, use_async=True)
     stored = await store.load(conversation_id)
     third = await _pai_agent(cold).run(
         f"Read the last {token} files.", conversation=stored, usage_limits=limits
@@ -325,16 +331,7 @@ async def test_one_capability_gives_concurrent_conversations_their_own_hook_call
         )
 
     await asyncio.gather(*(one(c, t) for c, t in tokens.items()))
-    by_conversation = defaultdict(list)
-    for event in hooks.after:
-        by_conversation[event.conversation[1]].append(event)  # type: ignore[index]
-    assert set(by_conversation) == set(tokens)
-    for conversation_id, events in by_conversation.items():
-        token = tokens[conversation_id]
-        for event in events:
-            assert event.summary is not None and token in event.summary
-            assert f"focus of {conversation_id}" in event.summary
-            assert [t for t in tokens.values() if t != token and t in event.summary] == []
+    assert_each_its_own(hooks, tokens)
 
 
 def test_history_kit_processor_takes_the_hooks() -> None:
@@ -436,14 +433,7 @@ async def test_langchain_hooks_fire_once_per_compaction_with_the_saver(
     from historykit.checkpointers import SQLModelSaver
     from historykit.plugins.langchain import HistoryKitMiddleware
 
-    hooks, summarizer, reports = Hooks(), CountingSummarizer(), []
-    middleware = HistoryKitMiddleware(
-        pipeline(summarizer),
-        context_window=WINDOW,
-        persist=persist,
-        on_report=reports.append,
-        **hooks.given(use_async),
-    )
+    middleware, hooks, summarizer, reports = watched(HistoryKitMiddleware, persist, use_async)
     token = new_token()
     config: Any = {"configurable": {"thread_id": "t1"}}
     with SQLModelSaver(f"sqlite:///{tmp_path / 'agent.db'}") as saver:
@@ -468,14 +458,7 @@ async def test_langchain_hooks_fire_once_per_compaction_with_the_saver(
     # Another process (a new middleware, empty caches) continues the stored thread: the saver keeps
     # the view last sent beside the raw messages (view-only mode), so it resumes from that view and
     # summarizes only for its own calls, each firing the hooks once.
-    cold_hooks, cold_summarizer, cold_reports = Hooks(), CountingSummarizer(), []
-    cold = HistoryKitMiddleware(
-        pipeline(cold_summarizer),
-        context_window=WINDOW,
-        persist=persist,
-        on_report=cold_reports.append,
-        **cold_hooks.given(use_async),
-    )
+    cold, cold_hooks, cold_summarizer, cold_reports = watched(HistoryKitMiddleware, persist, use_async)
     with SQLModelSaver(f"sqlite:///{tmp_path / 'agent.db'}") as saver:
         agent = _lc_agent(cold, saver)
         prompt = {"messages": [HumanMessage(f"Read the last {token} files.")]}
@@ -583,16 +566,7 @@ async def test_one_middleware_gives_concurrent_threads_their_own_hook_calls(pers
         await agent.ainvoke({"messages": [HumanMessage(f"Read the {token} files.")]}, config)
 
     await asyncio.gather(*(one(t, k) for t, k in tokens.items()))
-    by_thread = defaultdict(list)
-    for event in hooks.after:
-        by_thread[event.conversation[1]].append(event)  # type: ignore[index]
-    assert set(by_thread) == set(tokens)
-    for thread, events in by_thread.items():
-        token = tokens[thread]
-        for event in events:
-            assert event.summary is not None and token in event.summary
-            assert f"focus of {thread}" in event.summary
-            assert [t for t in tokens.values() if t != token and t in event.summary] == []
+    assert_each_its_own(hooks, tokens)
 
 
 def test_history_kit_hook_takes_the_hooks() -> None:

@@ -57,6 +57,12 @@ Manual compaction (both): `compact(focus, thread_id=None)` makes the thread's ne
 mode; `compact_thread(graph, config, focus)` / `acompact_thread` compact a stored thread at once
 through `graph.update_state` (persistent mode), so the checkpointer records it.
 
+Compaction hooks (both): `before_compaction=` and `after_compaction=` are called around each
+compaction with a `historykit.BeforeCompaction` / `historykit.AfterCompaction` whose `conversation`
+is `("langgraph", thread_id, checkpoint_ns)`: the before-hook may veto the compaction (`False`) or
+change the summary's focus (`historykit.AdjustCompaction`). Plain or async functions; an async one
+needs the graph's async entry points (`ainvoke`, `astream`), a sync run raises `ArgumentTypeError`.
+
 Recall (the middleware, `recall=True`, `historykit.Recall`): the middleware adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the graph state
 (view-only keeps every message), the originals it kept (persistent) or the `Recall.store`'s
@@ -591,6 +597,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         from historykit.plugins.langchain import HistoryKitMiddleware
 
         agent = create_agent(model, tools, middleware=[HistoryKitMiddleware(pipeline, persist=True)])
+        HistoryKitMiddleware(pipeline, after_compaction=lambda event: print(event.summary))
         ```
     """
 

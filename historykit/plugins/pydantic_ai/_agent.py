@@ -52,6 +52,12 @@ Manual compaction (both): `compact(focus)` makes the next model request run `Pip
 `HistoryKit.compact_conversation` compacts a stored Pydantic AI `Conversation` at once (persistent
 mode), to save in a `ConversationStore`.
 
+Compaction hooks (both): `before_compaction=` and `after_compaction=` are called around each
+compaction with a `historykit.BeforeCompaction` / `historykit.AfterCompaction` whose `conversation`
+is `("pydantic-ai", conversation_id)` (the run's `run_id` when it has none): the before-hook may veto
+the compaction (`False`) or change the summary's focus (`historykit.AdjustCompaction`); plain or
+async functions (`historykit._hooks`).
+
 Recall (`HistoryKit(..., recall=True)`, `historykit.Recall`): the capability adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the run's history
 (view-only), the originals it kept (persistent) or the `Recall.store`'s transcript.
@@ -370,6 +376,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         kit = HistoryKit(Pipeline([ClearToolResults(), Summarize(), Repair()]), on_report=reports.append)
         agent = Agent("openai:gpt-4o", capabilities=[kit])       # window: gpt-4o's, from its profile
         HistoryKit(pipeline, context_window=32_000, persist=False)  # explicit window, view only
+        HistoryKit(pipeline, before_compaction=lambda event: False)  # veto every compaction
         ```
     """
 

@@ -506,7 +506,7 @@ class Pipeline(HistoryProcessor):
     Example:
         ```python
         from historykit import Pipeline
-        from historykit.processors import Repair
+        from historykit.processors import Repair, Summarize
 
         pipeline = Pipeline([Repair()], on_report=print)
         pipeline = Pipeline([Repair()], warn_at=0.9, on_warning=print)  # warn past 90% of the window

@@ -314,8 +314,7 @@ class Summarize(TriggerField, HistoryProcessor):
             state.truncate(point, why)
             return state.result()
         if (yield from self._vetoed(ctx)):
-            notes.details.append("the before_compaction hook vetoed the summary")
-            return state.result()
+            return state.result()  # unchanged: the pipeline's report says the hook vetoed it
         focus = ctx.compaction_gate.focus if ctx.compaction_gate is not None else None
         inputs = self._inputs(state, cut)
         cached, reply, fresh = yield from self._summary(
@@ -435,8 +434,7 @@ class Summarize(TriggerField, HistoryProcessor):
             return state.result()
         cut, _ = plan
         if (yield from self._vetoed(ctx)):
-            notes.details.append("asked to compact, but the before_compaction hook vetoed it")
-            return state.result()
+            return state.result()  # unchanged: the pipeline's report says the hook vetoed it
         if ctx.compaction_gate is not None:
             # The focus the hook gave (`AdjustCompaction`), else the request's own.
             manual = replace(manual, focus=ctx.compaction_gate.focus)

@@ -591,3 +591,69 @@ def test_history_kit_hook_takes_the_hooks() -> None:
     assert len(hooks.before) == len(hooks.after) == len(summarizer.calls) >= 1
     assert {e.conversation for e in hooks.before} == {("langgraph", "h", "")}
     assert all(token in (e.summary or "") for e in hooks.after)
+
+
+@pytest.mark.pydantic_ai
+async def test_compacting_a_stored_conversation_fires_the_hooks(tmp_path: Path) -> None:
+    _needs_capabilities()
+    from historykit.checkpointers import SQLModelConversationStore
+    from historykit.plugins.pydantic_ai import HistoryKit
+
+    hooks = Hooks(answer=lambda event: AdjustCompaction(focus=f"{event.focus}, and the tests"))
+    summarizer = CountingSummarizer()
+    quiet = Pipeline([Summarize(summarizer=summarizer), Repair()])  # no automatic compaction
+    kit = HistoryKit(quiet, context_window=WINDOW, **hooks.given(use_async=True))
+    store = SQLModelConversationStore(f"sqlite:///{tmp_path / 'chat.db'}")
+    token = new_token()
+    first = await _pai_agent(kit).run(f"Read the {token} files.")
+    await store.save(first)
+    conversation_id = first.conversation.conversation_id
+    loaded = await store.load(conversation_id)
+    assert loaded is not None and hooks.before == []
+    await store.save(await kit.compact_conversation(loaded, "the file names"))
+    (before,) = hooks.before
+    (after,) = hooks.after
+    assert (before.conversation, before.reason, before.focus) == (
+        ("pydantic-ai", conversation_id),
+        "manual",
+        "the file names",
+    )
+    assert summarizer.focuses == ["the file names, and the tests"]
+    stored = await store.load(conversation_id)
+    assert stored is not None and _summary_texts(stored.messages) == [after.summary]
+    await store.aclose()
+
+
+def test_compacting_a_stored_thread_fires_the_hooks(tmp_path: Path) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from historykit.checkpointers import SQLModelSaver
+    from historykit.plugins.langchain import HistoryKitMiddleware
+
+    hooks, summarizer = Hooks(), CountingSummarizer()
+    quiet = Pipeline([Summarize(summarizer=summarizer), Repair()])
+    middleware = HistoryKitMiddleware(quiet, context_window=WINDOW, persist=True, **hooks.given())
+    config: Any = {"configurable": {"thread_id": "stored"}}
+    with SQLModelSaver(f"sqlite:///{tmp_path / 'agent.db'}") as saver:
+        agent = _lc_agent(middleware, saver)
+        agent.invoke({"messages": [HumanMessage(f"Read the {new_token()} files.")]}, config)
+        assert hooks.before == []
+        report = middleware.compact_thread(agent, config, "the file names")
+        state = agent.get_state(config).values["messages"]
+    (before,) = hooks.before
+    (after,) = hooks.after
+    assert (before.conversation, before.automatic, before.focus) == (
+        ("langgraph", "stored", ""),
+        False,
+        "the file names",
+    )
+    assert list(after.markers) == report.markers and _lc_summaries(state) == [after.summary]
+
+    vetoing = Hooks(answer=False)
+    middleware = HistoryKitMiddleware(quiet, context_window=WINDOW, persist=True, **vetoing.given())
+    with SQLModelSaver(f"sqlite:///{tmp_path / 'agent.db'}") as saver:
+        agent = _lc_agent(middleware, saver)
+        kept = agent.get_state(config).values["messages"]
+        report = middleware.compact_thread(agent, config, "again")
+        assert agent.get_state(config).values["messages"] == kept  # vetoed: nothing written
+    assert report.markers == [] and len(vetoing.before) == 1 and vetoing.after == []

@@ -34,6 +34,7 @@ from historykit.demo._command import _parser
 from historykit.processors import (
     ClearToolResults,
     DedupeFileReads,
+    OffloadToolOutputs,
     PairwiseTruncate,
     Repair,
     StripThinking,
@@ -79,7 +80,17 @@ def test_opens_with_the_two_commands() -> None:
 
 
 @pytest.mark.parametrize(
-    "cls", [DedupeFileReads, ClearToolResults, StripThinking, Summarize, PairwiseTruncate, Repair, Trigger]
+    "cls",
+    [
+        DedupeFileReads,
+        ClearToolResults,
+        OffloadToolOutputs,
+        StripThinking,
+        Summarize,
+        PairwiseTruncate,
+        Repair,
+        Trigger,
+    ],
 )
 def test_each_processor_table_lists_its_options(cls: type) -> None:
     rows = table(section(f"`{cls.__name__}`"), "option")

@@ -7,7 +7,9 @@
 - the deprecated `TemporalAgent` wrapper, which binds no capability operations, is refused inside
   a workflow with a clear error;
 - in a DBOS workflow a `Summarize(background_at=...)` is refused, and a sync summarizer runs inside
-  the step.
+  the step;
+- in a DBOS workflow an output `OffloadToolOutputs` shortened is read back with `recall(grep=...)`,
+  and the search tool's read of the conversation store is a step of its own.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def test_temporal_registers_historykits_operations_as_activities() -> None:
         "agent__reader__capability__historykit__view",
         "agent__reader__capability__historykit__recompact",
         "agent__reader__capability__historykit__recall",
+        "agent__reader__capability__historykit__search",
         "agent__reader__toolset__historykit_recall__call_tool",
     } <= names
     recall_tool = HistoryKit(Repair(), recall=True).get_toolset().tools["recall"]
@@ -172,3 +175,97 @@ def test_in_a_dbos_workflow_background_summaries_are_refused_and_sync_summarizer
     assert threads, "the run must summarize"
     # The sync summarizer ran on a worker thread, inside the DBOS step of the pipeline call.
     assert all(name != threading.main_thread().name and step is not None for name, step in threads)
+
+
+def test_in_a_dbos_workflow_offloaded_outputs_are_read_back_and_the_store_is_searched_in_a_step(
+    tmp_path: Path,
+) -> None:
+    """A tool output offloaded when it arrived is read back by range and found by search inside a
+    DBOS workflow; the search's read of the conversation store (an earlier run's transcript) is a
+    DBOS step of its own, never workflow code."""
+    dbos = pytest.importorskip("dbos")
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+    from historykit import Recall
+    from historykit.checkpointers import SQLModelConversationStore
+    from historykit.processors import OffloadToolOutputs
+
+    store = SQLModelConversationStore(f"sqlite:///{tmp_path / 'chat.db'}")
+    log = "\n".join(f"step {i} ok" for i in range(4_000))
+    log = log.replace("step 2500 ok", "step 2500 FAILED: disk quota 9137 exceeded")
+    answers: list[str] = []
+
+    def model(messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+        final = messages[-1].parts[-1]
+        if isinstance(final, pai.UserPromptPart):
+            if "earlier" in str(final.content):
+                return pai.ModelResponse(
+                    [pai.ToolCallPart("search_history", {"query": "quota"}, tool_call_id="s")]
+                )
+            return pai.ModelResponse([pai.ToolCallPart("run_job", {}, tool_call_id="j")])
+        if isinstance(final, pai.ToolReturnPart) and final.tool_name == "run_job":
+            answers.append(str(final.content))
+            return pai.ModelResponse(
+                [
+                    pai.ToolCallPart(
+                        "recall", {"handle": _handle(final.content), "grep": "failed"}, tool_call_id="r"
+                    )
+                ]
+            )
+        answers.append(str(final.content) if isinstance(final, pai.ToolReturnPart) else "")
+        return pai.ModelResponse([pai.TextPart("done")])
+
+    def agent_with(name: str) -> Agent[None, str]:
+        kit = HistoryKit(
+            Pipeline([OffloadToolOutputs(max_tokens=2_000, keep_tokens=500), Repair()]),
+            id="hk",
+            recall=Recall(store=store, search=True),
+        )
+        agent: Agent[None, str] = Agent(FunctionModel(model), name=name, capabilities=[kit, DBOSDurability()])
+
+        @agent.tool_plain
+        def run_job() -> str:
+            """Run the nightly job."""
+            return log
+
+        return agent
+
+    first, second = agent_with("first"), agent_with("second")
+    dbos.DBOS(
+        config={"name": "historykit-offload", "system_database_url": f"sqlite:///{tmp_path / 'db.sqlite'}"}
+    )
+
+    @dbos.DBOS.workflow()
+    async def run(which: str, prompt: str, messages: list[Any]) -> list[Any]:
+        agent = first if which == "first" else second
+        result = await agent.run(prompt, conversation=Conversation(conversation_id="job", messages=messages))
+        return [dbos.DBOS.workflow_id, result.all_messages_json().decode()]
+
+    async def main() -> list[str]:
+        dbos.DBOS.launch()
+        _, messages_json = await run("first", "Run the job.", [])
+        result_messages = pai.ModelMessagesTypeAdapter.validate_json(messages_json)
+        await store.save(Conversation(conversation_id="job", messages=result_messages))
+        later, _ = await run("second", "What failed earlier?", [])
+        steps = await dbos.DBOS.list_workflow_steps_async(later)
+        return [step["function_name"] for step in steps]
+
+    try:
+        names = asyncio.run(main())
+    finally:
+        dbos.DBOS.destroy(destroy_registry=True)
+    shortened, grep, search = answers
+    assert "FAILED" not in shortened and "recall(handle=" in shortened.rsplit("\n", 1)[1]
+    assert "  2501\tstep 2500 FAILED: disk quota 9137 exceeded" in grep
+    # The second run's own history is empty: the hit came from the store, read in a step.
+    assert "step 2500 FAILED: disk quota 9137 exceeded" in search
+    assert any("search" in name for name in names), names
+
+
+def _handle(content: object) -> str:
+    import re
+
+    found = re.search(r"recall\(handle='([0-9a-f]{10})'\)", str(content))
+    assert found, str(content)[-300:]
+    return found[1]

@@ -624,6 +624,8 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         if self.recall is not None:
             self.recall.install(self.pipeline.processors)
             self.tools = [_recall_tool(self.recall, self)]
+            if self.recall.search:
+                self.tools.append(_search_tool(self.recall, self))
 
     state_schema = HistoryKitState
 
@@ -820,29 +822,81 @@ def _recall_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
     from langchain_core.tools import StructuredTool
 
     def where(runtime: ToolRuntime) -> dict[str, Any]:
-        thread, key = _conversation(runtime.config or {})
-        state = runtime.state
-        get = state.get if isinstance(state, dict) else lambda name: getattr(state, name, None)
-        messages = get("messages")
-        kept = get("historykit_originals")
-        return {
-            "state": middleware.pipeline.conversations.get(key) if key is not None else None,
-            "kept": kept if isinstance(kept, dict) else None,
-            "history": _ADAPTER.to_neutral(list(messages or ())),
-            "store_key": thread if key is not None else None,
-        }
+        return _sources(runtime, middleware)
 
-    def recall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
-        return recall.lookup(handle, offset, **where(runtime))
+    def recall_output(
+        handle: str,
+        runtime: ToolRuntime,
+        offset: int = 0,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        grep: str | None = None,
+    ) -> str:
+        return recall.lookup(handle, offset, start_line, end_line, grep, **where(runtime))
 
-    async def arecall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
-        return await recall.alookup(handle, offset, **where(runtime))
+    async def arecall_output(
+        handle: str,
+        runtime: ToolRuntime,
+        offset: int = 0,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        grep: str | None = None,
+    ) -> str:
+        return await recall.alookup(handle, offset, start_line, end_line, grep, **where(runtime))
 
     # This module postpones annotations; the tool reads them to find its arguments and the runtime.
     for function in (recall_output, arecall_output):
-        function.__annotations__ = {"handle": str, "runtime": ToolRuntime, "offset": int, "return": str}
+        function.__annotations__ = {
+            "handle": str,
+            "runtime": ToolRuntime,
+            "offset": int,
+            "start_line": int | None,
+            "end_line": int | None,
+            "grep": str | None,
+            "return": str,
+        }
     return StructuredTool.from_function(
         func=recall_output, coroutine=arecall_output, name=recall.name, description=recall.description
+    )
+
+
+def _sources(runtime: Any, middleware: HistoryKitMiddleware) -> dict[str, Any]:
+    """Where the recall and search tools look, for the thread the tool runs in: the pipeline's state
+    of the thread, the originals persistent mode kept in the graph state, the graph state's
+    messages, and the thread's key in the store."""
+    thread, key = _conversation(cast(RunnableConfig, runtime.config or {}))
+    state = runtime.state
+    get = state.get if isinstance(state, dict) else lambda name: getattr(state, name, None)
+    messages = get("messages")
+    kept = get("historykit_originals")
+    return {
+        "state": middleware.pipeline.conversations.get(key) if key is not None else None,
+        "kept": kept if isinstance(kept, dict) else None,
+        "history": _ADAPTER.to_neutral(list(messages or ())),
+        "store_key": thread if key is not None else None,
+    }
+
+
+def _search_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
+    """The search tool for `create_agent` (`Recall.search`): the parts of the thread's own transcript
+    that contain a text, in pages; never another conversation's."""
+    from langchain.tools import ToolRuntime
+    from langchain_core.tools import StructuredTool
+
+    def search_history(query: str, runtime: ToolRuntime, page: int = 1) -> str:
+        return recall.find(query, page, **_sources(runtime, middleware))
+
+    async def asearch_history(query: str, runtime: ToolRuntime, page: int = 1) -> str:
+        return await recall.afind(query, page, **_sources(runtime, middleware))
+
+    # This module postpones annotations; the tool reads them to find its arguments and the runtime.
+    for function in (search_history, asearch_history):
+        function.__annotations__ = {"query": str, "runtime": ToolRuntime, "page": int, "return": str}
+    return StructuredTool.from_function(
+        func=search_history,
+        coroutine=asearch_history,
+        name=recall.search_name,
+        description=recall.search_description,
     )
 
 

@@ -102,6 +102,7 @@ from historykit._pipeline import (
     native_result,
 )
 from historykit._recall import Recall, recall_option
+from historykit._transcript_search import Hit
 from historykit._validate import check_bool
 from historykit._view import Mode
 from historykit.errors import InvalidArgumentError
@@ -461,10 +462,26 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
 
     @_durable_operation("recall")
     async def _recall_operation(
-        self, ctx: RunContext[Any], handle: str, offset: int, conversation: str | None
+        self,
+        ctx: RunContext[Any],
+        handle: str,
+        offset: int,
+        start_line: int | None,
+        end_line: int | None,
+        grep: str | None,
+        conversation: str | None,
     ) -> str:
         """A recall look-up that reads the store (`Recall.store`), as a durable unit."""
-        return await self._run_recall(handle, offset, conversation)
+        return await self._run_recall(handle, offset, start_line, end_line, grep, conversation)
+
+    @_durable_operation("search")
+    async def _search_operation(self, ctx: RunContext[Any], query: str, conversation: str) -> list[Any]:
+        """The search tool's read of the store (`Recall.store`), as a durable unit: the hits, as JSON."""
+        return await self._run_search(query, conversation)
+
+    async def _run_search(self, query: str, conversation: str) -> list[Any]:
+        assert self._recall is not None  # the search tool exists only with it
+        return [hit.to_json() for hit in await self._recall.stored_hits(query, conversation)]
 
     async def _run_view(self, request: ViewRequest) -> ViewResult:
         call = replace(request.call(), hooks=self.compaction_hooks)
@@ -492,10 +509,20 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         window = self.pipeline.state_of(call).window
         return ViewResult.encode(given, result.messages, dict(result.originals), window, result.kept)
 
-    async def _run_recall(self, handle: str, offset: int, conversation: str | None) -> str:
+    async def _run_recall(
+        self,
+        handle: str,
+        offset: int,
+        start_line: int | None,
+        end_line: int | None,
+        grep: str | None,
+        conversation: str | None,
+    ) -> str:
         assert self._recall is not None  # the recall tool exists only with it
         state = self.state_of(conversation) if conversation is not None else None
-        return await self._recall.alookup(handle, offset, state=state, store_key=conversation)
+        return await self._recall.alookup(
+            handle, offset, start_line, end_line, grep, state=state, store_key=conversation
+        )
 
     async def _durably(self, engine: Engine, ctx: RunContext[Any], operation: str, *args: Any) -> Any:
         """Run `operation` as the engine's durable unit (`durable_engine` chose how)."""
@@ -504,13 +531,17 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
                 "view": self._view_operation,
                 "recompact": self._recompact_operation,
                 "recall": self._recall_operation,
+                "search": self._search_operation,
             }[operation]
             return await method(ctx, *args)
         from dbos import DBOS
 
-        body = {"view": self._run_view, "recompact": self._run_recompact, "recall": self._run_recall}[
-            operation
-        ]
+        body = {
+            "view": self._run_view,
+            "recompact": self._run_recompact,
+            "recall": self._run_recall,
+            "search": self._run_search,
+        }[operation]
         step: Any = DBOS.run_step_async
         return await step({"name": f"historykit.{self.id}.{operation}"}, body, *args)
 
@@ -761,13 +792,24 @@ def _recall_toolset(recall: Recall, kit: HistoryKit) -> Any:
     from pydantic_ai.tools import Tool
     from pydantic_ai.toolsets import FunctionToolset
 
-    async def recall_output(ctx: RunContext[Any], handle: str, offset: int = 0) -> str:
-        """Return a cleared tool output.
+    async def recall_output(
+        ctx: RunContext[Any],
+        handle: str,
+        offset: int = 0,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        grep: str | None = None,
+    ) -> str:
+        """Return a cleared or shortened tool output, or part of it.
 
         Args:
             handle: The handle the placeholder names.
-            offset: Where to start in the output, for the next part of a long one.
+            offset: Where to start in the output (a character), for the next part of a long one.
+            start_line: The first line to return (numbered from 1).
+            end_line: The last line to return.
+            grep: Return only the lines that contain this text (case-insensitive, not a regular expression).
         """
+        reading = (offset, start_line, end_line, grep)
         conversation = _conversation(ctx)
         state = kit.state_of(conversation) if conversation is not None else None
         history = _ADAPTER.to_neutral(_run_history(ctx))
@@ -779,19 +821,41 @@ def _recall_toolset(recall: Recall, kit: HistoryKit) -> Any:
         )
         engine = durable_engine(ctx, kit.id, "recall") if reads_store else None
         if engine is not None:
-            answer: str = await kit._durably(engine, ctx, "recall", handle, offset, conversation)
+            answer: str = await kit._durably(engine, ctx, "recall", handle, *reading, conversation)
             return answer
-        return await recall.alookup(handle, offset, state=state, history=history, store_key=conversation)
+        return await recall.alookup(
+            handle, offset, start_line, end_line, grep, state=state, history=history, store_key=conversation
+        )
 
-    tool = Tool(
-        recall_output,
-        takes_ctx=True,
-        name=recall.name,
-        description=recall.description,
-        metadata={engine: False for engine in _WORKFLOW_SIDE_ENGINES},
-    )
+    async def search_history(ctx: RunContext[Any], query: str, page: int = 1) -> str:
+        """Search everything this conversation contained.
+
+        Args:
+            query: One or more words; a line matches when it contains all of them.
+            page: The page of hits to show (newest first).
+        """
+        conversation = _conversation(ctx)
+        state = kit.state_of(conversation) if conversation is not None else None
+        history = _ADAPTER.to_neutral(_run_history(ctx))
+        reads_store = recall.store is not None and conversation is not None and isinstance(query, str)
+        engine = durable_engine(ctx, kit.id, "search") if reads_store else None
+        if engine is not None and query.split():
+            found: list[Any] = await kit._durably(engine, ctx, "search", query, conversation)
+            stored = [Hit.from_json(hit) for hit in found]
+            return recall.find_with(query, page, stored, state=state, history=history)
+        return await recall.afind(query, page, state=state, history=history, store_key=conversation)
+
+    functions: list[tuple[Callable[..., Any], str, str]] = [(recall_output, recall.name, recall.description)]
+    if recall.search:
+        functions.append((search_history, recall.search_name, recall.search_description))
+    # Looked up in the workflow or flow (see above); only a read of the store is a durable unit.
+    in_workflow = {engine: False for engine in _WORKFLOW_SIDE_ENGINES}
+    tools = [
+        Tool(function, takes_ctx=True, name=name, description=description, metadata=in_workflow)
+        for function, name, description in functions
+    ]
     toolset_id = f"{kit.id}_recall" if kit.id is not None else None
-    return FunctionToolset([tool], id=toolset_id)
+    return FunctionToolset(tools, id=toolset_id)
 
 
 _WORKFLOW_SIDE_ENGINES = ("temporal", "prefect")

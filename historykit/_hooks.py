@@ -271,6 +271,8 @@ class CompactionGate:
     """Whether the before-hook vetoed the compaction."""
     tokens_before: int | None = None
     """The history's tokens when the hook was asked."""
+    changed: list[str] = field(default_factory=list)
+    """The compacting steps (`HistoryProcessor.compacts`) that changed the history, in order."""
     _given: tuple[Sequence[Message], ProcessContext] | None = field(default=None, repr=False)
 
     def start(self, messages: Sequence[Message], ctx: ProcessContext) -> None:
@@ -306,9 +308,12 @@ class CompactionGate:
             "None (or True) to proceed, False to veto, or AdjustCompaction(focus=...) to change the focus"
         )
 
-    def check_fits(self) -> None:
-        """After a veto: `CompactionVetoedError` when the history does not fit the window."""
-        tokens = self.tokens_before if self.tokens_before is not None else self._tokens()
+    def check_fits(self, out: Sequence[Message]) -> None:
+        """After a veto: `CompactionVetoedError` when the history `out` the call was left with
+        does not fit the window."""
+        assert self._given is not None, "CompactionGate.start was not called"
+        ctx = self._given[1]
+        tokens = sum(ctx.counter.count_message(m) for m in out) + ctx.reported_offset
         if self.vetoed and tokens > self.context_window:
             assert self.hooks.before is not None
             raise CompactionVetoedError(
@@ -322,15 +327,15 @@ class CompactionGate:
         self, given: Sequence[Message], out: Sequence[Message], steps: Sequence[Any]
     ) -> HookCall | None:
         """The after-hook's call for a compaction that turned `given` into `out` in `steps` (the
-        `StepReport`s); `None` without an after-hook."""
-        if self.hooks.after is None:
+        `StepReport`s); `None` without an after-hook, or when no compacting step changed the
+        history (a veto, or only a step that shapes what arrives)."""
+        if self.hooks.after is None or self.vetoed or not self.changed:
             return None
-        changed = [s for s in steps if s.changed]
         old = {id(m) for m in given}
         summaries = [p.text for m in out if id(m) not in old for p in m.parts if isinstance(p, SummaryPart)]
         event = AfterCompaction(
             **self._event_fields(steps[0].tokens_before if steps else self._tokens()),
-            steps=tuple(s.processor for s in changed),
+            steps=tuple(self.changed),
             tokens_after=steps[-1].tokens_after if steps else self._tokens(),
             markers=tuple(m for s in steps for m in s.notes.markers),
             summary=summaries[-1] if summaries else None,

@@ -382,6 +382,11 @@ class HistoryProcessor(ABC):
     compacts_on_request: ClassVar[bool] = False
     """True for a processor that makes a `ManualCompaction` (`Summarize`): `Pipeline.compact` needs one."""
 
+    compacts: ClassVar[bool] = True
+    """Whether this processor's edits are a compaction, which the compaction hooks are asked about
+    (`historykit.BeforeCompaction`) and may veto: `False` for one that only shapes what arrives
+    (`OffloadToolOutputs` shortens each large output once, as it comes), whose edits stand."""
+
     repairs_request: ClassVar[bool] = False
     """True for a processor that only makes the request valid for providers (`Repair`): a pipeline
     runs it after every other step, wherever it stands, and its edits go into what the model is
@@ -626,7 +631,7 @@ class Pipeline(HistoryProcessor):
             ctx = replace(ctx, compaction_gate=gate)
         out, steps = yield from self._run_steps(messages, compacting, ctx, gate)
         if gate is not None and gate.vetoed:
-            gate.check_fits()
+            gate.check_fits(out)
         if out is messages:
             # Nothing compacted: the history stays the framework's own (a tool-call id used again
             # could make an older exchange look like the current cycle's; the repairs see to it).
@@ -658,20 +663,27 @@ class Pipeline(HistoryProcessor):
         steps: list[StepReport] = []
         tokens: int | None = None  # of `messages`: each step's total after is the next one's before
         for proc in processors:
+            if gate is not None and gate.vetoed and proc.compacts:
+                continue  # no step of a vetoed compaction compacts
             before = messages
             messages, notes = yield proc, list(before), ctx
             if len(messages) == len(before) and all(a is b for a, b in zip(messages, before)):
                 messages = before  # unchanged: the very list, so "nothing repaired" is `is`
-            elif gate is not None and (ask := gate.ask(proc.name)) is not None:
+            elif gate is not None and proc.compacts:
                 # A step that calls no summarizer is asked about once it changed the history (it
                 # is pure and cheap): on a veto its edits go.
-                gate.answer((yield ask))
-            if gate is not None and gate.vetoed:
-                # No step of a vetoed compaction compacts: the steps before this one changed nothing
-                # (the hook is asked at the first change), and this one's edits go.
+                if (ask := gate.ask(proc.name)) is not None:
+                    gate.answer((yield ask))
+                if not gate.vetoed:
+                    gate.changed.append(proc.name)
+            if gate is not None and gate.vetoed and proc.compacts:
+                # The vetoed step: the compacting steps before it changed nothing (the hook is
+                # asked at the first that does), and its own edits go.
                 vetoed = StepNotes(details=["the before_compaction hook vetoed the compaction"])
+                messages = before
                 steps.append(self._step_report(proc.name, before, before, vetoed, ctx, tokens))
-                return before, steps
+                tokens = steps[-1].tokens_after - ctx.reported_offset
+                continue
             messages = mark_written(before, messages, proc.name, notes, ctx)
             step = self._step_report(proc.name, before, messages, notes, ctx, tokens)
             tokens = step.tokens_after - ctx.reported_offset

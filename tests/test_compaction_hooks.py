@@ -456,3 +456,28 @@ def test_compact_and_retry_after_an_overflow_asks_with_reason_overflow() -> None
             with pytest.raises(CompactionVetoedError, match="vetoed"):
                 recompact(pipeline, history, error, call, sent.messages)
             assert [e.reason for e in hooks.before] == ["overflow"] and hooks.after == []
+
+
+def test_an_output_offloaded_as_it_arrives_is_no_compaction_and_stays_on_a_veto() -> None:
+    from historykit.processors import OffloadToolOutputs
+
+    def with_huge_output(reads: int) -> list[Message]:
+        """`conversation(reads=reads)` whose last read returned 900 lines (3 + 2i: read i's output)."""
+        history = conversation(reads=reads)
+        log = "".join(f"log line {i}\n" for i in range(900))
+        history[1 + 2 * reads] = Message("tool", (ToolResultPart(f"c{reads - 1}", "Read", log),))
+        return history
+
+    offload = OffloadToolOutputs(max_tokens=600, keep_tokens=200)
+    quiet = Recorder()
+    result = quiet.pipeline(CountingSummarizer(), offload).run(with_huge_output(2), WINDOW)
+    assert result.report.steps[0].changed and result.report.tokens_after < MARK  # shortened, no more
+    assert quiet.before == quiet.after == []
+
+    # A history the summary is due on: the veto stops the compaction, not the offload.
+    vetoing, summarizer = Recorder(answer=False), CountingSummarizer()
+    result = vetoing.pipeline(summarizer, offload).run(with_huge_output(10), WINDOW)
+    assert [e.step for e in vetoing.before] == ["Summarize"] and vetoing.after == []
+    assert summarizer.calls == [] and result.report.steps[0].changed
+    assert result.report.markers == [m for m in result.report.steps[0].notes.markers]
+    assert "vetoed" in str(result.report)

@@ -5,7 +5,9 @@ A **compaction** is a pipeline call in which a compacting step (every step but t
 `Summarize`, `ClearToolResults`, `DedupeFileReads`, `PairwiseTruncate`, ...) would change the
 history: automatic (a processor's trigger fired, or the integrations' compact-and-retry after the
 provider refused a request as too long) or asked for (`Pipeline.compact`, the integrations'
-`compact`, `compact_thread`, `compact_conversation`).
+`compact`, `compact_thread`, `compact_conversation`). A step whose edits are no compaction
+(`HistoryProcessor.compacts` is `False`: `OffloadToolOutputs`, which shortens each large output as
+it arrives) is not asked about, and its edits stand on a veto.
 
 - `before_compaction(event: BeforeCompaction)` is called once per compaction, at the first step
   about to change the history and before any summarizer is called (a step with no summarizer runs

@@ -55,6 +55,7 @@ from dataclasses import dataclass, replace
 from historykit._binding import history_binds_thinking
 from historykit._context_window import ContextWindow
 from historykit._conversations import ConversationState
+from historykit._hooks import NO_HOOKS
 from historykit._messages import CompactionMarker, Message
 from historykit._pipeline import Call, Pipeline, PipelineResult, Report, StepNotes, StepReport
 from historykit._plans import adrive, drive
@@ -218,9 +219,10 @@ def _retry(
         previous_call = points[-2] if len(points) > 1 else 0
         if call.mode == "view" and previous_call:
             earlier = messages[:previous_call]
-            previous = yield earlier, replace(call, binds_thinking=binds, manual=None)
+            # The previous call's view, derived again: compacted (and its hooks called) already.
+            previous = yield earlier, replace(call, binds_thinking=binds, manual=None, hooks=NO_HOOKS)
             pipeline.remember_neutral_view(earlier, previous.history, smaller)
-        result = yield messages, replace(smaller, manual=None)
+        result = yield messages, replace(smaller, manual=None, overflow_retry=True)
         changed_at = next(
             (i for i, (a, b) in enumerate(zip(rejected, result.messages)) if a != b),
             min(len(rejected), len(result.messages)),

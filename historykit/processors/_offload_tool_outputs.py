@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from historykit._identity_cache import IdentityCache
 from historykit._messages import Message, Part, ToolResultPart
@@ -77,6 +78,10 @@ class OffloadToolOutputs(HistoryProcessor):
         default_factory=IdentityCache, init=False, repr=False, compare=False
     )
     _cache_key: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    compacts: ClassVar[bool] = False
+    """Shortening an output as it arrives is no compaction: the compaction hooks are not asked about
+    it, and a veto of the call's compaction leaves it (`HistoryProcessor.compacts`)."""
 
     def __post_init__(self) -> None:
         check_int("max_tokens", self.max_tokens)

@@ -57,6 +57,12 @@ Manual compaction (both): `compact(focus, thread_id=None)` makes the thread's ne
 mode; `compact_thread(graph, config, focus)` / `acompact_thread` compact a stored thread at once
 through `graph.update_state` (persistent mode), so the checkpointer records it.
 
+Compaction hooks (both): `before_compaction=` and `after_compaction=` are called around each
+compaction with a `historykit.BeforeCompaction` / `historykit.AfterCompaction` whose `conversation`
+is `("langgraph", thread_id, checkpoint_ns)`: the before-hook may veto the compaction (`False`) or
+change the summary's focus (`historykit.AdjustCompaction`). Plain or async functions; an async one
+needs the graph's async entry points (`ainvoke`, `astream`), a sync run raises `ArgumentTypeError`.
+
 Recall (the middleware, `recall=True`, `historykit.Recall`): the middleware adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the graph state
 (view-only keeps every message), the originals it kept (persistent) or the `Recall.store`'s
@@ -102,6 +108,7 @@ from langgraph.types import Command
 from historykit._binding import model_binds_thinking
 from historykit._context_window import ContextWindow, check_context_window
 from historykit._conversations import ConversationState, conversation_key
+from historykit._hooks import AfterHook, BeforeHook
 from historykit._messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
 from historykit._pipeline import (
     Call,
@@ -252,9 +259,16 @@ class _Glue(Glue):
         on_report: Callable[[Report], None] | None,
         persist: bool,
         binds_thinking: bool | None = None,
+        before_compaction: BeforeHook | None = None,
+        after_compaction: AfterHook | None = None,
     ) -> None:
         self.pipeline = pipeline_of(processor)
         """The pipeline that runs (a single processor is wrapped in one)."""
+        self.compaction_hooks = self._hooks(before_compaction, after_compaction)
+        """Called around each compaction with a `historykit.BeforeCompaction` / `AfterCompaction`
+        whose `conversation` is `("langgraph", thread_id, checkpoint_ns)`: the before-hook may veto
+        it (`False`) or change the summary's focus (`historykit.AdjustCompaction`). Plain or async
+        functions; an async one needs the graph's async entry points (`ainvoke`, `astream`)."""
         self.context_window = check_context_window(context_window)
         """The window to budget for; `None`: the model's profile's, else historykit's default."""
         self.on_report = on_report
@@ -419,6 +433,7 @@ class _Glue(Glue):
             where.state.key,
             manual,
             where.state,
+            hooks=self.compaction_hooks,
         )
 
     def _process(self, messages: list[BaseMessage], model: Any, where: _Where) -> _Processed:
@@ -484,8 +499,12 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
         on_report: Callable[[Report], None] | None = None,
         messages_key: str = "messages",
         binds_thinking: bool | None = None,
+        before_compaction: BeforeHook | None = None,
+        after_compaction: AfterHook | None = None,
     ) -> None:
-        super().__init__(processor, context_window, on_report, persist, binds_thinking)
+        super().__init__(
+            processor, context_window, on_report, persist, binds_thinking, before_compaction, after_compaction
+        )
         self.model = model
         """The chat model whose profile gives the window when `context_window` is `None`."""
         self.messages_key = messages_key
@@ -578,6 +597,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         from historykit.plugins.langchain import HistoryKitMiddleware
 
         agent = create_agent(model, tools, middleware=[HistoryKitMiddleware(pipeline, persist=True)])
+        HistoryKitMiddleware(pipeline, after_compaction=lambda event: print(event.summary))
         ```
     """
 
@@ -590,8 +610,12 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         on_report: Callable[[Report], None] | None = None,
         binds_thinking: bool | None = None,
         recall: Recall | bool = False,
+        before_compaction: BeforeHook | None = None,
+        after_compaction: AfterHook | None = None,
     ) -> None:
-        super().__init__(processor, context_window, on_report, persist, binds_thinking)
+        super().__init__(
+            processor, context_window, on_report, persist, binds_thinking, before_compaction, after_compaction
+        )
         if self.persist and _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
             raise ImportError("persistent mode needs a langchain with ExtendedModelResponse (1.2 or later)")
         self.recall = recall_option(recall)

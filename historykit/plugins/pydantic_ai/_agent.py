@@ -52,6 +52,12 @@ Manual compaction (both): `compact(focus)` makes the next model request run `Pip
 `HistoryKit.compact_conversation` compacts a stored Pydantic AI `Conversation` at once (persistent
 mode), to save in a `ConversationStore`.
 
+Compaction hooks (both): `before_compaction=` and `after_compaction=` are called around each
+compaction with a `historykit.BeforeCompaction` / `historykit.AfterCompaction` whose `conversation`
+is `("pydantic-ai", conversation_id)` (the run's `run_id` when it has none): the before-hook may veto
+the compaction (`False`) or change the summary's focus (`historykit.AdjustCompaction`); plain or
+async functions (`historykit._hooks`).
+
 Recall (`HistoryKit(..., recall=True)`, `historykit.Recall`): the capability adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the run's history
 (view-only), the originals it kept (persistent) or the `Recall.store`'s transcript.
@@ -85,6 +91,7 @@ from historykit import _provenance as provenance
 from historykit._binding import model_binds_thinking
 from historykit._context_window import ContextWindow, check_context_window
 from historykit._conversations import ConversationState, conversation_key
+from historykit._hooks import AfterHook, BeforeHook
 from historykit._messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
 from historykit._pipeline import (
     Call,
@@ -338,6 +345,7 @@ class _Glue(Glue):
             self.binds_for(model),
             conversation_key(_KIND, conversation),
             manual,
+            hooks=self.compaction_hooks,
         )
 
     async def process(
@@ -369,6 +377,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         kit = HistoryKit(Pipeline([ClearToolResults(), Summarize(), Repair()]), on_report=reports.append)
         agent = Agent("openai:gpt-4o", capabilities=[kit])       # window: gpt-4o's, from its profile
         HistoryKit(pipeline, context_window=32_000, persist=False)  # explicit window, view only
+        HistoryKit(pipeline, before_compaction=lambda event: False)  # veto every compaction
         ```
     """
 
@@ -399,6 +408,14 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     durable engines name its operations after it (`historykit.plugins.pydantic_ai._durable`), and
     the recall toolset's `id` is derived from it (`"<id>_recall"`). Give each `HistoryKit` of one
     agent its own; never change it while runs of the agent may be recovered."""
+    before_compaction: BeforeHook | None = None
+    """Called before each compaction with a `historykit.BeforeCompaction` (its `conversation` is
+    `("pydantic-ai", conversation_id)`): return `False` to veto it, `historykit.AdjustCompaction` to
+    change the summary's focus, `None` to let it proceed; plain or async (`historykit._hooks`).
+    Under a durable engine it runs inside the request's durable unit, once (a replay reuses the
+    recorded view)."""
+    after_compaction: AfterHook | None = None
+    """Called after each compaction with a `historykit.AfterCompaction`: sizes, markers, summary."""
     last_report: Report | None = field(default=None, init=False, repr=False, compare=False)
     """The report of the latest call."""
     _manual: dict[str | None, ManualCompaction] = field(
@@ -416,6 +433,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
                 "this Pydantic AI has no capabilities: use HistoryKitProcessor in history_processors=[...]"
             )
         self.pipeline = pipeline_of(self.processor)
+        self.compaction_hooks = self._hooks(self.before_compaction, self.after_compaction)
         self.mode = "persistent" if check_bool("persist", self.persist) else "view"
         check_context_window(self.context_window)
         self._recall = recall_option(self.recall)
@@ -466,7 +484,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         return [hit.to_json() for hit in await self._recall.stored_hits(query, conversation)]
 
     async def _run_view(self, request: ViewRequest) -> ViewResult:
-        call = request.call()
+        call = replace(request.call(), hooks=self.compaction_hooks)
         given = request.messages
         neutral = _ADAPTER.to_neutral(given)
         previous = request.previous
@@ -479,7 +497,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         return ViewResult.encode(given, result.messages, dict(result.originals), kept=result.kept)
 
     async def _run_recompact(self, request: RecompactRequest) -> ViewResult | None:
-        call = request.request.call()
+        call = replace(request.request.call(), hooks=self.compaction_hooks)
         given = request.request.messages
         neutral = _ADAPTER.to_neutral(given)
         error = _overflow_error(request.overflow)
@@ -983,9 +1001,13 @@ class HistoryKitProcessor(_Glue):
         context_window: int | None = None,
         on_report: Callable[[Report], None] | None = None,
         binds_thinking: bool | None = None,
+        before_compaction: BeforeHook | None = None,
+        after_compaction: AfterHook | None = None,
     ) -> None:
         self.pipeline = pipeline_of(processor)
         """The pipeline that runs (a single processor is wrapped in one)."""
+        self.compaction_hooks = self._hooks(before_compaction, after_compaction)
+        """Called around each compaction, with the run's conversation (`HistoryKit.before_compaction`)."""
         self.context_window = check_context_window(context_window)
         """The window to budget for; `None`: the run's model's, else historykit's default."""
         self.on_report = on_report

@@ -9,7 +9,8 @@
 - in a DBOS workflow a `Summarize(background_at=...)` is refused, and a sync summarizer runs inside
   the step;
 - in a DBOS workflow an output `OffloadToolOutputs` shortened is read back with `recall(grep=...)`,
-  and the search tool's read of the conversation store is a step of its own.
+  and the search tool's read of the conversation store is a step of its own;
+- in a DBOS workflow the compaction hooks run inside the view's step, with the run's conversation.
 """
 
 from __future__ import annotations
@@ -269,3 +270,59 @@ def _handle(content: object) -> str:
     found = re.search(r"recall\(handle='([0-9a-f]{10})'\)", str(content))
     assert found, str(content)[-300:]
     return found[1]
+
+
+def test_in_a_dbos_workflow_the_compaction_hooks_run_inside_the_views_step(tmp_path: Path) -> None:
+    """The hooks are part of the view's durable unit: called inside the DBOS step that computes the
+    view (a recovery reuses the step's recorded view, so a hook is not called twice for one
+    compaction), with the run's conversation."""
+    dbos = pytest.importorskip("dbos")
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+    from historykit import AfterCompaction, BeforeCompaction
+
+    calls: list[tuple[str, Any, int | None]] = []
+
+    def before(event: BeforeCompaction) -> None:
+        calls.append(("before", event.conversation, dbos.DBOS.step_id))
+
+    def after(event: AfterCompaction) -> None:
+        calls.append(("after", event.conversation, dbos.DBOS.step_id))
+
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=900),
+        keep_last=1,
+        summarizer=lambda messages: "## Task\nread\n## Done\nread some files",
+        summary_tokens=50,
+        min_gain=100,
+    )
+    kit = HistoryKit(Pipeline([summarize]), id="hk", before_compaction=before, after_compaction=after)
+    agent: Agent[None, str] = Agent(
+        FunctionModel(_reader), name="hooked", capabilities=[kit, DBOSDurability()]
+    )
+
+    @agent.tool_plain
+    def read_file(name: str) -> str:
+        """Read a file."""
+        return f"file {name}: " + " ".join(f"word{i}" for i in range(200))
+
+    dbos.DBOS(
+        config={"name": "historykit-hooks", "system_database_url": f"sqlite:///{tmp_path / 'db.sqlite'}"}
+    )
+
+    @dbos.DBOS.workflow()
+    async def run() -> str:
+        return (await agent.run("Read the files", conversation=Conversation(conversation_id="c7"))).output
+
+    async def main() -> str:
+        dbos.DBOS.launch()
+        return await run()
+
+    try:
+        assert asyncio.run(main()) == "done"
+    finally:
+        dbos.DBOS.destroy(destroy_registry=True)
+    assert [c[0] for c in calls][:2] == ["before", "after"]
+    assert all(conversation == ("pydantic-ai", "c7") for _, conversation, _ in calls)
+    assert all(step is not None for _, _, step in calls), calls  # inside the view's step

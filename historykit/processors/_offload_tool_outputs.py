@@ -74,7 +74,7 @@ class OffloadToolOutputs(HistoryProcessor):
     recall_tool: str | None = None
     """The name of the recall tool, when the integration installed one (`historykit.Recall`): the note
     then names it with the output's handle instead of saying "run the tool again"."""
-    _cache: IdentityCache[tuple[ToolResultPart, str | None]] = field(
+    _cache: IdentityCache[tuple[Message, tuple[str, ...], Message, int, int]] = field(
         default_factory=IdentityCache, init=False, repr=False, compare=False
     )
     _cache_key: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
@@ -103,10 +103,9 @@ class OffloadToolOutputs(HistoryProcessor):
             frozenset(self.exclude_tools),
             self.recall_tool,
         )
-        if key != self._cache_key:  # what a part becomes depends on the counter and the settings
+        if key != self._cache_key:  # what a message becomes depends on the counter and the settings
             self._cache.clear()
             self._cache_key = key
-        skipped = {*self.exclude_tools, *([self.recall_tool] if self.recall_tool else [])}
         names: dict[str, str] = {}
         out: list[Message] | None = None
         freed = 0
@@ -114,24 +113,19 @@ class OffloadToolOutputs(HistoryProcessor):
             if msg.role == "assistant":
                 names.update((call.id, call.name) for call in msg.tool_calls)
                 continue
-            if msg.pinned:
+            if msg.pinned or not msg.tool_results:
                 continue
-            parts: list[Part] = []
-            for part in msg.parts:
-                new: Part = part
-                if isinstance(part, ToolResultPart) and not part.pinned:
-                    tool = names.get(part.tool_call_id) or part.name or "tool"
-                    if tool not in skipped:
-                        shortened = self._shortened(part, tool, ctx)
-                        if shortened is not None:
-                            freed += ctx.counter.count_text(part.content) - ctx.counter.count_text(shortened)
-                            new = replace(part, content=shortened)
-                            notes.replaced += 1
-                parts.append(new)
-            if any(a is not b for a, b in zip(parts, msg.parts)):
+            tools = tuple(names.get(p.tool_call_id) or p.name or "tool" for p in msg.tool_results)
+            hit = self._cache.get(msg)
+            if hit is None or hit[1] != tools:
+                hit = self._cache.put(msg, (msg, tools, *self._offload(msg, tools, ctx)), ctx.cache_policy)
+            _, _, new, replaced, saved = hit
+            if new is not msg:
                 if out is None:
                     out = list(messages)
-                out[index] = replace(msg, parts=tuple(parts))
+                out[index] = new
+                notes.replaced += replaced
+                freed += saved
         if out is None:
             return messages, notes
         notes.details.append(
@@ -140,21 +134,37 @@ class OffloadToolOutputs(HistoryProcessor):
         )
         return out, notes
 
-    def _shortened(self, part: ToolResultPart, tool: str, ctx: ProcessContext) -> str | None:
-        """`part`'s content shortened, or `None` when it stays as it is (cached per part object)."""
-        hit = self._cache.get(part)
-        if hit is not None and hit[0] is part:
-            return hit[1]
-        content = part.content
-        text = None
-        if not _too_short(content, self.max_tokens + 1) and not is_offloaded(content):
-            tokens = ctx.counter.count_text(content)
-            if tokens > self.max_tokens:
-                text = shorten(content, tokens, self.keep_tokens, tool, self.recall_tool)
-                if ctx.counter.count_text(text) >= tokens:
-                    text = None  # an output barely over a small limit: the note would cost more
-        self._cache.put(part, (part, text), ctx.cache_policy)
-        return text
+    def _offload(self, msg: Message, tools: tuple[str, ...], ctx: ProcessContext) -> tuple[Message, int, int]:
+        """`msg` with its large outputs shortened (itself when none is), how many, and the tokens
+        freed; `tools` names the tool of each of its results, in order."""
+        skipped = {*self.exclude_tools, *([self.recall_tool] if self.recall_tool else [])}
+        results = iter(tools)
+        parts: list[Part] = []
+        replaced = freed = 0
+        for part in msg.parts:
+            if isinstance(part, ToolResultPart):
+                tool = next(results)
+                if not part.pinned and tool not in skipped:
+                    text = self._shortened(part.content, tool, ctx)
+                    if text is not None:
+                        freed += ctx.counter.count_text(part.content) - ctx.counter.count_text(text)
+                        replaced += 1
+                        part = replace(part, content=text)
+            parts.append(part)
+        if not replaced:
+            return msg, 0, 0
+        return replace(msg, parts=tuple(parts)), replaced, freed
+
+    def _shortened(self, content: str, tool: str, ctx: ProcessContext) -> str | None:
+        """`content` shortened, or `None` when it stays as it is."""
+        if _too_short(content, self.max_tokens + 1) or is_offloaded(content):
+            return None
+        tokens = ctx.counter.count_text(content)
+        if tokens <= self.max_tokens:
+            return None
+        text = shorten(content, tokens, self.keep_tokens, tool, self.recall_tool)
+        # An output barely over a small limit: the note would cost more than it saves.
+        return text if ctx.counter.count_text(text) < tokens else None
 
 
 def is_offloaded(content: str) -> bool:

@@ -320,6 +320,7 @@ def _read(native: Any, index: int) -> _Reading:
             _render(native.content),
             is_error=native.status == "error",
             native=native,
+            media=_tool_media(native.content),
         )
         reading.parts.append(result)
         reading.slots.append(_Slot("tool_result"))
@@ -668,6 +669,24 @@ def _media_part(block: dict[str, Any]) -> MediaPart:
     )
 
 
+def _tool_media(content: Any) -> tuple[MediaPart, ...]:
+    """The media blocks of a tool message's content (a screenshot), each with its block as `native`."""
+    if not isinstance(content, list):
+        return ()
+    return tuple(
+        _media_part(item) for item in content if isinstance(item, dict) and item.get("type") in _MEDIA_TYPES
+    )
+
+
+def _tool_content_with(content: Any, media: Sequence[Part]) -> Any:
+    """A tool message's content with each media block a processor replaced (a `TextPart` whose
+    `native` is that block) swapped for a text block; every other block stays the same object."""
+    texts = {id(p.native): p.text for p in media if isinstance(p, TextPart) and p.native is not None}
+    if not isinstance(content, list):
+        return content
+    return [{"type": "text", "text": texts[id(item)]} if id(item) in texts else item for item in content]
+
+
 def _decoded_size(data: str) -> int:
     """Bytes a base64 payload decodes to, without decoding it."""
     data = data.strip()
@@ -784,7 +803,10 @@ def _edit_tool_message(
 ) -> BaseMessage:
     updates: dict[str, Any] = {}
     if original is None or part.content != original.content:
+        # New text stands for the whole result (a cleared output): its media go with it.
         updates["content"] = part.content
+    elif part.media != original.media:
+        updates["content"] = _tool_content_with(base.content, part.media)
     if part.tool_call_id != base.tool_call_id:
         updates["tool_call_id"] = part.tool_call_id
     if part.name != base.name:
@@ -795,8 +817,17 @@ def _edit_tool_message(
 
 
 def _new_tool_message(part: ToolResultPart, message_id: str | None) -> ToolMessage:
+    content: Any = part.content
+    if part.media:
+        blocks = [
+            {"type": "text", "text": item.text}
+            if isinstance(item, TextPart)
+            else (item.native if isinstance(item.native, dict) else _media_block(item, -1))
+            for item in part.media
+        ]
+        content = [{"type": "text", "text": part.content}, *blocks] if part.content else blocks
     return ToolMessage(
-        content=part.content,
+        content=content,
         tool_call_id=part.tool_call_id,
         name=part.name,
         status="error" if part.is_error else "success",

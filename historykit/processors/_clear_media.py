@@ -1,0 +1,183 @@
+"""`ClearMedia`: keep the newest images in the request and replace older ones by a short text.
+
+Browser and computer-use agents take a screenshot at every step, and every request sends every
+screenshot taken so far: a 60-step session sends 60 images on its last call, of which the model
+needs the last few. An image costs about as many tokens as a page of text whatever it shows, and
+its bytes travel with every request (`benchmarks/bench_media.py`).
+
+`ClearMedia` keeps the newest `keep` images (counted in message order, in user messages and in
+tool results alike) and replaces each older one, in place, by a one-line text that says what was
+there: `[image removed from the request to save context: image/png, 98 KB, returned by
+screenshot(url='https://example.com')]`. The tool result keeps its text and its place, so every
+call keeps its result and the history stays valid. With `max_bytes`, any image or file bigger than
+that (a PDF, a full-page capture) goes too, once it is no longer part of the current request.
+
+What it never touches: the current request (the messages after the last assistant message: the
+tool results the model is about to read, or the user's newest message), pinned messages, parts and
+media, and anything the model itself produced (images in assistant messages). Placeholders depend
+only on the media they replace and the call that returned it, so the same history always gives the
+same output, in view-only and persistent mode alike.
+
+The originals are not lost: view-only mode keeps the raw history, and persistent mode's stores keep
+every original message in their transcript (`SQLModelSaver.transcript`,
+`SQLModelConversationStore.transcript`). The recall tool (`historykit.Recall`) returns text only, so
+a placeholder names no recall handle: it says where the image came from (the tool to call again for
+a fresh one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from historykit._messages import MediaPart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit._validate import check_int
+from historykit.errors import InvalidArgumentError
+from historykit.processors._clear_tool_results import describe_call
+
+PLACEHOLDER = "[{kind} removed from the request to save context: {what}, {where}]"
+"""What a removed image or file reads in the request."""
+_KINDS = {"image": "image", "audio": "audio clip", "video": "video"}
+
+
+@dataclass
+class ClearMedia(HistoryProcessor):
+    """Keeps the newest `keep` images in the request; older ones (and, with `max_bytes`, any image
+    or file over that size) are replaced by a one-line placeholder saying what was there.
+
+    A removed screenshot reads `[image removed from the request to save context: image/png, 98 KB,
+    returned by screenshot(url='https://example.com')]`; one the user sent reads `[... image/jpeg,
+    1.2 MB, sent by the user]`. The placeholder takes the image's place in its message, so the tool
+    result, its call and the message around it stay as they were.
+
+    Counted: every image in user messages and tool results, in message order (images a tool
+    returned and images a user sent alike), pinned ones excepted. Never removed: the current request
+    (the messages after the last assistant message), pinned messages, tool results and media, and
+    assistant messages. Pin an image the agent must keep seeing (the mockup it is to reproduce) with
+    `historykit.pin`.
+
+    When: on every call where more than `keep` images are in the history, in steps of `batch`. Each
+    removal changes the request a few messages from its end (the oldest kept image), so the provider's
+    prompt cache is missed only from there; a larger `batch` removes several at once and leaves the
+    request append-only in between, at the cost of sending up to `keep + batch - 1` images.
+
+    A history without images (or with no more than `keep` and none over `max_bytes`) comes back as
+    the very same list: `default_pipeline()` runs it first, so it changes nothing for text-only
+    agents.
+
+    Example:
+        ```python
+        from historykit.processors import ClearMedia
+
+        clear = ClearMedia(keep=3, max_bytes=2_000_000)
+        result = clear.run(messages, context_window=200_000)   # native messages in and out
+        ```
+    """
+
+    keep: int = 3
+    """How many of the newest images stay in the request (the current request's always stay)."""
+    max_bytes: int | None = None
+    """Also remove any image or file whose inline payload is bigger than this many bytes, once it is
+    out of the current request, even among the newest `keep`; `None`: no size limit."""
+    batch: int = 1
+    """Remove images in steps of this many: with `batch=5` and `keep=3`, between 3 and 7 images stay
+    and the older ones go five at a time."""
+
+    def __post_init__(self) -> None:
+        check_int("keep", self.keep)
+        check_int("max_bytes", self.max_bytes, optional=True)
+        check_int("batch", self.batch)
+        if self.batch < 1:
+            raise InvalidArgumentError(f"batch must be at least 1, got {self.batch!r}")
+
+    def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
+        notes = StepNotes()
+        current = _current_request(messages)
+        # Every media item that may go, in order: (message, part, item within a tool result or -1).
+        slots: list[tuple[int, int, int, MediaPart]] = []
+        for index, msg in enumerate(messages):
+            if msg.role == "assistant" or msg.pinned:
+                continue
+            for p, part in enumerate(msg.parts):
+                if isinstance(part, MediaPart) and not part.pinned:
+                    slots.append((index, p, -1, part))
+                elif isinstance(part, ToolResultPart) and part.media and not part.pinned:
+                    slots.extend(
+                        (index, p, k, item)
+                        for k, item in enumerate(part.media)
+                        if isinstance(item, MediaPart) and not item.pinned
+                    )
+        images = [n for n, slot in enumerate(slots) if slot[3].media_type.startswith("image")]
+        over = len(images) - self.keep
+        chosen = set(images[: (over // self.batch) * self.batch]) if over > 0 else set()
+        if self.max_bytes is not None:
+            chosen.update(n for n, slot in enumerate(slots) if slot[3].size > self.max_bytes)
+        removed = [slot for n, slot in enumerate(slots) if n in chosen and slot[0] < current]
+        if not removed:
+            return messages, notes
+        out = list(messages)
+        by_message: dict[int, list[tuple[int, int, int, MediaPart]]] = {}
+        for slot in removed:
+            by_message.setdefault(slot[0], []).append(slot)
+        for index, found in by_message.items():
+            out[index] = self._cleared(messages, index, found)
+        freed = sum(slot[3].size for slot in removed)
+        notes.replaced = len(removed)
+        notes.details.append(
+            f"removed {len(removed)} image(s) or file(s) from the request ({_size(freed)} of payload); "
+            f"kept the newest {min(self.keep, len(images))} image(s)"
+        )
+        return out, notes
+
+    def _cleared(self, messages: list[Message], index: int, found: list[tuple[int, int, int, MediaPart]]) -> Message:
+        msg = messages[index]
+        parts: list[Part] = list(msg.parts)
+        for _, p, k, media in found:
+            part = parts[p]
+            if isinstance(part, ToolResultPart):
+                where = f"returned by {_caller(messages, index, part)}"
+                items = list(part.media)
+                items[k] = TextPart(_placeholder(media, where), native=media.native)
+                parts[p] = replace(part, media=tuple(items))
+            else:
+                where = "sent by the user" if msg.role == "user" else f"in a {msg.role} message"
+                parts[p] = TextPart(_placeholder(media, where), native=media.native)
+        return replace(msg, parts=tuple(parts))
+
+
+def _current_request(messages: list[Message]) -> int:
+    """Where the current request starts: after the last assistant message (0: all of it is)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "assistant":
+            return index + 1
+    return 0
+
+
+def _caller(messages: list[Message], index: int, result: ToolResultPart) -> str:
+    """The call that returned `result`, as a placeholder names it: `screenshot(url='…')`."""
+    for back in range(index - 1, -1, -1):
+        if messages[back].role == "assistant":
+            call = next((c for c in messages[back].tool_calls if c.id == result.tool_call_id), None)
+            if call is not None:
+                return describe_call(call)
+            break
+    return describe_call(ToolCallPart(result.tool_call_id, result.name or "a tool", {}))
+
+
+def _placeholder(media: MediaPart, where: str) -> str:
+    major = media.media_type.split("/", 1)[0]
+    what = media.media_type
+    if media.size:
+        what += f", {_size(media.size)}"
+    elif media.source:
+        what += f" at {media.source[:120]}"
+    return PLACEHOLDER.format(kind=_KINDS.get(major, "file"), what=what, where=where)
+
+
+def _size(size: int) -> str:
+    """`98 KB`, `1.2 MB`: a payload's size as a person reads it (decimal units, as providers state limits)."""
+    if size < 1_000:
+        return f"{size} bytes"
+    if size < 1_000_000:
+        return f"{size / 1_000:.0f} KB"
+    return f"{size / 1_000_000:.1f} MB"

@@ -317,7 +317,7 @@ def _read(native: Any, index: int) -> _Reading:
         result = ToolResultPart(
             native.tool_call_id,
             native.name,
-            _render(native.content),
+            _render(native.content, media=False),
             is_error=native.status == "error",
             native=native,
             media=_tool_media(native.content),
@@ -678,6 +678,17 @@ def _tool_media(content: Any) -> tuple[MediaPart, ...]:
     )
 
 
+def _tool_content(part: ToolResultPart) -> Any:
+    """A tool message's content for `part`: its text, followed by its media when it has any."""
+    if not part.media:
+        return part.content
+    blocks = [
+        {"type": "text", "text": item.text} if isinstance(item, TextPart) else _media_block(item, -1)
+        for item in part.media
+    ]
+    return [{"type": "text", "text": part.content}, *blocks] if part.content else blocks
+
+
 def _tool_content_with(content: Any, media: Sequence[Part]) -> Any:
     """A tool message's content with each media block a processor replaced (a `TextPart` whose
     `native` is that block) swapped for a text block; every other block stays the same object."""
@@ -693,8 +704,9 @@ def _decoded_size(data: str) -> int:
     return max(len(data) * 3 // 4 - len(data) + len(data.rstrip("=")), 0)
 
 
-def _render(content: Any) -> str:
-    """Content as the model reads it: text as is, media as a short placeholder, other blocks as JSON."""
+def _render(content: Any, *, media: bool = True) -> str:
+    """Content as the model reads it: text as is, media as a short placeholder (left out with
+    `media=False`: a tool message's media are its `ToolResultPart.media`), other blocks as JSON."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -706,6 +718,8 @@ def _render(content: Any) -> str:
         elif isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
             pieces.append(item["text"])
         elif isinstance(item, dict) and item.get("type") in _MEDIA_TYPES:
+            if not media:
+                continue
             media = _media_part(item)
             pieces.append(f"[{media.media_type}{': ' + media.source if media.source else ''}]")
         else:
@@ -803,8 +817,8 @@ def _edit_tool_message(
 ) -> BaseMessage:
     updates: dict[str, Any] = {}
     if original is None or part.content != original.content:
-        # New text stands for the whole result (a cleared output): its media go with it.
-        updates["content"] = part.content
+        # The new text, then the media the part still carries (none after a clearing).
+        updates["content"] = _tool_content(part)
     elif part.media != original.media:
         updates["content"] = _tool_content_with(base.content, part.media)
     if part.tool_call_id != base.tool_call_id:
@@ -817,17 +831,8 @@ def _edit_tool_message(
 
 
 def _new_tool_message(part: ToolResultPart, message_id: str | None) -> ToolMessage:
-    content: Any = part.content
-    if part.media:
-        blocks = [
-            {"type": "text", "text": item.text}
-            if isinstance(item, TextPart)
-            else (item.native if isinstance(item.native, dict) else _media_block(item, -1))
-            for item in part.media
-        ]
-        content = [{"type": "text", "text": part.content}, *blocks] if part.content else blocks
     return ToolMessage(
-        content=content,
+        content=_tool_content(part),
         tool_call_id=part.tool_call_id,
         name=part.name,
         status="error" if part.is_error else "success",

@@ -640,8 +640,8 @@ class _Builder:
             changes["content"] = part.text
         elif isinstance(part, ToolResultPart) and isinstance(derived, ToolResultPart):
             if part.content != derived.content:
-                # New text stands for the whole result (a cleared output): its files go with it.
-                changes["content"] = part.content
+                # The new text, then the files the part still carries (none after a clearing).
+                changes["content"] = self._tool_content(part)
             elif part.media != derived.media:
                 changes["content"] = _tool_content_with(native.content, part.media)
             if part.tool_call_id != derived.tool_call_id:
@@ -682,16 +682,9 @@ class _Builder:
         raise self._error(part, "a ModelRequest")
 
     def _new_tool_return(self, part: ToolResultPart) -> Any:
-        content: Any = part.content
-        if part.media:
-            items = [
-                item.text if isinstance(item, TextPart) else (item.native or self._media_item(item))
-                for item in part.media
-            ]
-            content = [part.content, *items] if part.content else items
         fields_: dict[str, Any] = {
             "tool_name": part.name or "",
-            "content": content,
+            "content": self._tool_content(part),
             "tool_call_id": part.tool_call_id,
         }
         if part.is_error and not _has_field_on(_pai.ToolReturnPart, "outcome"):
@@ -701,6 +694,18 @@ class _Builder:
         if part.is_error:
             fields_["outcome"] = "failed"
         return _pai.ToolReturnPart(**fields_, metadata={PIN_KEY: True} if part.pinned else None)
+
+    def _tool_content(self, part: ToolResultPart) -> Any:
+        """A tool return's content for `part`: its text, followed by its files when it has any."""
+        if not part.media:
+            return part.content
+        items = [
+            item.text
+            if isinstance(item, TextPart)
+            else (item.native if _is_file_item(item.native) else self._media_item(item))
+            for item in part.media
+        ]
+        return [part.content, *items] if part.content else items
 
     def _edit_item(self, part: Part, ref: PromptItem) -> Any:
         """The user prompt item for a neutral part made from `ref` and edited since."""
@@ -902,6 +907,10 @@ def _request_keys(request: Any) -> list[Any]:
         else:
             keys.append(id(part))
     return keys
+
+
+def _is_file_item(item: Any) -> bool:
+    return _isinstance(item, _FileUrl) or _isinstance(item, _BinaryContent) or _isinstance(item, _UploadedFile)
 
 
 def _tool_content_with(content: Any, media: Sequence[Part]) -> Any:

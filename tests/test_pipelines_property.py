@@ -1,4 +1,4 @@
-"""Random pipelines of the five processors on random valid histories of every framework (neutral,
+"""Random pipelines of the six processors on random valid histories of every framework (neutral,
 Pydantic AI, LangChain), with tight budgets: the output is always valid (`check()`), keeps the system
 prompt, the final request and the user's latest request, and leaves the thinking of its current
 tool-use cycle unmodified."""
@@ -19,6 +19,7 @@ from historykit._messages import Message, TextPart, ThinkingPart, ToolResultPart
 from historykit._pipeline import HistoryProcessor
 from historykit._validity import current_cycle_start, final_request_start
 from historykit.processors import (
+    ClearMedia,
     ClearToolResults,
     DedupeFileReads,
     PairwiseTruncate,
@@ -49,8 +50,13 @@ def _maybe_trigger(draw: st.DrawFn) -> Trigger | None:
 
 @st.composite
 def processors(draw: st.DrawFn) -> list[HistoryProcessor]:
-    """A random order of a random non-empty subset of the five, each with a tight random budget."""
+    """A random order of a random non-empty subset of the six, each with a tight random budget."""
     made: dict[str, Callable[[], HistoryProcessor]] = {
+        "media": lambda: ClearMedia(
+            keep=draw(st.integers(0, 3)),
+            max_bytes=draw(st.one_of(st.none(), st.integers(0, 100))),
+            batch=draw(st.integers(1, 3)),
+        ),
         "dedupe": lambda: DedupeFileReads(
             min_gain=draw(st.integers(0, 400)), trigger=_maybe_trigger(draw), recall_tool=draw(recall_tools)
         ),
@@ -77,7 +83,7 @@ def processors(draw: st.DrawFn) -> list[HistoryProcessor]:
             min_gain=draw(st.integers(0, 400)),
         ),
     }
-    names = draw(st.lists(st.sampled_from(sorted(made)), min_size=1, max_size=5, unique=True))
+    names = draw(st.lists(st.sampled_from(sorted(made)), min_size=1, max_size=6, unique=True))
     steps = [made[name]() for name in names]
     if draw(st.booleans()):
         steps.append(Repair())

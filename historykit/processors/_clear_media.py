@@ -13,7 +13,8 @@ call keeps its result and the history stays valid. With `max_bytes`, any image o
 that (a PDF, a full-page capture) goes too, once it is no longer part of the current request.
 
 What it never touches: the current request (the messages after the last assistant message: the
-tool results the model is about to read, or the user's newest message), pinned messages, parts and
+tool results the model is about to read, or the user's newest message), the user's latest request
+(the task and the mockup that came with it, however many tool calls ago), pinned messages, parts and
 media, and anything the model itself produced (images in assistant messages). Placeholders depend
 only on the media they replace and the call that returned it, so the same history always gives the
 same output, in view-only and persistent mode alike.
@@ -34,6 +35,7 @@ from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit._validate import check_int
 from historykit.errors import InvalidArgumentError
 from historykit.processors._clear_tool_results import describe_call
+from historykit.processors._turns import is_user_request
 
 PLACEHOLDER = "[{kind} removed from the request to save context: {what}, {where}]"
 """What a removed image or file reads in the request."""
@@ -51,9 +53,11 @@ class ClearMedia(HistoryProcessor):
     result, its call and the message around it stay as they were.
 
     Counted: every image in user messages and tool results, in message order (images a tool
-    returned and images a user sent alike), pinned ones excepted. Never removed: the current request
-    (the messages after the last assistant message), pinned messages, tool results and media, and
-    assistant messages. Pin an image the agent must keep seeing (the mockup it is to reproduce) with
+    returned and images a user sent alike, the current request's included), except pinned ones and
+    those of the user's latest request while the model is still working on it (its attachments are
+    the task's: they are counted, and the oldest, once the user writes again). Never removed: the
+    current request (the messages after the last assistant message), the user's latest request,
+    pinned messages, tool results and media, and assistant messages. Pin an image the agent must keep seeing (the mockup it is to reproduce) with
     `historykit.pin`.
 
     When: on every call where more than `keep` images are in the history, in steps of `batch`. Each
@@ -93,10 +97,13 @@ class ClearMedia(HistoryProcessor):
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         notes = StepNotes()
         current = _current_request(messages)
+        latest = next((i for i in range(len(messages) - 1, -1, -1) if is_user_request(messages[i])), -1)
         # Every media item that may go, in order: (message, part, item within a tool result or -1).
         slots: list[tuple[int, int, int, MediaPart]] = []
         for index, msg in enumerate(messages):
-            if msg.role == "assistant" or msg.pinned:
+            if msg.role == "assistant" or msg.pinned or (index == latest and index < current):
+                # The latest request's attachments are the task's: not counted, not removed, until
+                # the user writes again (then they are the oldest, and go first).
                 continue
             for p, part in enumerate(msg.parts):
                 if isinstance(part, MediaPart) and not part.pinned:
@@ -107,12 +114,13 @@ class ClearMedia(HistoryProcessor):
                         for k, item in enumerate(part.media)
                         if isinstance(item, MediaPart) and not item.pinned
                     )
-        images = [n for n, slot in enumerate(slots) if slot[3].media_type.startswith("image")]
+        images = [slot for slot in slots if slot[3].media_type.startswith("image")]
+        # The current request's images are the newest: counted among the `keep`, never removed.
         over = len(images) - self.keep
-        chosen = set(images[: (over // self.batch) * self.batch]) if over > 0 else set()
+        chosen = {id(slot) for slot in images[: (over // self.batch) * self.batch]} if over > 0 else set()
         if self.max_bytes is not None:
-            chosen.update(n for n, slot in enumerate(slots) if slot[3].size > self.max_bytes)
-        removed = [slot for n, slot in enumerate(slots) if n in chosen and slot[0] < current]
+            chosen.update(id(slot) for slot in slots if slot[3].size > self.max_bytes)
+        removed = [slot for slot in slots if id(slot) in chosen and slot[0] < current]
         if not removed:
             return messages, notes
         out = list(messages)

@@ -1,0 +1,247 @@
+"""`ClearMedia` through real agents: a browser agent takes a screenshot at every step; the model
+(a Pydantic AI `FunctionModel`, a LangChain scripted chat model) records every request it is sent.
+Each request holds the newest `KEEP` screenshots, older ones are placeholders naming the call, the
+user's task image stays; in both modes, and the stores' transcripts keep every original image."""
+
+from __future__ import annotations
+
+import base64
+import importlib.metadata
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from historykit import Pipeline, check
+from historykit.processors import ClearMedia, Repair
+
+KEEP = 2
+STEPS = 7
+PLACEHOLDER = re.compile(
+    r"\[image removed from the request to save context: image/png, [\d.]+ KB, returned by "
+    r"screenshot\(url='https://example\.com/page/(\d+)'\)\]"
+)
+
+
+def png(step: int) -> bytes:
+    """A made-up screenshot of about 12 KB, different at every step."""
+    return b"\x89PNG\r\n\x1a\n" + f"page {step} ".encode() * 1_200
+
+
+def pipeline() -> Pipeline:
+    return Pipeline([ClearMedia(keep=KEEP), Repair()])
+
+
+def sent_screenshots(steps_seen: list[int], taken: int) -> None:
+    """The request after `taken` screenshots holds the newest `KEEP` of them, in order."""
+    assert steps_seen == list(range(max(taken - KEEP, 0), taken))
+
+
+# --- Pydantic AI ------------------------------------------------------------------------------------
+
+_PAI2 = not importlib.metadata.version("pydantic-ai-slim").startswith("1.")
+needs_pai2 = pytest.mark.skipif(not _PAI2, reason="tools return images themselves in Pydantic AI 2.x")
+
+
+class BrowsingModel:
+    """Takes `STEPS` screenshots, one per call, then answers; records what each request held."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+
+    def respond(self, messages: list[Any], info: Any) -> Any:
+        from pydantic_ai import messages as pai
+
+        images: list[int] = []
+        placeholders: list[int] = []
+        user_images = 0
+        for message in messages:
+            for part in message.parts if isinstance(message, pai.ModelRequest) else ():
+                if isinstance(part, pai.ToolReturnPart):
+                    items = part.content if isinstance(part.content, list) else [part.content]
+                    for item in items:
+                        if isinstance(item, pai.BinaryContent):
+                            images.append(int(item.data[8:].split(b" ")[1]))
+                        elif isinstance(item, str) and (found := PLACEHOLDER.fullmatch(item)):
+                            placeholders.append(int(found[1]))
+                elif isinstance(part, pai.UserPromptPart) and isinstance(part.content, list):
+                    user_images += sum(isinstance(i, pai.BinaryContent) for i in part.content)
+        self.requests.append(
+            {"images": images, "placeholders": placeholders, "user_images": user_images, "valid": check(messages)}
+        )
+        taken = len(images) + len(placeholders)
+        if taken < STEPS:
+            call = pai.ToolCallPart("screenshot", {"url": f"https://example.com/page/{taken}"}, f"call_{taken}")
+            return pai.ModelResponse([call])
+        return pai.ModelResponse([pai.TextPart("Booked.")])
+
+
+def browsing_agent(model: BrowsingModel, kit: Any) -> Any:
+    from pydantic_ai import Agent, BinaryContent
+    from pydantic_ai.models.function import FunctionModel
+
+    agent = Agent(FunctionModel(model.respond), capabilities=[kit])
+
+    @agent.tool_plain
+    def screenshot(url: str) -> Any:  # a `BinaryContent` (annotations are postponed here)
+        """Screenshot the page at `url`."""
+        return BinaryContent(png(int(url.rsplit("/", 1)[1])), media_type="image/png")
+
+    return agent
+
+
+def task() -> list[Any]:
+    from pydantic_ai import BinaryContent
+
+    return ["Make the booking page look like this mockup:", BinaryContent(b"\x89PNG mockup", media_type="image/png")]
+
+
+def assert_requests(requests: list[dict[str, Any]]) -> None:
+    assert len(requests) == STEPS + 1
+    for taken, request in enumerate(requests):
+        sent_screenshots(request["images"], taken)
+        assert request["placeholders"] == list(range(max(taken - KEEP, 0)))
+        assert request["user_images"] == 1  # the task's mockup stays: it is the latest request
+        assert request["valid"] == []
+
+
+@needs_pai2
+@pytest.mark.pydantic_ai
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
+async def test_pydantic_ai_requests_hold_the_newest_screenshots(persist: bool, tmp_path: Path) -> None:
+    from pydantic_ai import BinaryContent
+    from pydantic_ai import messages as pai
+    from pydantic_ai.conversation import Conversation
+
+    from historykit.checkpointers import SQLModelConversationStore
+    from historykit.plugins.pydantic_ai import HistoryKit
+
+    store = SQLModelConversationStore(f"sqlite:///{tmp_path / 'chat.db'}")
+    model = BrowsingModel()
+    agent = browsing_agent(model, HistoryKit(pipeline(), context_window=200_000, persist=persist))
+
+    result = await agent.run(task(), conversation=Conversation(conversation_id="c1"))
+    await store.save(result)
+
+    assert result.output == "Booked."
+    assert_requests(model.requests)
+    returns = [p for m in result.all_messages() if isinstance(m, pai.ModelRequest) for p in m.parts]
+    kept = [p.content for p in returns if isinstance(p, pai.ToolReturnPart)]
+    if persist:  # the run's history is the view: placeholders where the old screenshots were
+        assert sum(isinstance(c, str) and PLACEHOLDER.fullmatch(c) is not None for c in kept) == STEPS - KEEP
+    else:  # the run's history is the raw one: every screenshot as the tool returned it
+        assert [c.data for c in kept if isinstance(c, BinaryContent)] == [png(n) for n in range(STEPS)]
+    # The store's transcript keeps every original screenshot, whatever the view sent.
+    transcript = await store.transcript("c1")
+    assert transcript is not None
+    stored = [
+        p.content.data
+        for m in transcript.messages
+        if isinstance(m, pai.ModelRequest)
+        for p in m.parts
+        if isinstance(p, pai.ToolReturnPart) and isinstance(p.content, BinaryContent)
+    ]
+    assert stored == [png(n) for n in range(STEPS)]
+
+
+# --- LangChain --------------------------------------------------------------------------------------
+
+
+def lc_png(step: int) -> str:
+    return base64.b64encode(png(step)).decode()
+
+
+def langchain_agent(persist: bool, checkpointer: Any) -> tuple[Any, Any]:
+    pytest.importorskip("langgraph", reason="needs LangGraph and LangChain (the langgraph extra)")
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    from historykit.plugins.langchain import HistoryKitMiddleware
+    from tests.plugins.test_recall_langgraph import ScriptedChatModel
+
+    @tool
+    def screenshot(url: str) -> list[dict[str, Any]]:
+        """Screenshot the page at `url`."""
+        step = int(url.rsplit("/", 1)[1])
+        return [
+            {"type": "text", "text": f"page {step} loaded"},
+            {"type": "image", "base64": lc_png(step), "mime_type": "image/png"},
+        ]
+
+    def respond(messages: list[BaseMessage]) -> AIMessage:
+        taken = sum(isinstance(m, ToolMessage) for m in messages)
+        if taken < STEPS:
+            call = {"id": f"call_{taken}", "name": "screenshot", "args": {"url": f"https://example.com/page/{taken}"}}
+            return AIMessage("", tool_calls=[call])
+        return AIMessage("Booked.")
+
+    model = ScriptedChatModel(respond=respond)
+    middleware = HistoryKitMiddleware(pipeline(), context_window=200_000, persist=persist)
+    agent = create_agent(model, [screenshot], middleware=[middleware], checkpointer=checkpointer)
+    assert HumanMessage  # imported for the callers' first message
+    return agent, model
+
+
+def lc_request(messages: list[Any]) -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    images: list[int] = []
+    placeholders: list[int] = []
+    user_images = 0
+    for message in messages:
+        blocks = message.content if isinstance(message.content, list) else []
+        for block in blocks:
+            if isinstance(message, ToolMessage) and block.get("type") == "image":
+                images.append(int(base64.b64decode(block["base64"])[8:].split(b" ")[1]))
+            elif isinstance(message, ToolMessage) and block.get("type") == "text":
+                if found := PLACEHOLDER.fullmatch(block["text"]):
+                    placeholders.append(int(found[1]))
+            elif isinstance(message, HumanMessage) and block.get("type") == "image":
+                user_images += 1
+    return {"images": images, "placeholders": placeholders, "user_images": user_images, "valid": check(messages)}
+
+
+def lc_task() -> Any:
+    from langchain_core.messages import HumanMessage
+
+    mockup = base64.b64encode(b"\x89PNG mockup").decode()
+    return HumanMessage(
+        [
+            {"type": "text", "text": "Make the booking page look like this mockup:"},
+            {"type": "image", "base64": mockup, "mime_type": "image/png"},
+        ]
+    )
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
+def test_langchain_requests_hold_the_newest_screenshots(persist: bool, tmp_path: Path) -> None:
+    from langchain_core.messages import ToolMessage
+
+    from historykit.checkpointers import SQLModelSaver
+
+    saver = SQLModelSaver(f"sqlite:///{tmp_path / 'agent.db'}")
+    agent, model = langchain_agent(persist, saver)
+    config = {"recursion_limit": 100, "configurable": {"thread_id": "t1"}}
+
+    out = agent.invoke({"messages": [lc_task()]}, config)
+
+    assert out["messages"][-1].content == "Booked."
+    assert_requests([lc_request(messages) for messages in model.inputs])
+    results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    texts = [b.get("text", "") for m in results for b in m.content]
+    # Every tool message keeps its own text; in persistent mode the state holds the placeholders.
+    assert [t for t in texts if t.endswith("loaded")] == [f"page {n} loaded" for n in range(STEPS)]
+    assert sum(PLACEHOLDER.fullmatch(t) is not None for t in texts) == (STEPS - KEEP if persist else 0)
+    # The saver's transcript keeps every original screenshot.
+    transcript = saver.transcript("t1")
+    assert transcript is not None
+    stored = [
+        b["base64"]
+        for m in transcript.messages
+        if isinstance(m, ToolMessage)
+        for b in m.content
+        if isinstance(b, dict) and b.get("type") == "image"
+    ]
+    assert stored == [lc_png(n) for n in range(STEPS)]

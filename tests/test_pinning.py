@@ -38,7 +38,7 @@ def squeeze() -> Pipeline:
     """Every processor that removes or replaces content, with budgets that always fire."""
     return Pipeline(
         [
-            ClearMedia(keep=0, max_bytes=0),
+            ClearMedia(keep=0, max_bytes=0, batch=1),
             ClearToolResults(keep=0, min_tokens=1, min_gain=0, trigger=Trigger(max_tokens=1)),
             StripThinking(keep_turns=0, trigger=None),
             Summarize(trigger=Trigger(max_tokens=200), keep_last=0, min_gain=0),

@@ -30,7 +30,7 @@ def png(step: int) -> bytes:
 
 
 def pipeline() -> Pipeline:
-    return Pipeline([ClearMedia(keep=KEEP), Repair()])
+    return Pipeline([ClearMedia(keep=KEEP, batch=1), Repair()])
 
 
 def sent_screenshots(steps_seen: list[int], taken: int) -> None:
@@ -68,11 +68,18 @@ class BrowsingModel:
                 elif isinstance(part, pai.UserPromptPart) and isinstance(part.content, list):
                     user_images += sum(isinstance(i, pai.BinaryContent) for i in part.content)
         self.requests.append(
-            {"images": images, "placeholders": placeholders, "user_images": user_images, "valid": check(messages)}
+            {
+                "images": images,
+                "placeholders": placeholders,
+                "user_images": user_images,
+                "valid": check(messages),
+            }
         )
         taken = len(images) + len(placeholders)
         if taken < STEPS:
-            call = pai.ToolCallPart("screenshot", {"url": f"https://example.com/page/{taken}"}, f"call_{taken}")
+            call = pai.ToolCallPart(
+                "screenshot", {"url": f"https://example.com/page/{taken}"}, f"call_{taken}"
+            )
             return pai.ModelResponse([call])
         return pai.ModelResponse([pai.TextPart("Booked.")])
 
@@ -94,7 +101,10 @@ def browsing_agent(model: BrowsingModel, kit: Any) -> Any:
 def task() -> list[Any]:
     from pydantic_ai import BinaryContent
 
-    return ["Make the booking page look like this mockup:", BinaryContent(b"\x89PNG mockup", media_type="image/png")]
+    return [
+        "Make the booking page look like this mockup:",
+        BinaryContent(b"\x89PNG mockup", media_type="image/png"),
+    ]
 
 
 def assert_requests(requests: list[dict[str, Any]]) -> None:
@@ -173,7 +183,11 @@ def langchain_agent(persist: bool, checkpointer: Any) -> tuple[Any, Any]:
     def respond(messages: list[BaseMessage]) -> AIMessage:
         taken = sum(isinstance(m, ToolMessage) for m in messages)
         if taken < STEPS:
-            call = {"id": f"call_{taken}", "name": "screenshot", "args": {"url": f"https://example.com/page/{taken}"}}
+            call = {
+                "id": f"call_{taken}",
+                "name": "screenshot",
+                "args": {"url": f"https://example.com/page/{taken}"},
+            }
             return AIMessage("", tool_calls=[call])
         return AIMessage("Booked.")
 
@@ -200,7 +214,12 @@ def lc_request(messages: list[Any]) -> dict[str, Any]:
                     placeholders.append(int(found[1]))
             elif isinstance(message, HumanMessage) and block.get("type") == "image":
                 user_images += 1
-    return {"images": images, "placeholders": placeholders, "user_images": user_images, "valid": check(messages)}
+    return {
+        "images": images,
+        "placeholders": placeholders,
+        "user_images": user_images,
+        "valid": check(messages),
+    }
 
 
 def lc_task() -> Any:

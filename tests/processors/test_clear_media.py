@@ -63,13 +63,15 @@ def placeholders(messages: list[Message]) -> list[str]:
     for msg in messages:
         for part in msg.parts:
             items = part.media if isinstance(part, ToolResultPart) else (part,)
-            found += [t.text for t in items if isinstance(t, TextPart) and "removed from the request" in t.text]
+            found += [
+                t.text for t in items if isinstance(t, TextPart) and "removed from the request" in t.text
+            ]
     return found
 
 
 def test_the_newest_images_stay_and_older_ones_become_placeholders() -> None:
     history = session(8)
-    out, notes = ClearMedia(keep=3).process(history, context())
+    out, notes = ClearMedia(keep=3, batch=1).process(history, context())
     assert images_left(out) == [shot(n).digest for n in (5, 6, 7)]
     assert notes.replaced == 5
     assert placeholders(out)[0] == (
@@ -84,7 +86,7 @@ def test_the_newest_images_stay_and_older_ones_become_placeholders() -> None:
 
 def test_untouched_messages_are_the_same_objects() -> None:
     history = session(6)
-    out, _ = ClearMedia(keep=2).process(history, context())
+    out, _ = ClearMedia(keep=2, batch=1).process(history, context())
     changed = {i for i, (a, b) in enumerate(zip(history, out)) if a is not b}
     # Only the tool messages of the four oldest screenshots were rebuilt.
     assert changed == {3, 5, 7, 9}
@@ -96,14 +98,17 @@ def test_a_history_without_images_comes_back_as_the_same_list() -> None:
     history = [Message.system("s"), Message.user("task")]
     for n in range(10):
         call = ToolCallPart(f"c{n}", "Read", {"file_path": f"f{n}.py"})
-        history += [Message("assistant", (call,)), Message("tool", (ToolResultPart(call.id, "Read", "x" * 500),))]
+        history += [
+            Message("assistant", (call,)),
+            Message("tool", (ToolResultPart(call.id, "Read", "x" * 500),)),
+        ]
     out, notes = ClearMedia(keep=0, max_bytes=0).process(history, context())
     assert out is history and notes.replaced == 0
 
 
 def test_no_more_than_keep_images_is_left_alone() -> None:
     history = session(3)
-    out, _ = ClearMedia(keep=3).process(history, context())
+    out, _ = ClearMedia(keep=3, batch=1).process(history, context())
     assert out is history
 
 
@@ -112,20 +117,25 @@ def test_the_final_request_keeps_its_images_even_beyond_keep() -> None:
     # The model asked for three screenshots at once: all three are the request it is to answer.
     calls = [ToolCallPart(f"p{k}", "screenshot", {"url": f"https://example.com/tab/{k}"}) for k in range(3)]
     history.append(Message("assistant", tuple(calls)))
-    history += [Message("tool", (ToolResultPart(c.id, "screenshot", "", media=(shot(10 + k),)),)) for k, c in enumerate(calls)]
-    out, _ = ClearMedia(keep=1).process(history, context())
+    history += [
+        Message("tool", (ToolResultPart(c.id, "screenshot", "", media=(shot(10 + k),)),))
+        for k, c in enumerate(calls)
+    ]
+    out, _ = ClearMedia(keep=1, batch=1).process(history, context())
     assert images_left(out) == [shot(10 + k).digest for k in range(3)]
-    assert all(a is b for a, b in zip(out[final_request_start(out) :], history[final_request_start(history) :]))
+    assert all(
+        a is b for a, b in zip(out[final_request_start(out) :], history[final_request_start(history) :])
+    )
 
 
 def test_the_latest_user_request_keeps_its_image() -> None:
     history = session(6, user_image=True)
-    out, _ = ClearMedia(keep=2).process(history, context())
+    out, _ = ClearMedia(keep=2, batch=1).process(history, context())
     assert images_left(out) == [shot(-1, 250_000, "image/jpeg").digest, shot(4).digest, shot(5).digest]
     assert out[1] is history[1]
     # Once the user writes again, the older request's image counts like any other.
     later = [*history, Message("assistant", (TextPart("Booked."),)), Message.user("Now a hotel.")]
-    out, _ = ClearMedia(keep=2).process(later, context())
+    out, _ = ClearMedia(keep=2, batch=1).process(later, context())
     assert out[1].parts[1] == TextPart(
         "[image removed from the request to save context: image/jpeg, 250 KB, sent by the user]"
     )
@@ -140,7 +150,7 @@ def test_pinned_images_messages_and_results_stay() -> None:
     res = history[7].parts[0]
     assert isinstance(res, ToolResultPart)
     history[7] = replace(history[7], parts=(replace(res, media=(pin(res.media[0]),)),))  # a pinned image
-    out, _ = ClearMedia(keep=1).process(history, context())
+    out, _ = ClearMedia(keep=1, batch=1).process(history, context())
     assert out[3] is history[3] and out[5] is history[5] and out[7] is history[7]
     # Pinned images are not counted: the newest unpinned one stays.
     assert images_left(out) == [shot(n).digest for n in (0, 1, 2, 5)]
@@ -175,7 +185,7 @@ def test_a_url_image_names_its_url() -> None:
         Message("assistant", (TextPart("Seen."),)),
         Message.user("Thanks."),
     ]
-    out, _ = ClearMedia(keep=0).process(history, context())
+    out, _ = ClearMedia(keep=0, batch=1).process(history, context())
     assert out[1].parts[1] == TextPart(
         "[image removed from the request to save context: image/png at https://example.com/a.png, sent by the user]"
     )
@@ -185,6 +195,15 @@ def test_batches_leave_the_request_append_only_in_between() -> None:
     processor = ClearMedia(keep=2, batch=3)
     kept = [len(images_left(processor.process(session(n), context())[0])) for n in range(1, 12)]
     assert kept == [1, 2, 3, 4, 2, 3, 4, 2, 3, 4, 2]
+    # The defaults: at least the newest 3, five more removed at once.
+    kept = [len(images_left(ClearMedia().process(session(n), context())[0])) for n in range(1, 16)]
+    assert kept == [1, 2, 3, 4, 5, 6, 7, 3, 4, 5, 6, 7, 3, 4, 5]
+
+
+def test_batches_send_the_same_views_in_both_modes() -> None:
+    history = session(23, user_image=True)
+    out = assert_modes_agree(ClearMedia(), ClearMedia(), history, context())
+    assert len(images_left(out)) == 1 + 3  # the task's mockup, and the newest 3 (23 = 3 + 4 x 5)
 
 
 @pytest.mark.parametrize(
@@ -205,9 +224,9 @@ def test_both_modes_send_the_same_views() -> None:
     history = session(12, user_image=True)
     history += [Message("assistant", (TextPart("Done."),)), Message.user("Check the receipt.")]
     history += step(20) + step(21)
-    out = assert_modes_agree(ClearMedia(keep=3), ClearMedia(keep=3), history, context())
+    out = assert_modes_agree(ClearMedia(keep=3, batch=1), ClearMedia(keep=3, batch=1), history, context())
     assert len(images_left(out)) == 3
-    assert_idempotent(ClearMedia(keep=3), out, context())
+    assert_idempotent(ClearMedia(keep=3, batch=1), out, context())
 
 
 # --- random screenshot sessions --------------------------------------------------------------------
@@ -225,7 +244,10 @@ def screenshot_sessions(draw: st.DrawFn) -> list[Message]:
         counter += 1
         kind = draw(st.sampled_from(("image/png", "image/png", "image/jpeg", "application/pdf")))
         return MediaPart(
-            kind, size=draw(st.integers(0, 3_000_000)), pinned=draw(st.integers(0, 9)) == 0, digest=str(counter)
+            kind,
+            size=draw(st.integers(0, 3_000_000)),
+            pinned=draw(st.integers(0, 9)) == 0,
+            digest=str(counter),
         )
 
     def user() -> Message:
@@ -237,12 +259,16 @@ def screenshot_sessions(draw: st.DrawFn) -> list[Message]:
         if draw(st.integers(0, 5)) == 0:
             history += [Message("assistant", (TextPart("ok"),)), user()]
             continue
-        calls = [ToolCallPart(f"c{n}_{k}", "screenshot", {"url": f"u{n}"}) for k in range(draw(st.integers(1, 2)))]
+        calls = [
+            ToolCallPart(f"c{n}_{k}", "screenshot", {"url": f"u{n}"}) for k in range(draw(st.integers(1, 2)))
+        ]
         history.append(Message("assistant", tuple(calls)))
         for call in calls:
             items = tuple(media() for _ in range(draw(st.integers(0, 2))))
             text = draw(st.sampled_from(("", "page loaded")))
-            result = ToolResultPart(call.id, call.name, text, pinned=draw(st.integers(0, 9)) == 0, media=items)
+            result = ToolResultPart(
+                call.id, call.name, text, pinned=draw(st.integers(0, 9)) == 0, media=items
+            )
             history.append(Message("tool", (result,)))
     return history
 
@@ -251,7 +277,12 @@ PROPERTY = settings(max_examples=examples(150), deadline=None, suppress_health_c
 
 
 @PROPERTY
-@given(screenshot_sessions(), st.integers(0, 4), st.one_of(st.none(), st.integers(0, 3_000_000)), st.integers(1, 3))
+@given(
+    screenshot_sessions(),
+    st.integers(0, 4),
+    st.one_of(st.none(), st.integers(0, 3_000_000)),
+    st.integers(1, 3),
+)
 def test_random_sessions(history: list[Message], keep: int, max_bytes: int | None, batch: int) -> None:
     processor = ClearMedia(keep=keep, max_bytes=max_bytes, batch=batch)
     out, notes = processor.process(history, context())
@@ -289,5 +320,7 @@ def test_random_sessions(history: list[Message], keep: int, max_bytes: int | Non
 @PROPERTY
 @given(screenshot_sessions(), st.integers(0, 3))
 def test_random_sessions_in_both_modes(history: list[Message], keep: int) -> None:
-    for _ in replay_both_modes(ClearMedia(keep=keep), ClearMedia(keep=keep), history, context()):
+    for _ in replay_both_modes(
+        ClearMedia(keep=keep, batch=1), ClearMedia(keep=keep, batch=1), history, context()
+    ):
         pass

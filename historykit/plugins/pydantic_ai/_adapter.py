@@ -389,7 +389,9 @@ def _file_media(item: Any, native: Any) -> MediaPart | None:
     if _isinstance(item, _FileUrl):
         return MediaPart(_url_media_type(item), source=item.url, native=native)
     if _isinstance(item, _BinaryContent):
-        return MediaPart(item.media_type, size=len(item.data), native=native, digest=payload_digest(item.data))
+        return MediaPart(
+            item.media_type, size=len(item.data), native=native, digest=payload_digest(item.data)
+        )
     if _isinstance(item, _UploadedFile):
         return MediaPart(item.media_type, source=item.file_id, native=native)
     return None
@@ -910,7 +912,9 @@ def _request_keys(request: Any) -> list[Any]:
 
 
 def _is_file_item(item: Any) -> bool:
-    return _isinstance(item, _FileUrl) or _isinstance(item, _BinaryContent) or _isinstance(item, _UploadedFile)
+    return (
+        _isinstance(item, _FileUrl) or _isinstance(item, _BinaryContent) or _isinstance(item, _UploadedFile)
+    )
 
 
 def _tool_content_with(content: Any, media: Sequence[Part]) -> Any:

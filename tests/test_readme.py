@@ -32,6 +32,7 @@ import pytest
 import historykit
 from historykit.demo._command import _parser
 from historykit.processors import (
+    ClearMedia,
     ClearToolResults,
     DedupeFileReads,
     PairwiseTruncate,
@@ -79,7 +80,8 @@ def test_opens_with_the_two_commands() -> None:
 
 
 @pytest.mark.parametrize(
-    "cls", [DedupeFileReads, ClearToolResults, StripThinking, Summarize, PairwiseTruncate, Repair, Trigger]
+    "cls",
+    [ClearMedia, DedupeFileReads, ClearToolResults, StripThinking, Summarize, PairwiseTruncate, Repair, Trigger],
 )
 def test_each_processor_table_lists_its_options(cls: type) -> None:
     rows = table(section(f"`{cls.__name__}`"), "option")

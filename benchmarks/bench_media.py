@@ -15,7 +15,7 @@ seeded: the same bytes on every run). The session runs through real agents, a Py
   request shares 0.1 per token, the rest 1.25), with Anthropic-rate tokens.
 
 Configurations: no processor (`Repair` only), and `ClearMedia(keep=3, batch=...)` for each of
-`--batches` (1, 3, 10).
+`--batches` (1, 3, 5, 10; 5 is the default).
 
 Run: `.venv/bin/python benchmarks/bench_media.py` (about 30 s); `--steps`, `--keep`, `--batches`,
 `--frameworks` to vary it.
@@ -211,7 +211,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--keep", type=int, default=3)
-    parser.add_argument("--batches", type=int, nargs="+", default=[1, 3, 10], help="ClearMedia batch sizes")
+    parser.add_argument(
+        "--batches", type=int, nargs="+", default=[1, 3, 5, 10], help="ClearMedia batch sizes"
+    )
     parser.add_argument("--frameworks", nargs="+", default=["pydantic-ai", "langchain"])
     args = parser.parse_args()
 
@@ -235,20 +237,34 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     runners = {"pydantic-ai": run_pydantic_ai, "langchain": run_langchain}
+    series: dict[tuple[str, str], list[Request]] = {}
     for framework in args.frameworks:
         runner = runners[framework]
         baseline: float | None = None
         for name, make in configurations.items():
-            requests = runner(make(), args.steps, shots)
+            requests = series[framework, name] = runner(make(), args.steps, shots)
             last = requests[-1]
             total_bytes = sum(r.bytes for r in requests)
             cost = priced(requests, lambda a, b: a == b)
             baseline = cost if baseline is None else baseline
             print(
-                f"{framework:<12} {name:<28} {last.bytes / 1000:>12,.0f} {total_bytes / len(requests) / 1000:>8,.0f} "
+                f"{framework:<12} {name:<28} {last.bytes / 1000:>12,.0f} "
+                f"{total_bytes / len(requests) / 1000:>8,.0f} "
                 f"{total_bytes / 1e6:>9,.1f} {last.tokens:>11,} {last.anthropic_tokens:>16,} "
                 f"{sum(r.images for r in requests):>11,} {cost:>12,.0f} ({cost / baseline:>4.0%})"
             )
+    # Per call: the request with every screenshot against the default `ClearMedia()` (batch 5).
+    framework = args.frameworks[0]
+    default = next((name for name in configurations if name.endswith("batch=5)")), list(configurations)[-1])
+    points = sorted({0, *range(9, args.steps + 1, 10), args.steps})
+    print(f"\nper call ({framework}): request KB / tokens at Anthropic's rate / images sent")
+    print(f"{'call':>5} {'none':>26} {default:>40}")
+    for point in points:
+        a, b = series[framework, "none"][point], series[framework, default][point]
+        print(
+            f"{point + 1:>5} {a.bytes / 1000:>8,.0f} KB {a.anthropic_tokens:>7,} {a.images:>3} img "
+            f"{b.bytes / 1000:>22,.0f} KB {b.anthropic_tokens:>7,} {b.images:>3} img"
+        )
     print(f"\nCPU time: {time.process_time() - started:.1f} s")
 
 

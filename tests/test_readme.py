@@ -81,7 +81,16 @@ def test_opens_with_the_two_commands() -> None:
 
 @pytest.mark.parametrize(
     "cls",
-    [ClearMedia, DedupeFileReads, ClearToolResults, StripThinking, Summarize, PairwiseTruncate, Repair, Trigger],
+    [
+        ClearMedia,
+        DedupeFileReads,
+        ClearToolResults,
+        StripThinking,
+        Summarize,
+        PairwiseTruncate,
+        Repair,
+        Trigger,
+    ],
 )
 def test_each_processor_table_lists_its_options(cls: type) -> None:
     rows = table(section(f"`{cls.__name__}`"), "option")

@@ -57,8 +57,8 @@ class ClearMedia(HistoryProcessor):
     those of the user's latest request while the model is still working on it (its attachments are
     the task's: they are counted, and the oldest, once the user writes again). Never removed: the
     current request (the messages after the last assistant message), the user's latest request,
-    pinned messages, tool results and media, and assistant messages. Pin an image the agent must keep seeing (the mockup it is to reproduce) with
-    `historykit.pin`.
+    pinned messages, tool results and media, and assistant messages. Pin an image the agent must
+    keep seeing (the mockup it is to reproduce) with `historykit.pin`.
 
     When: whenever `keep + batch` images are in the history, the oldest `batch` go (in steps of
     `batch`), so between two removals the request only grows by appending. Why batches: a removal

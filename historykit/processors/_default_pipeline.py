@@ -5,7 +5,7 @@ fire late; `Repair` closes every built-in pipeline:
 
 | step | fires at (of the window) | works down to | what it keeps |
 |---|---|---|---|
-| `ClearMedia` | 3 + 5 images | the newest 3 | images of the final request and of the user's latest request, pinned media |
+| `ClearMedia` | 8 images | the newest 3 | the final request's and latest user request's images |
 | `DedupeFileReads` | 40% | all it can | the latest copy of every file |
 | `ClearToolResults` | 40% | 30% of 40% (12%); >= 5% of the window | the last 3 results, the final request |
 | `StripThinking` | 40% | 60% of 40%; >= 2% of the window | the last assistant turn, the current cycle |

@@ -187,7 +187,8 @@ def test_a_url_image_names_its_url() -> None:
     ]
     out, _ = ClearMedia(keep=0, batch=1).process(history, context())
     assert out[1].parts[1] == TextPart(
-        "[image removed from the request to save context: image/png at https://example.com/a.png, sent by the user]"
+        "[image removed from the request to save context: image/png at https://example.com/a.png, "
+        "sent by the user]"
     )
 
 

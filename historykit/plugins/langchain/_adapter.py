@@ -317,7 +317,7 @@ def _read(native: Any, index: int) -> _Reading:
         result = ToolResultPart(
             native.tool_call_id,
             native.name,
-            _render(native.content, media=False),
+            _render(native.content, with_media=False),
             is_error=native.status == "error",
             native=native,
             media=_tool_media(native.content),
@@ -704,9 +704,9 @@ def _decoded_size(data: str) -> int:
     return max(len(data) * 3 // 4 - len(data) + len(data.rstrip("=")), 0)
 
 
-def _render(content: Any, *, media: bool = True) -> str:
+def _render(content: Any, *, with_media: bool = True) -> str:
     """Content as the model reads it: text as is, media as a short placeholder (left out with
-    `media=False`: a tool message's media are its `ToolResultPart.media`), other blocks as JSON."""
+    `with_media=False`: a tool message's media are its `ToolResultPart.media`), other blocks as JSON."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -718,7 +718,7 @@ def _render(content: Any, *, media: bool = True) -> str:
         elif isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
             pieces.append(item["text"])
         elif isinstance(item, dict) and item.get("type") in _MEDIA_TYPES:
-            if not media:
+            if not with_media:
                 continue
             media = _media_part(item)
             pieces.append(f"[{media.media_type}{': ' + media.source if media.source else ''}]")

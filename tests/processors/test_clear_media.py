@@ -10,7 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from historykit import pin
-from historykit._messages import MediaPart, Message, TextPart, ToolCallPart, ToolResultPart, payload_digest
+from historykit._messages import (
+    MediaPart,
+    Message,
+    Part,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    payload_digest,
+)
 from historykit._validity import check_neutral, final_request_start
 from historykit.errors import InvalidArgumentError
 from historykit.processors import ClearMedia
@@ -48,25 +56,27 @@ def session(steps: int, *, user_image: bool = False) -> list[Message]:
     return history
 
 
+def media_items(messages: list[Message]) -> list[Part]:
+    """Every part that is or stood for an image or file: top-level parts and tool-result media."""
+    return [
+        item
+        for msg in messages
+        for part in msg.parts
+        for item in (part.media if isinstance(part, ToolResultPart) else (part,))
+    ]
+
+
 def images_left(messages: list[Message]) -> list[str]:
     """The digests of the images still in `messages`, in order."""
-    found = []
-    for msg in messages:
-        for part in msg.parts:
-            items = part.media if isinstance(part, ToolResultPart) else (part,)
-            found += [m.digest for m in items if isinstance(m, MediaPart)]
-    return found
+    return [m.digest for m in media_items(messages) if isinstance(m, MediaPart)]
 
 
 def placeholders(messages: list[Message]) -> list[str]:
-    found = []
-    for msg in messages:
-        for part in msg.parts:
-            items = part.media if isinstance(part, ToolResultPart) else (part,)
-            found += [
-                t.text for t in items if isinstance(t, TextPart) and "removed from the request" in t.text
-            ]
-    return found
+    return [
+        t.text
+        for t in media_items(messages)
+        if isinstance(t, TextPart) and "removed from the request" in t.text
+    ]
 
 
 def test_the_newest_images_stay_and_older_ones_become_placeholders() -> None:

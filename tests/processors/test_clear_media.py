@@ -335,3 +335,14 @@ def test_random_sessions_in_both_modes(history: list[Message], keep: int) -> Non
         ClearMedia(keep=keep, batch=1), ClearMedia(keep=keep, batch=1), history, context()
     ):
         pass
+
+
+def test_recall_does_not_name_images_it_cannot_return() -> None:
+    """The recall tool returns text: installing it leaves `ClearMedia`'s placeholders without a handle."""
+    from historykit import Recall
+
+    processor = ClearMedia(keep=1, batch=1)
+    Recall().install([processor])
+    assert not hasattr(processor, "recall_tool")
+    out, _ = processor.process(session(3), context())
+    assert placeholders(out) and not any("recall" in text for text in placeholders(out))

@@ -264,3 +264,27 @@ def test_langchain_requests_hold_the_newest_screenshots(persist: bool, tmp_path:
         if isinstance(b, dict) and b.get("type") == "image"
     ]
     assert stored == [lc_png(n) for n in range(STEPS)]
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
+def test_langchain_the_task_image_goes_once_the_user_writes_again(persist: bool, tmp_path: Path) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from historykit.checkpointers import SQLModelSaver
+
+    saver = SQLModelSaver(f"sqlite:///{tmp_path / 'agent.db'}")
+    agent, model = langchain_agent(persist, saver)
+    config = {"recursion_limit": 100, "configurable": {"thread_id": "t1"}}
+    agent.invoke({"messages": [lc_task()]}, config)
+    agent.invoke({"messages": [HumanMessage("Now pick a window seat.")]}, config)
+
+    last = model.inputs[-1]
+    request = lc_request(last)
+    assert request["user_images"] == 0  # the first task's mockup is no longer the latest request
+    sent_screenshots(request["images"], STEPS)
+    first = last[0]
+    assert isinstance(first, HumanMessage) and first.content[1] == {
+        "type": "text",
+        "text": "[image removed from the request to save context: image/png, 11 bytes, sent by the user]",
+    }
+    assert request["valid"] == []

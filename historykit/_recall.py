@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, IdentityCache
-from historykit._messages import Message, ToolResultPart
+from historykit._messages import MediaPart, Message, ToolResultPart
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -92,6 +92,29 @@ def content_handle(content: str) -> str:
     if handle is None:
         handle = _HANDLES.put(content, recall_handle(content), DEFAULT_CACHE_POLICY)
     return handle
+
+
+def media_handle(part: MediaPart) -> str:
+    """The handle of an image or file (`ClearMedia`'s placeholders name it): 10 hex digits of a
+    digest of its payload's digest, or of its URL or file id when it has no inline payload. It
+    cannot be the handle of a tool output's text (the digested text starts with a NUL)."""
+    return recall_handle(f"\0media\0{part.digest or part.source}")
+
+
+def media_originals(handle: str, messages: Sequence[Message]) -> list[MediaPart]:
+    """The distinct images and files in `messages` (in user messages and in tool results) whose
+    handle is `handle`: one normally, none when the history does not have it."""
+    found: dict[tuple[str, str], MediaPart] = {}
+    for msg in messages:
+        for part in msg.parts:
+            for item in part.media if isinstance(part, ToolResultPart) else (part,):
+                if (
+                    isinstance(item, MediaPart)
+                    and (item.digest or item.source)
+                    and media_handle(item) == handle
+                ):
+                    found.setdefault((item.media_type, item.digest or item.source), item)
+    return list(found.values())
 
 
 def recall_call(tool: str, handle: str) -> str:
@@ -215,18 +238,22 @@ class Recall:
         """What the model reads about the tool."""
         return (
             "Return the full text of a tool output that was cleared from the conversation to save "
-            f"context. Pass the handle the placeholder names, e.g. {recall_call(self.name, '3f9a0c1b2d')}; "
-            "nothing is run again. A long output comes in parts: pass the offset the note at the end "
-            "of a part names to get the next one."
+            f"context, or an image that was removed. Pass the handle the placeholder names, e.g. "
+            f"{recall_call(self.name, '3f9a0c1b2d')}; nothing is run again. A long output comes in parts: "
+            "pass the offset the note at the end of a part names to get the next one."
         )
 
-    def install(self, processors: Sequence[object]) -> None:
+    def install(self, processors: Sequence[object], *, media: bool = True) -> None:
         """Make the placeholders of `processors` name this tool: sets `recall_tool` on each
-        processor that has that option (`ClearToolResults`, `DedupeFileReads`)."""
+        processor that has that option (`ClearToolResults`, `DedupeFileReads`, `ClearMedia`).
+
+        `media=False` leaves out the processors that replace images (`ClearMedia`): the integration
+        says so in persistent mode without a `store`, where an image replaced in the history is
+        nowhere to be found again, so a placeholder must not offer it."""
         for processor in processors:
             current = getattr(processor, "recall_tool", False)
-            if current is False:
-                continue  # no such option
+            if current is False or (not media and getattr(processor, "replaces_media", False)):
+                continue  # no such option, or no image to give back
             if current is not None and current != self.name:
                 raise InvalidArgumentError(
                     f"{type(processor).__name__} names the recall tool {current!r}, but the tool "
@@ -241,6 +268,31 @@ class Recall:
             state.keep_original(handle, content, self.max_originals)
 
     # --- the tool ---------------------------------------------------------------------------------
+
+    def media(
+        self, handle: object, *, history: Sequence[Message] = (), store_key: str | None = None
+    ) -> MediaPart | None:
+        """The image or file `handle` names (`ClearMedia`'s placeholders), found in the
+        conversation's neutral `history`, then in the store's transcript of `store_key`; `None`
+        when neither has it (the tool then answers with `lookup`). Its `native` is the framework's
+        own item, which the integration's tool returns to the model."""
+        if not isinstance(handle, str) or not _HANDLE.fullmatch(handle):
+            return None
+        found = media_originals(handle, history)
+        if not found and self.store is not None and store_key is not None:
+            found = _media_in_transcript(handle, self._transcript(store_key))
+        return found[0] if len(found) == 1 else None
+
+    async def amedia(
+        self, handle: object, *, history: Sequence[Message] = (), store_key: str | None = None
+    ) -> MediaPart | None:
+        """`media` for async code: the store's transcript is read on the event loop."""
+        if not isinstance(handle, str) or not _HANDLE.fullmatch(handle):
+            return None
+        found = media_originals(handle, history)
+        if not found and self.store is not None and store_key is not None:
+            found = _media_in_transcript(handle, await self._atranscript(store_key))
+        return found[0] if len(found) == 1 else None
 
     def lookup(
         self,
@@ -259,17 +311,7 @@ class Recall:
         `store_key` (the conversation's id there)."""
         plan = self._lookup(handle, offset, state, kept, history, store_key)
         try:
-            key = next(plan)
-            transcript = self.store.transcript(key)
-            if inspect.isawaitable(transcript):
-                close = getattr(transcript, "close", None)
-                if close is not None:
-                    close()
-                raise ArgumentTypeError(
-                    f"the recall store {type(self.store).__qualname__} reads its transcript asynchronously: "
-                    "run the agent with its async API (ainvoke, run)"
-                )
-            plan.send(transcript)
+            plan.send(self._transcript(next(plan)))
         except StopIteration as done:
             return cast("str", done.value)
         raise AssertionError("a lookup reads one transcript at most")  # pragma: no cover
@@ -287,15 +329,29 @@ class Recall:
         """`lookup` for async code: the store's transcript is read on the event loop."""
         plan = self._lookup(handle, offset, state, kept, history, store_key)
         try:
-            key = next(plan)
-            read = getattr(self.store, "atranscript", None) or self.store.transcript
-            transcript = read(key)
-            if inspect.isawaitable(transcript):
-                transcript = await transcript
-            plan.send(transcript)
+            plan.send(await self._atranscript(next(plan)))
         except StopIteration as done:
             return cast("str", done.value)
         raise AssertionError("a lookup reads one transcript at most")  # pragma: no cover
+
+    def _transcript(self, key: str) -> Any:
+        """The store's transcript of `key`, read with its sync API."""
+        transcript = self.store.transcript(key)
+        if inspect.isawaitable(transcript):
+            close = getattr(transcript, "close", None)
+            if close is not None:
+                close()
+            raise ArgumentTypeError(
+                f"the recall store {type(self.store).__qualname__} reads its transcript asynchronously: "
+                "run the agent with its async API (ainvoke, run)"
+            )
+        return transcript
+
+    async def _atranscript(self, key: str) -> Any:
+        """The store's transcript of `key`, read on the event loop."""
+        read = getattr(self.store, "atranscript", None) or self.store.transcript
+        transcript = read(key)
+        return await transcript if inspect.isawaitable(transcript) else transcript
 
     def _lookup(
         self,
@@ -374,6 +430,15 @@ def _shown(value: object) -> str:
     """`value` as a `[recall: ...]` answer repeats it: its repr, cut to a few dozen characters."""
     shown = repr(value) if isinstance(value, (str, int)) else f"a {type(value).__qualname__}"
     return shown if len(shown) <= _SHOWN else f"{shown[: _SHOWN - 1]}…"
+
+
+def _media_in_transcript(handle: str, transcript: Any) -> list[MediaPart]:
+    messages = getattr(transcript, "messages", None) if transcript is not None else None
+    if not messages:
+        return []
+    from historykit._frameworks import adapter_for
+
+    return media_originals(handle, adapter_for(messages).to_neutral(messages))
 
 
 def _in_transcript(handle: str, transcript: Any) -> list[str]:

@@ -21,17 +21,23 @@ same output, in view-only and persistent mode alike.
 
 The originals are not lost: view-only mode keeps the raw history, and persistent mode's stores keep
 every original message in their transcript (`SQLModelSaver.transcript`,
-`SQLModelConversationStore.transcript`). The recall tool (`historykit.Recall`) returns text only, so
-a placeholder names no recall handle: it says where the image came from (the tool to call again for
-a fresh one).
+`SQLModelConversationStore.transcript`). With the recall tool installed (`historykit.Recall`,
+`recall_tool`), a placeholder ends with `recall(handle='3f9a0c1b2d') shows it again`, and the tool
+returns the image itself (a Pydantic AI `BinaryContent` or `ImageUrl`, a LangChain image block),
+found in the conversation's history (view-only mode) or in the store's transcript
+(`Recall(store=...)`). In persistent mode without a store the image is nowhere to be found again,
+so the integrations do not install the tool on `ClearMedia` there (`Recall.install(media=False)`)
+and its placeholders name no handle.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from historykit._messages import MediaPart, Message, Part, TextPart, ToolCallPart, ToolResultPart
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit._recall import check_recall_tool, media_handle, recall_call
 from historykit._validate import check_int
 from historykit.errors import InvalidArgumentError
 from historykit.processors._clear_tool_results import describe_call
@@ -39,6 +45,11 @@ from historykit.processors._turns import is_user_request
 
 PLACEHOLDER = "[{kind} removed from the request to save context: {what}, {where}]"
 """What a removed image or file reads in the request."""
+RECALL_PLACEHOLDER = (
+    "[{kind} removed from the request to save context: {what}, {where}; {recall} shows it again]"
+)
+"""What it reads when the recall tool is installed: `{recall}` is `recall(handle='3f9a0c1b2d')`, the
+handle being the image's (`historykit._recall.media_handle`)."""
 _KINDS = {"image": "image", "audio": "audio clip", "video": "video"}
 
 
@@ -87,11 +98,16 @@ class ClearMedia(HistoryProcessor):
     max_bytes: int | None = None
     """Also remove any image or file whose inline payload is bigger than this many bytes, once it is
     out of the current request, even among the newest `keep`; `None`: no size limit."""
+    replaces_media: ClassVar[bool] = True
+    """Its placeholders stand for images: `Recall.install(media=False)` leaves it without the tool."""
     batch: int = 5
     """Remove images in steps of this many: with `keep=3` and `batch=5`, between 3 and 7 images stay
     and the older ones go five at a time, so the request changes once every five screenshots and is
     append-only in between (the provider's prompt cache keeps hitting); `batch=1` keeps exactly
     `keep`, and changes the request at every new screenshot."""
+    recall_tool: str | None = None
+    """The name of the recall tool, when the integration installed one that can give images back
+    (`historykit.Recall`): a placeholder then names it with the image's handle."""
 
     def __post_init__(self) -> None:
         check_int("keep", self.keep)
@@ -99,6 +115,7 @@ class ClearMedia(HistoryProcessor):
         check_int("batch", self.batch)
         if self.batch < 1:
             raise InvalidArgumentError(f"batch must be at least 1, got {self.batch!r}")
+        check_recall_tool(self.recall_tool)
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         notes = StepNotes()
@@ -153,12 +170,24 @@ class ClearMedia(HistoryProcessor):
             if isinstance(part, ToolResultPart):
                 where = f"returned by {_caller(messages, index, part)}"
                 items = list(part.media)
-                items[k] = TextPart(_placeholder(media, where), native=media.native)
+                items[k] = TextPart(self._placeholder(media, where), native=media.native)
                 parts[p] = replace(part, media=tuple(items))
             else:
                 where = "sent by the user" if msg.role == "user" else f"in a {msg.role} message"
-                parts[p] = TextPart(_placeholder(media, where), native=media.native)
+                parts[p] = TextPart(self._placeholder(media, where), native=media.native)
         return replace(msg, parts=tuple(parts))
+
+    def _placeholder(self, media: MediaPart, where: str) -> str:
+        kind = _KINDS.get(media.media_type.split("/", 1)[0], "file")
+        what = media.media_type
+        if media.size:
+            what += f", {_size(media.size)}"
+        elif media.source:
+            what += f" at {media.source[:120]}"
+        if self.recall_tool is None or not (media.digest or media.source):
+            return PLACEHOLDER.format(kind=kind, what=what, where=where)
+        recall = recall_call(self.recall_tool, media_handle(media))
+        return RECALL_PLACEHOLDER.format(kind=kind, what=what, where=where, recall=recall)
 
 
 def _current_request(messages: list[Message]) -> int:
@@ -178,16 +207,6 @@ def _caller(messages: list[Message], index: int, result: ToolResultPart) -> str:
                 return describe_call(call)
             break
     return describe_call(ToolCallPart(result.tool_call_id, result.name or "a tool", {}))
-
-
-def _placeholder(media: MediaPart, where: str) -> str:
-    major = media.media_type.split("/", 1)[0]
-    what = media.media_type
-    if media.size:
-        what += f", {_size(media.size)}"
-    elif media.source:
-        what += f" at {media.source[:120]}"
-    return PLACEHOLDER.format(kind=_KINDS.get(major, "file"), what=what, where=where)
 
 
 def _size(size: int) -> str:

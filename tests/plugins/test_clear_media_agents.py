@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import importlib.metadata
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ KEEP = 2
 STEPS = 7
 PLACEHOLDER = re.compile(
     r"\[image removed from the request to save context: image/png, [\d.]+ KB, returned by "
-    r"screenshot\(url='https://example\.com/page/(\d+)'\)\]"
+    r"screenshot\(url='https://example\.com/page/(\d+)'\)"
+    r"(?:; recall\(handle='([0-9a-f]{10})'\) shows it again)?\]"
 )
 
 
@@ -162,10 +164,14 @@ def lc_png(step: int) -> str:
     return base64.b64encode(png(step)).decode()
 
 
-def langchain_agent(persist: bool, checkpointer: Any) -> tuple[Any, Any]:
+def langchain_agent(
+    persist: bool, checkpointer: Any, *, recall: Any = False, wrap: Callable[[Any], Any] | None = None
+) -> tuple[Any, Any]:
+    """A browsing `create_agent` graph and its scripted model; `wrap` is given the browsing script
+    and returns the one the model follows."""
     pytest.importorskip("langgraph", reason="needs LangGraph and LangChain (the langgraph extra)")
     from langchain.agents import create_agent
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
     from langchain_core.tools import tool
 
     from historykit.plugins.langchain import HistoryKitMiddleware
@@ -191,10 +197,9 @@ def langchain_agent(persist: bool, checkpointer: Any) -> tuple[Any, Any]:
             return AIMessage("", tool_calls=[call])
         return AIMessage("Booked.")
 
-    model = ScriptedChatModel(respond=respond)
-    middleware = HistoryKitMiddleware(pipeline(), context_window=200_000, persist=persist)
+    model = ScriptedChatModel(respond=wrap(respond) if wrap is not None else respond)
+    middleware = HistoryKitMiddleware(pipeline(), context_window=200_000, persist=persist, recall=recall)
     agent = create_agent(model, [screenshot], middleware=[middleware], checkpointer=checkpointer)
-    assert HumanMessage  # imported for the callers' first message
     return agent, model
 
 
@@ -288,3 +293,144 @@ def test_langchain_the_task_image_goes_once_the_user_writes_again(persist: bool,
         "text": "[image removed from the request to save context: image/png, 11 bytes, sent by the user]",
     }
     assert request["valid"] == []
+
+
+# --- recall: the model gets a removed screenshot back ------------------------------------------------
+
+
+class RecallingBrowser(BrowsingModel):
+    """Browses, then recalls the first screenshot by the handle its placeholder names (when it names
+    one) and answers with what came back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handles: list[str | None] = []
+        self.recalled: list[Any] = []
+
+    def respond(self, messages: list[Any], info: Any) -> Any:
+        from pydantic_ai import messages as pai
+
+        latest = messages[-1]
+        for part in latest.parts if isinstance(latest, pai.ModelRequest) else ():
+            if isinstance(part, pai.ToolReturnPart) and part.tool_name == "recall":
+                self.recalled.append(part.content)
+                return pai.ModelResponse([pai.TextPart("Seen it again.")])
+        answer = super().respond(messages, info)
+        if not isinstance(answer.parts[0], pai.TextPart):
+            return answer
+        for message in messages:
+            for part in message.parts if isinstance(message, pai.ModelRequest) else ():
+                content = part.content if isinstance(part, pai.ToolReturnPart) else None
+                if isinstance(content, str) and (found := PLACEHOLDER.fullmatch(content)):
+                    self.handles.append(found[2])
+                    if found[2] is not None:
+                        return pai.ModelResponse([pai.ToolCallPart("recall", {"handle": found[2]}, "call_r")])
+                    return answer
+        return answer
+
+
+@needs_pai2
+@pytest.mark.pydantic_ai
+def test_pydantic_ai_recall_returns_the_screenshot_itself_in_view_only_mode() -> None:
+    from pydantic_ai import BinaryContent
+
+    from historykit.plugins.pydantic_ai import HistoryKit
+
+    model = RecallingBrowser()
+    agent = browsing_agent(model, HistoryKit(pipeline(), context_window=200_000, persist=False, recall=True))
+
+    result = agent.run_sync(task())
+
+    assert result.output == "Seen it again."
+    assert model.handles[0] is not None
+    (image,) = model.recalled
+    assert isinstance(image, BinaryContent) and image.data == png(0) and image.media_type == "image/png"
+
+
+@needs_pai2
+@pytest.mark.pydantic_ai
+def test_pydantic_ai_persistent_mode_offers_no_handle_it_could_not_serve(tmp_path: Path) -> None:
+    """The conversation store saves the run when it ends: an image removed during the run is
+    nowhere to be found, so the placeholder names no handle, even with a store."""
+    from historykit import Recall
+    from historykit.checkpointers import SQLModelConversationStore
+    from historykit.plugins.pydantic_ai import HistoryKit
+
+    store = SQLModelConversationStore(f"sqlite:///{tmp_path / 'chat.db'}")
+    model = RecallingBrowser()
+    kit = HistoryKit(pipeline(), context_window=200_000, persist=True, recall=Recall(store=store))
+    result = browsing_agent(model, kit).run_sync(task())
+
+    assert result.output == "Booked."
+    assert model.handles and model.handles[0] is None and model.recalled == []
+    assert_requests(model.requests)
+
+
+def recalling_langchain_agent(persist: bool, checkpointer: Any, recall: Any) -> tuple[Any, Any, list[Any]]:
+    """`langchain_agent` with the recall tool, and a model that recalls the first screenshot by the
+    handle its placeholder names once it has taken them all."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    recalled: list[Any] = []
+
+    def wrap(browse: Callable[[list[Any]], AIMessage]) -> Callable[[list[Any]], AIMessage]:
+        def respond(messages: list[Any]) -> AIMessage:
+            latest = messages[-1]
+            if isinstance(latest, ToolMessage) and latest.name == "recall":
+                recalled.append(latest.content)
+                return AIMessage("Seen it again.")
+            answer = browse(messages)
+            if answer.tool_calls:
+                return answer
+            for message in messages:
+                for block in message.content if isinstance(message, ToolMessage) else ():
+                    found = PLACEHOLDER.fullmatch(block.get("text", "")) if isinstance(block, dict) else None
+                    if found and found[2] is not None:
+                        call = {"id": "call_r", "name": "recall", "args": {"handle": found[2]}}
+                        return AIMessage("", tool_calls=[call])
+            return answer
+
+        return respond
+
+    agent, model = langchain_agent(persist, checkpointer, recall=recall, wrap=wrap)
+    return agent, model, recalled
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent-with-the-saver", "view-only"])
+def test_langchain_recall_returns_the_screenshot_itself(persist: bool, tmp_path: Path) -> None:
+    from historykit import Recall
+    from historykit.checkpointers import SQLModelSaver
+
+    saver = SQLModelSaver(f"sqlite:///{tmp_path / 'agent.db'}")
+    agent, model, recalled = recalling_langchain_agent(
+        persist, saver, Recall(store=saver) if persist else True
+    )
+    config = {"recursion_limit": 100, "configurable": {"thread_id": "t1"}}
+
+    out = agent.invoke({"messages": [lc_task()]}, config)
+
+    assert out["messages"][-1].content == "Seen it again."
+    ((block,),) = recalled
+    assert block == {"type": "image", "base64": lc_png(0), "mime_type": "image/png"}
+    assert "recall" in model.tools_offered
+
+
+def test_langchain_persistent_mode_without_a_store_offers_no_handle(tmp_path: Path) -> None:
+    from historykit.checkpointers import SQLModelSaver
+
+    saver = SQLModelSaver(f"sqlite:///{tmp_path / 'agent.db'}")
+    agent, model, recalled = recalling_langchain_agent(True, saver, True)
+    config = {"recursion_limit": 100, "configurable": {"thread_id": "t1"}}
+
+    out = agent.invoke({"messages": [lc_task()]}, config)
+
+    assert out["messages"][-1].content == "Booked." and recalled == []
+    sent = [
+        b["text"]
+        for m in model.inputs[-1]
+        if isinstance(m.content, list)
+        for b in m.content
+        if b.get("type") == "text"
+    ]
+    found = [PLACEHOLDER.fullmatch(text) for text in sent]
+    assert [f[2] for f in found if f] == [None] * (STEPS - KEEP)

@@ -337,12 +337,28 @@ def test_random_sessions_in_both_modes(history: list[Message], keep: int) -> Non
         pass
 
 
-def test_recall_does_not_name_images_it_cannot_return() -> None:
-    """The recall tool returns text: installing it leaves `ClearMedia`'s placeholders without a handle."""
+def test_with_recall_a_placeholder_names_the_image_handle() -> None:
     from historykit import Recall
+    from historykit._recall import media_handle
 
     processor = ClearMedia(keep=1, batch=1)
     Recall().install([processor])
-    assert not hasattr(processor, "recall_tool")
+    out, _ = processor.process(session(3), context())
+    assert placeholders(out)[0] == (
+        "[image removed from the request to save context: image/png, 100 KB, returned by "
+        f"screenshot(url='https://example.com/page/0'); recall(handle='{media_handle(shot(0))}') "
+        "shows it again]"
+    )
+    assert media_handle(shot(0)) != media_handle(shot(1))
+
+
+def test_where_no_image_can_be_found_again_recall_is_not_offered() -> None:
+    """`install(media=False)`: what an integration does in persistent mode without a store."""
+    from historykit import Recall
+    from historykit.processors import ClearToolResults
+
+    processor, results = ClearMedia(keep=1, batch=1), ClearToolResults()
+    Recall().install([processor, results], media=False)
+    assert processor.recall_tool is None and results.recall_tool == "recall"
     out, _ = processor.process(session(3), context())
     assert placeholders(out) and not any("recall" in text for text in placeholders(out))

@@ -598,7 +598,11 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         """The recall tool's settings (`historykit.Recall`), `None` when it is not installed."""
         self.tools = []
         if self.recall is not None:
-            self.recall.install(self.pipeline.processors)
+            # Persistent mode replaces an image in the graph state: only the saver's log has it then
+            # (it logs every message as the graph checkpoints it).
+            self.recall.install(
+                self.pipeline.processors, media=not self.persist or self.recall.store is not None
+            )
             self.tools = [_recall_tool(self.recall, self)]
 
     state_schema = HistoryKitState
@@ -808,15 +812,27 @@ def _recall_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
             "store_key": thread if key is not None else None,
         }
 
-    def recall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
-        return recall.lookup(handle, offset, **where(runtime))
+    # An image `ClearMedia` removed comes back as its content block (the tool message then holds it).
+    def media_key(handle: str, found: dict[str, Any]) -> str | None:
+        # The store is read for an image only when no text output of the thread has the handle.
+        known = isinstance(handle, str) and Recall._known(
+            handle, found["state"], found["kept"], found["history"]
+        )
+        return None if known else found["store_key"]
 
-    async def arecall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> str:
-        return await recall.alookup(handle, offset, **where(runtime))
+    def recall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> Any:
+        found = where(runtime)
+        media = recall.media(handle, history=found["history"], store_key=media_key(handle, found))
+        return [media.native] if media is not None else recall.lookup(handle, offset, **found)
+
+    async def arecall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> Any:
+        found = where(runtime)
+        media = await recall.amedia(handle, history=found["history"], store_key=media_key(handle, found))
+        return [media.native] if media is not None else await recall.alookup(handle, offset, **found)
 
     # This module postpones annotations; the tool reads them to find its arguments and the runtime.
     for function in (recall_output, arecall_output):
-        function.__annotations__ = {"handle": str, "runtime": ToolRuntime, "offset": int, "return": str}
+        function.__annotations__ = {"handle": str, "runtime": ToolRuntime, "offset": int, "return": Any}
     return StructuredTool.from_function(
         func=recall_output, coroutine=arecall_output, name=recall.name, description=recall.description
     )

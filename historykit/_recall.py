@@ -33,6 +33,15 @@ run goes on. A long original comes in pages of `Recall.max_chars` characters, ea
 note naming the `offset=` of the next page; the original found for the first page is kept with the
 conversation, so paging through it costs time linear in its length.
 
+Images: `ClearMedia`'s placeholders name the image's handle (`media_handle`: a digest of its
+payload's digest, or of its URL), and the tool answers with the image itself, the framework's own
+item (a Pydantic AI `BinaryContent` or `ImageUrl`, a LangChain image block), found in the
+conversation's history (view-only mode) or in the store's log (`Recall.media`). Persistent mode
+replaces the image in the history, and no original is kept in memory for it: the integrations
+install the tool on `ClearMedia` only where the image can be found again (`install(media=...)`:
+view-only mode, and LangChain's persistent mode with a `SQLModelSaver` store, which logs every
+message as the graph checkpoints it), so no placeholder offers an image the tool cannot give.
+
 A placeholder names its own content's handle. Only a notice or placeholder historykit wrote (its
 message carries a compaction marker) passes on the handle it names: a tool output whose text merely
 looks like one is an output like any other.
@@ -189,8 +198,9 @@ class Recall:
     """The `recall` tool an integration installs: the model gets a cleared tool output back by the
     handle its placeholder names, without running the tool again.
 
-    The integration sets `recall_tool` on its pipeline's `ClearToolResults` and `DedupeFileReads`
-    (so their placeholders name the tool and a handle), adds the tool to the agent, and keeps the
+    The integration sets `recall_tool` on its pipeline's `ClearToolResults`, `DedupeFileReads` and
+    (where a removed image can be found again) `ClearMedia` (so their placeholders name the tool and
+    a handle), adds the tool to the agent, and keeps the
     originals persistent mode replaced with the conversation. See the module documentation for where
     originals are found.
 

@@ -43,8 +43,9 @@ window's `<!-- quality-table:WINDOW:start/end -->` markers in `benchmarks/README
 
 Run: `make bench-quality` (the table, `benchmarks/results/quality.json` and the Pareto plot
 `benchmarks/results/quality.png`: quality, the mean over the kinds, against cost relative to the
-full context), or `python benchmarks/bench_quality.py` (about 35 minutes on 2 cores for both
-windows); `--help` for the options. The table and the command are in `docs/quality.md`.
+full context), or `python benchmarks/bench_quality.py` (each window in a process of its own, side
+by side: about 70 minutes on 2 cores, LangChain's `ContextEditingMiddleware` the longest); `--help`
+for the options. The table and the command are in `docs/quality.md`.
 """
 
 from __future__ import annotations
@@ -52,10 +53,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import shlex
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -314,6 +317,26 @@ def write_docs(window: int, table: str, root: Path) -> None:
             print(f"window {window:,}: table written to {name}")
 
 
+_RUN: dict[str, Any] = {}
+"""What `main` loaded, for the forked process of each window (`window_rows`)."""
+
+
+def window_rows(window: int) -> list[Row]:
+    """Every strategy of the run at `window`, in the order given."""
+    sessions, counter = _RUN["sessions"], _RUN["counter"]
+    rows = []
+    for strategy in _RUN["strategies"]:
+        started = time.perf_counter()
+        if strategy in LANGCHAIN:
+            rows.append(run_langchain(sessions, strategy, window, counter))
+        elif strategy in HARNESS:
+            rows.append(run_harness(sessions, strategy, window))
+        else:
+            rows.append(run_historykit(sessions, strategy, window, counter))
+        print(f"  {window:,}: {strategy}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, nargs="+", default=[32_000, 100_000])
@@ -344,24 +367,15 @@ def main() -> None:
         f"{len(sessions)} sessions, {sum(len(call_points(s)) for _, s in sessions):,} model calls; "
         f"tokenizer {counter.tokenizer_name}; prices: previous prefix 0.1, rest 1.25"
     )
-    runners: dict[str, Callable[[str, int], Row]] = {}
-    for s in (FULL, *PRESETS, RECALL):
-        runners[s] = lambda s, w: run_historykit(sessions, s, w, counter)
-    for s in LANGCHAIN:
-        runners[s] = lambda s, w: run_langchain(sessions, s, w, counter)
-    for s in HARNESS:
-        runners[s] = lambda s, w: run_harness(sessions, s, w)
+    _RUN.update(sessions=sessions, counter=counter, strategies=args.strategies)
+    # One process per window, side by side (each window's rows take the better part of an hour):
+    # forked, they share the loaded sessions; their rows come back for one table and one plot.
+    with ProcessPoolExecutor(len(args.windows), mp_context=multiprocessing.get_context("fork")) as pool:
+        tables: list[tuple[int, list[Row]]] = list(zip(args.windows, pool.map(window_rows, args.windows)))
     dump: list[dict[str, Any]] = []
     markdown: list[str] = []
-    tables: list[tuple[int, list[Row]]] = []
-    for window in args.windows:
-        rows = []
-        for strategy in args.strategies:
-            started = time.perf_counter()
-            rows.append(runners[strategy](strategy, window))
-            print(f"  {strategy}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    for window, rows in tables:
         markdown += print_table(window, rows)
-        tables.append((window, rows))
         for row in rows:
             for run in row.runs:
                 data = run.to_dict()

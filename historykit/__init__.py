@@ -9,6 +9,7 @@ Every other module is private (`_`-prefixed); its public names are re-exported b
 
 from historykit._binding import BINDING_MODELS
 from historykit._gauge import Gauge
+from historykit._hooks import AdjustCompaction, AfterCompaction, BeforeCompaction
 from historykit._messages import (
     CompactionMarker,
     MediaPart,
@@ -45,6 +46,9 @@ from historykit.processors._default_pipeline import default_pipeline
 __all__ = [
     "BINDING_MODELS",
     "RULES",
+    "AdjustCompaction",
+    "AfterCompaction",
+    "BeforeCompaction",
     "CompactionMarker",
     "Gauge",
     "HistoryKitError",

@@ -31,8 +31,18 @@ from historykit import _provenance as provenance
 from historykit._binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
 from historykit._context_window import ContextWindow, check_context_window, resolve_context_window
 from historykit._conversations import Conversations, ConversationState
+from historykit._hooks import (
+    AfterHook,
+    BeforeHook,
+    CompactionGate,
+    CompactionHooks,
+    CompactionReason,
+    HookCall,
+    hooks_of,
+)
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit._messages import CompactionMarker, Message, SummaryPart, ToolResultPart
+from historykit._plans import adrive, drive
 from historykit._recall import content_handle, handle_in, handles_in
 from historykit._telemetry import pipeline_span
 from historykit._tokens import TokenCounter
@@ -120,6 +130,10 @@ class ProcessContext:
     """The state of the conversation this call belongs to (`historykit._conversations`): what a
     processor keeps between calls goes in `conversation.memory(self, ...)`, never in the processor,
     which serves every conversation. A call that names no conversation gets a state of its own."""
+    compaction_gate: CompactionGate | None = None
+    """The call's `before_compaction` hook (`historykit.BeforeCompaction`) for a step that calls a
+    summarizer: it asks the gate before it does (`CompactionGate.ask`), changes nothing when the
+    hook vetoed, and gives the summary the gate's focus. `None`: no hook to ask."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +167,18 @@ class Call:
     """The conversation's state when the integration holds it already (`Pipeline.state_of`): a
     call without a key shares one state between its own steps (a view resumed from the framework's
     state, then the call, then a retry). `None`: the pipeline's state of `conversation`."""
+    hooks: CompactionHooks | None = field(default=None, compare=False)
+    """The compaction hooks of this call (an integration's `before_compaction`/`after_compaction`);
+    `None`: the pipeline's own. `historykit._hooks.NO_HOOKS` for a call that only derives again
+    what an earlier call compacted."""
+    overflow_retry: bool = False
+    """The compact-and-retry after the provider refused the request as too long
+    (`historykit.plugins._overflow`): the hooks are told `reason="overflow"`."""
+
+    @property
+    def reason(self) -> CompactionReason:
+        """Why a compaction of this call happens (`BeforeCompaction.reason`)."""
+        return "manual" if self.manual is not None else "overflow" if self.overflow_retry else "trigger"
 
 
 @dataclass
@@ -357,6 +383,11 @@ class HistoryProcessor(ABC):
     compacts_on_request: ClassVar[bool] = False
     """True for a processor that makes a `ManualCompaction` (`Summarize`): `Pipeline.compact` needs one."""
 
+    compacts: ClassVar[bool] = True
+    """Whether this processor's edits are a compaction, which the compaction hooks are asked about
+    (`historykit.BeforeCompaction`) and may veto: `False` for one that only shapes what arrives
+    (`OffloadToolOutputs` shortens each large output once, as it comes), whose edits stand."""
+
     repairs_request: ClassVar[bool] = False
     """True for a processor that only makes the request valid for providers (`Repair`): a pipeline
     runs it after every other step, wherever it stands, and its edits go into what the model is
@@ -472,13 +503,20 @@ class Pipeline(HistoryProcessor):
     (view-only replays, summaries, usage warnings) belongs to the conversation named by
     `conversation=` (`historykit._conversations`); a call that names none shares nothing.
 
+    `before_compaction` and `after_compaction` are called around each compaction, with the call's
+    conversation (`historykit.BeforeCompaction`, `historykit.AfterCompaction`): the first may veto
+    it (`False`) or change the summary's focus (`historykit.AdjustCompaction`); plain or async
+    functions (the async entry points await them). An integration given hooks of its own uses
+    those instead.
+
     Example:
         ```python
         from historykit import Pipeline
-        from historykit.processors import Repair
+        from historykit.processors import Repair, Summarize
 
         pipeline = Pipeline([Repair()], on_report=print)
         pipeline = Pipeline([Repair()], warn_at=0.9, on_warning=print)  # warn past 90% of the window
+        pipeline = Pipeline([Summarize()], before_compaction=lambda event: False)  # veto every one
         processed = pipeline(messages)              # native in, native out
         result = pipeline.run(messages, context_window=32_000, conversation="user-42")
         result.report
@@ -495,6 +533,8 @@ class Pipeline(HistoryProcessor):
         on_warning: Callable[[UsageWarning], None] | None = None,
         cache_policy: CachePolicy | None = None,
         use_usage: bool = True,
+        before_compaction: BeforeHook | None = None,
+        after_compaction: AfterHook | None = None,
     ) -> None:
         for index, proc in enumerate(processors):
             if not isinstance(proc, HistoryProcessor):
@@ -527,6 +567,9 @@ class Pipeline(HistoryProcessor):
         self.usage = UsageMonitor(warn_at, on_warning)
         """Warns when what a call sends crosses `warn_at` of the window or is over it, once per
         crossing of a conversation (`historykit.UsageWarning`): logged, on the report, and to `on_warning`."""
+        self.compaction_hooks = hooks_of(before_compaction, after_compaction)
+        """Called around each compaction (`historykit._hooks`): `before_compaction` may veto it or
+        change its focus, `after_compaction` gets the sizes and the summary; `None`: no hooks."""
 
     def __repr__(self) -> str:
         return f"Pipeline([{', '.join(repr(p) for p in self.processors)}])"
@@ -564,7 +607,7 @@ class Pipeline(HistoryProcessor):
         return out, _merge_notes(steps)
 
     def _steps_plan(
-        self, messages: list[Message], ctx: ProcessContext
+        self, messages: list[Message], ctx: ProcessContext, gate: CompactionGate | None = None
     ) -> _Plan[tuple[list[Message], list[StepReport], list[Message]]]:
         """Every processor in turn, the repairs last (`HistoryProcessor.repairs_request`), thinking
         settled after each stage (`_settle_thinking`): yields each step for a runner to process
@@ -573,22 +616,32 @@ class Pipeline(HistoryProcessor):
         history before the repairs: the same list when they changed nothing)."""
         if self.use_usage:
             ctx = replace(ctx, reported_offset=reported_offset(messages, ctx.counter))
-        kept, steps = yield from self._compaction_plan(messages, ctx)
+        kept, steps = yield from self._compaction_plan(messages, ctx, gate)
         sent, repairs = yield from self._repair_plan(kept, ctx)
         return sent, [*steps, *repairs], kept
 
     def _compaction_plan(
-        self, messages: list[Message], ctx: ProcessContext
+        self, messages: list[Message], ctx: ProcessContext, gate: CompactionGate | None = None
     ) -> _Plan[tuple[list[Message], list[StepReport]]]:
         """The steps that compact (every one but the repairs), then thinking settled: the history
-        a persistent integration keeps, and a view-only replay continues from."""
+        a persistent integration keeps, and a view-only replay continues from. With a `gate`, the
+        call's compaction hooks are asked around it (`historykit._hooks`)."""
         compacting = [p for p in self.processors if not p.repairs_request]
-        out, steps = yield from self._run_steps(messages, compacting, ctx)
+        if gate is not None:
+            gate.start(messages, ctx)
+            ctx = replace(ctx, compaction_gate=gate)
+        out, steps = yield from self._run_steps(messages, compacting, ctx, gate)
+        if gate is not None and gate.vetoed:
+            gate.check_fits(out)
         if out is messages:
             # Nothing compacted: the history stays the framework's own (a tool-call id used again
             # could make an older exchange look like the current cycle's; the repairs see to it).
             return messages, steps
-        return self._settle_thinking(messages, out, steps, ctx), steps
+        out = self._settle_thinking(messages, out, steps, ctx)
+        after = gate.after(messages, out, steps) if gate is not None else None
+        if after is not None:
+            yield after
+        return out, steps
 
     def _repair_plan(
         self, kept: list[Message], ctx: ProcessContext
@@ -602,15 +655,36 @@ class Pipeline(HistoryProcessor):
         return self._settle_thinking(kept, out, steps, ctx), steps
 
     def _run_steps(
-        self, messages: list[Message], processors: Sequence[HistoryProcessor], ctx: ProcessContext
+        self,
+        messages: list[Message],
+        processors: Sequence[HistoryProcessor],
+        ctx: ProcessContext,
+        gate: CompactionGate | None = None,
     ) -> _Plan[tuple[list[Message], list[StepReport]]]:
         steps: list[StepReport] = []
         tokens: int | None = None  # of `messages`: each step's total after is the next one's before
         for proc in processors:
+            if gate is not None and gate.vetoed and proc.compacts:
+                continue  # no step of a vetoed compaction compacts
             before = messages
             messages, notes = yield proc, list(before), ctx
             if len(messages) == len(before) and all(a is b for a, b in zip(messages, before)):
                 messages = before  # unchanged: the very list, so "nothing repaired" is `is`
+            elif gate is not None and proc.compacts:
+                # A step that calls no summarizer is asked about once it changed the history (it
+                # is pure and cheap): on a veto its edits go.
+                if (ask := gate.ask(proc.name)) is not None:
+                    gate.answer((yield ask))
+                if not gate.vetoed:
+                    gate.changed.append(proc.name)
+            if gate is not None and gate.vetoed and proc.compacts:
+                # The vetoed step: the compacting steps before it changed nothing (the hook is
+                # asked at the first that does), and its own edits go.
+                vetoed = StepNotes(details=["the before_compaction hook vetoed the compaction"])
+                messages = before
+                steps.append(self._step_report(proc.name, before, before, vetoed, ctx, tokens))
+                tokens = steps[-1].tokens_after - ctx.reported_offset
+                continue
             messages = mark_written(before, messages, proc.name, notes, ctx)
             step = self._step_report(proc.name, before, messages, notes, ctx, tokens)
             tokens = step.tokens_after - ctx.reported_offset
@@ -696,10 +770,11 @@ class Pipeline(HistoryProcessor):
         )
         once.conversations = self.conversations
         once.usage = self.usage
+        once.compaction_hooks = self.compaction_hooks
         return once
 
     def _view_plan(
-        self, neutral: list[Message], ctx: ProcessContext
+        self, neutral: list[Message], ctx: ProcessContext, gate: CompactionGate | None = None
     ) -> _Plan[tuple[list[Message], list[StepReport], int, list[Message]]]:
         """View-only mode: the view of a raw history, each model call replayed once (`historykit._view`),
         from the views this conversation derived before. The replay continues from each call's
@@ -718,7 +793,10 @@ class Pipeline(HistoryProcessor):
             while True:
                 if self.use_usage:
                     call_ctx = replace(ctx, reported_offset=reported_offset(call, ctx.counter))
-                view, steps = yield from self._compaction_plan(call, call_ctx)
+                # Only the call being made asks the hooks: an earlier one derived again was
+                # compacted (and its hooks called) when it was made.
+                current = gate if call and neutral and call[-1] is neutral[-1] else None
+                view, steps = yield from self._compaction_plan(call, call_ctx, current)
                 call = derive.send(view)
         except StopIteration as done:
             final, replayed = done.value
@@ -973,16 +1051,17 @@ class Pipeline(HistoryProcessor):
         view-only mode the replay; for a manual compaction, the compaction."""
         state = self.state_of(call)
         ctx = self._context(call, neutral, state)
+        gate = self._gate(call, ctx)
         if call.manual is None:
             if call.mode == "view":
                 processed, steps, replayed, kept = yield from self._view_plan(
-                    neutral, replace(ctx, manual=None)
+                    neutral, replace(ctx, manual=None), gate
                 )
             else:
-                processed, steps, kept = yield from self._steps_plan(neutral, ctx)
+                processed, steps, kept = yield from self._steps_plan(neutral, ctx, gate)
                 replayed = 1
         elif call.mode != "view":
-            processed, steps, kept = yield from self._steps_plan(neutral, ctx)
+            processed, steps, kept = yield from self._steps_plan(neutral, ctx, gate)
             replayed = 1
         else:
             # Made for the call about to be made, after the view of the previous one, and remembered
@@ -994,10 +1073,25 @@ class Pipeline(HistoryProcessor):
                 _, _, replayed, view = yield from self._view_plan(
                     neutral[:previous], replace(ctx, manual=None)
                 )
-            processed, steps, kept = yield from self._steps_plan([*view, *neutral[previous:]], ctx)
+            processed, steps, kept = yield from self._steps_plan([*view, *neutral[previous:]], ctx, gate)
             state.views.remember(neutral, kept, _view_setting(ctx))
             replayed += 1
         return self._finish(neutral, processed, steps, ctx, call, replayed, record, kept)
+
+    def _gate(self, call: Call, ctx: ProcessContext) -> CompactionGate | None:
+        """The call's compaction hooks, asked at most once each (`historykit._hooks`); `None`: none."""
+        hooks = call.hooks if call.hooks is not None else self.compaction_hooks
+        if hooks is None or hooks.empty:
+            return None
+        return CompactionGate(
+            hooks,
+            call.conversation,
+            call.manual is None,
+            call.reason,
+            ctx.context_window,
+            call.mode,
+            focus=call.manual.focus if call.manual is not None else None,
+        )
 
     def _finish(
         self,
@@ -1130,30 +1224,36 @@ def _handles_named(msg: Message, tool: str) -> Iterator[str]:
 _StepCall = tuple[HistoryProcessor, list[Message], ProcessContext]
 """One step of a pipeline's plan: a processor, the messages it processes, the call's context."""
 
-_Plan = Generator[_StepCall, tuple[list[Message], StepNotes], _R]
-"""A pipeline's work written once: it yields each step and is sent the step's output. `_drive`
-runs it with `process`, `_adrive` with `aprocess` (an async summarizer awaited on the caller's loop),
-as the stores' plans of queries are run by a sync or an async runner."""
+_Plan = Generator[_StepCall | HookCall, Any, _R]
+"""A pipeline's work written once: it yields each step and is sent the step's output, or a
+compaction hook's call (`historykit._hooks`) and is sent its answer. `_drive` runs it with `process`
+and plain hooks, `_adrive` with `aprocess` and awaited hooks (an async summarizer or hook awaited on
+the caller's loop), as the stores' plans of queries are run by a sync or an async runner."""
 
 
 def _drive(plan: _Plan[_R]) -> _R:
-    """Run a plan synchronously."""
-    try:
-        proc, messages, ctx = next(plan)
-        while True:
-            proc, messages, ctx = plan.send(proc.process(messages, ctx))
-    except StopIteration as done:
-        return cast("_R", done.value)
+    """Run a plan synchronously: each step's `process`, or the hook a `HookCall` names, answers
+    it (`historykit._plans`)."""
+    return drive(plan, _answer)
 
 
 async def _adrive(plan: _Plan[_R]) -> _R:
-    """Run a plan from async code."""
-    try:
-        proc, messages, ctx = next(plan)
-        while True:
-            proc, messages, ctx = plan.send(await proc.aprocess(messages, ctx))
-    except StopIteration as done:
-        return cast("_R", done.value)
+    """Run a plan from async code: each step's `aprocess`, or an async hook, is awaited."""
+    return await adrive(plan, _aanswer)
+
+
+def _answer(item: Any) -> Any:
+    if isinstance(item, HookCall):
+        return item.call()
+    proc, messages, ctx = item
+    return proc.process(messages, ctx)
+
+
+async def _aanswer(item: Any) -> Any:
+    if isinstance(item, HookCall):
+        return await item.acall()
+    proc, messages, ctx = item
+    return await proc.aprocess(messages, ctx)
 
 
 def strategy_of(processor: str) -> str:

@@ -46,6 +46,12 @@ A placeholder names its own content's handle. Only a notice or placeholder histo
 message carries a compaction marker) passes on the handle it names: a tool output whose text merely
 looks like one is an output like any other.
 
+The model can also read part of an original (`historykit._reading`): lines `start_line` to
+`end_line`, or the lines that contain a text (`grep`), as `OffloadToolOutputs`' notes suggest for
+an output shortened when it arrived. With `Recall(search=True)` a second tool searches everything the
+conversation had by the words it contained (`historykit._transcript_search`), from the same sources,
+and names the handle of each tool output it finds.
+
 What a recall result is afterwards: an ordinary tool output. It can be cleared again like any
 other (its placeholder carries the same handle when it returned the whole original, since the
 handle is the content's), and it is never taken for a new read of a file: `DedupeFileReads` only
@@ -68,21 +74,23 @@ import inspect
 import re
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, IdentityCache
 from historykit._messages import MediaPart, Message, ToolResultPart
+from historykit._plans import adrive, drive
+from historykit._reading import Reading, shown
+from historykit._validate import check_bool
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from historykit._conversations import ConversationState
+    from historykit._transcript_search import Hit
 
 
 HANDLE_LENGTH = 10
 """Hex digits in a handle: 40 bits, so that two outputs of one conversation practically never share one."""
 _HANDLE = re.compile(rf"[0-9a-f]{{{HANDLE_LENGTH}}}")
-_SHOWN = 40
-"""Characters of a bad argument a `[recall: ...]` answer repeats (the model may pass megabytes)."""
 _HANDLES: IdentityCache[str] = IdentityCache()
 """`content_handle`'s digests, per content string object: a history's outputs are hashed once."""
 
@@ -162,11 +170,12 @@ def recall_option(option: object) -> Recall | None:
 
 def placeholder_handle(content: str, tool: str, written: bool) -> str:
     """The handle a placeholder for `content` names: the content's own, unless `content` is a
-    one-line placeholder or notice historykit `written` (its message carries a compaction marker)
-    that names a handle: then that one, the original it stands for. A tool output that only looks
-    like a notice names its own handle, so no output can point recall at another."""
-    if written and content.startswith("[") and "\n" not in content:
-        named = handle_in(content, tool)
+    placeholder, notice or shortened output historykit `written` (its message carries a compaction
+    marker) whose last line names a handle: then that one, the original it stands for. A tool
+    output that only looks like one names its own handle, so no output can point recall at another."""
+    if written:
+        last = content[content.rfind("\n") + 1 :]
+        named = handle_in(last, tool) if last.startswith("[") else None
         if named is not None:
             return named
     return recall_handle(content)
@@ -215,6 +224,7 @@ class Recall:
         HistoryKit(pipeline, recall=Recall(store=store, max_chars=8_000))      # a SQLModelConversationStore
         saver = SQLModelSaver("sqlite:///agent.db")
         HistoryKitMiddleware(pipeline, persist=True, recall=Recall(store=saver))
+        HistoryKitMiddleware(pipeline, recall=Recall(store=saver, search=True))  # and search_history
         ```
     """
 
@@ -229,10 +239,24 @@ class Recall:
     originals and history only."""
     max_originals: int = 1_000
     """Originals a conversation keeps for recall (the oldest go first)."""
+    search: bool = False
+    """Also add a search tool over the conversation's own transcript (`search_name`): the model
+    finds what it saw before by the words it contained (`historykit._transcript_search`)."""
+    search_name: str = "search_history"
+    """The search tool's name."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise InvalidArgumentError(f"name must be a tool name (a Python identifier), got {self.name!r}")
+        for option in ("name", "search_name"):
+            value = getattr(self, option)
+            if not isinstance(value, str) or not value.isidentifier():
+                raise InvalidArgumentError(
+                    f"{option} must be a tool name (a Python identifier), got {value!r}"
+                )
+        if self.search_name == self.name:
+            raise InvalidArgumentError(
+                f"search_name and name are both {self.name!r}: two tools need two names"
+            )
+        check_bool("search", self.search)
         for option in ("max_chars", "max_originals"):
             value = getattr(self, option)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -247,10 +271,27 @@ class Recall:
     def description(self) -> str:
         """What the model reads about the tool."""
         return (
-            "Return the full text of a tool output that was cleared from the conversation to save "
-            f"context, or an image that was removed. Pass the handle the placeholder names, e.g. "
-            f"{recall_call(self.name, '3f9a0c1b2d')}; nothing is run again. A long output comes in parts: "
-            "pass the offset the note at the end of a part names to get the next one."
+            "Return the full text of a tool output that was cleared or shortened to save context, or "
+            "an image that was removed. "
+            f"Pass the handle the placeholder names, e.g. {recall_call(self.name, '3f9a0c1b2d')}; "
+            "nothing is run again. A long output comes in parts: pass the offset the note at the end "
+            "of a part names to get the next one. To read less of it: start_line and end_line return "
+            "those lines (numbered, from 1); grep returns the lines that contain a text "
+            "(case-insensitive, not a regular expression)."
+        )
+
+    @property
+    def search_description(self) -> str:
+        """What the model reads about the search tool."""
+        from historykit._transcript_search import HITS_PER_PAGE
+
+        return (
+            "Search everything this conversation contained, including what was cleared or summarized "
+            "to save context: the user's and your messages, the tools called with their arguments "
+            "(file paths, commands) and what they returned. Give one or more words; a line matches "
+            "when it contains all of them (case-insensitive, not a regular expression). Hits come "
+            f"newest first, {HITS_PER_PAGE} a page; a tool output's hit names the {self.name} call that "
+            "returns it."
         )
 
     def install(self, processors: Sequence[object], *, media: bool = True) -> None:
@@ -308,28 +349,31 @@ class Recall:
         self,
         handle: object,
         offset: object = 0,
+        start_line: object = None,
+        end_line: object = None,
+        grep: object = None,
         *,
         state: ConversationState | None = None,
         kept: Mapping[str, str] | None = None,
         history: Sequence[Message] = (),
         store_key: str | None = None,
     ) -> str:
-        """The tool's answer: the original output `handle` names (from `offset` on, at most
+        """The tool's answer: the original output `handle` names (from `offset` on, or its lines
+        `start_line` to `end_line`, or those that contain `grep`: `historykit._reading`; at most
         `max_chars` characters, with a note when there is more), or a `[recall: ...]` text saying why
         there is none. Searched, in order: the originals the conversation's `state` kept, those the
         framework's own state `kept` for it, its neutral `history`, and the store's transcript of
         `store_key` (the conversation's id there)."""
-        plan = self._lookup(handle, offset, state, kept, history, store_key)
-        try:
-            plan.send(self._transcript(next(plan)))
-        except StopIteration as done:
-            return cast("str", done.value)
-        raise AssertionError("a lookup reads one transcript at most")  # pragma: no cover
+        reading = Reading.checked(offset, start_line, end_line, grep)
+        return self._read(self._lookup(handle, reading, state, kept, history, store_key))
 
     async def alookup(
         self,
         handle: object,
         offset: object = 0,
+        start_line: object = None,
+        end_line: object = None,
+        grep: object = None,
         *,
         state: ConversationState | None = None,
         kept: Mapping[str, str] | None = None,
@@ -337,15 +381,45 @@ class Recall:
         store_key: str | None = None,
     ) -> str:
         """`lookup` for async code: the store's transcript is read on the event loop."""
-        plan = self._lookup(handle, offset, state, kept, history, store_key)
-        try:
-            plan.send(await self._atranscript(next(plan)))
-        except StopIteration as done:
-            return cast("str", done.value)
-        raise AssertionError("a lookup reads one transcript at most")  # pragma: no cover
+        reading = Reading.checked(offset, start_line, end_line, grep)
+        return await self._aread(self._lookup(handle, reading, state, kept, history, store_key))
+
+    def find(
+        self,
+        query: object,
+        page: object = 1,
+        *,
+        state: ConversationState | None = None,
+        kept: Mapping[str, str] | None = None,
+        history: Sequence[Message] = (),
+        store_key: str | None = None,
+    ) -> str:
+        """The search tool's answer: page `page` of the parts of the conversation with a line that
+        contains every word of `query` (`historykit._transcript_search`), or a `[search: ...]` text
+        saying why there is none. Searched: the framework's `history` and the originals the
+        conversation's `state` and the framework's state `kept` (newest first), then the store's
+        transcript of `store_key` (every message the conversation had); a part found twice is one hit."""
+        return self._read(self._find(query, page, state, kept, history, store_key))
+
+    async def afind(
+        self,
+        query: object,
+        page: object = 1,
+        *,
+        state: ConversationState | None = None,
+        kept: Mapping[str, str] | None = None,
+        history: Sequence[Message] = (),
+        store_key: str | None = None,
+    ) -> str:
+        """`find` for async code: the store's transcript is read on the event loop."""
+        return await self._aread(self._find(query, page, state, kept, history, store_key))
+
+    def _read(self, plan: Generator[str, Any, str]) -> str:
+        """Run a look-up or search plan (`_lookup`, `_find`), reading the store's transcript it asks
+        for with the store's sync API (`historykit._plans`)."""
+        return drive(plan, self._transcript)
 
     def _transcript(self, key: str) -> Any:
-        """The store's transcript of `key`, read with its sync API."""
         transcript = self.store.transcript(key)
         if inspect.isawaitable(transcript):
             close = getattr(transcript, "close", None)
@@ -357,16 +431,67 @@ class Recall:
             )
         return transcript
 
+    async def _aread(self, plan: Generator[str, Any, str]) -> str:
+        """`_read` for async code: the store's transcript is read on the event loop."""
+        return await adrive(plan, self._atranscript)
+
     async def _atranscript(self, key: str) -> Any:
-        """The store's transcript of `key`, read on the event loop."""
         read = getattr(self.store, "atranscript", None) or self.store.transcript
         transcript = read(key)
         return await transcript if inspect.isawaitable(transcript) else transcript
 
+    def _find(
+        self,
+        query: object,
+        page: object,
+        state: ConversationState | None,
+        kept: Mapping[str, str] | None,
+        history: Sequence[Message],
+        store_key: str | None,
+        stored: Sequence[Hit] | None = None,
+    ) -> Generator[str, Any, str]:
+        """The search written once, as `_lookup` is: it yields the store key whose transcript it
+        needs and is sent the transcript. `stored`: the store's hits, found already (by a durable
+        unit: `stored_hits`), so no transcript is read here."""
+        from historykit._transcript_search import check_query, find, merged, render
+
+        problem = check_query(query, page)
+        if problem is not None:
+            return problem
+        assert isinstance(query, str) and isinstance(page, int)  # checked above
+        hits = find(kept_originals(history, state, kept), query)
+        if stored is None and self.store is not None and store_key is not None:
+            stored = find(_neutral_transcript((yield store_key)), query)
+        return render(merged(hits, stored or ()), query, page, self.search_name, self.name)
+
+    async def stored_hits(self, query: str, store_key: str) -> list[Hit]:
+        """The hits of `query` in the store's transcript of `store_key`: what a durable engine runs
+        as a unit of its own (the read is recorded; the workflow never touches the database)."""
+        from historykit._transcript_search import find
+
+        read = getattr(self.store, "atranscript", None) or self.store.transcript
+        transcript = read(store_key)
+        if inspect.isawaitable(transcript):
+            transcript = await transcript
+        return find(_neutral_transcript(transcript), query)
+
+    def find_with(
+        self,
+        query: object,
+        page: object,
+        stored: Sequence[Hit],
+        *,
+        state: ConversationState | None = None,
+        kept: Mapping[str, str] | None = None,
+        history: Sequence[Message] = (),
+    ) -> str:
+        """`find` with the store's hits given (`stored_hits`, run by a durable unit)."""
+        return self._read(self._find(query, page, state, kept, history, None, stored))
+
     def _lookup(
         self,
         handle: object,
-        offset: object,
+        reading: Reading | str,
         state: ConversationState | None,
         kept: Mapping[str, str] | None,
         history: Sequence[Message],
@@ -374,24 +499,17 @@ class Recall:
     ) -> Generator[str, Any, str]:
         """The lookup written once: it yields the store key whose transcript it needs (at most
         once) and is sent the transcript, which `lookup` reads and `alookup` awaits."""
-        problem = self._check(handle, offset)
-        if problem is not None:
-            return problem
-        assert isinstance(handle, str) and isinstance(offset, int)  # checked above
+        if not isinstance(handle, str) or not _HANDLE.fullmatch(handle):
+            return (
+                f"[recall: {shown(handle)} is not a handle: a handle is the {HANDLE_LENGTH} hex digits a "
+                f"placeholder names in {recall_call(self.name, '…')}]"
+            )
+        if isinstance(reading, str):
+            return reading  # what is wrong with the arguments
         found = self._known(handle, state, kept, history)
         if not found and self.store is not None and store_key is not None:
             found = _in_transcript(handle, (yield store_key))
-        return self._answer(handle, offset, found, state)
-
-    def _check(self, handle: object, offset: object) -> str | None:
-        if not isinstance(handle, str) or not _HANDLE.fullmatch(handle):
-            return (
-                f"[recall: {_shown(handle)} is not a handle: a handle is the {HANDLE_LENGTH} hex digits a "
-                f"placeholder names in {recall_call(self.name, '…')}]"
-            )
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            return f"[recall: offset must be a non-negative whole number, got {_shown(offset)}]"
-        return None
+        return self._answer(handle, reading, found, state)
 
     @staticmethod
     def _known(
@@ -405,7 +523,9 @@ class Recall:
                 return [content]
         return originals(handle, history) if history else []
 
-    def _answer(self, handle: str, offset: int, found: list[str], state: ConversationState | None) -> str:
+    def _answer(
+        self, handle: str, reading: Reading, found: list[str], state: ConversationState | None
+    ) -> str:
         if not found:
             return (
                 f"[recall: no cleared output has the handle '{handle}' in this conversation; check the "
@@ -417,44 +537,41 @@ class Recall:
                 "which one the placeholder replaced: run the tool again]"
             )
         content = found[0]
-        if offset and offset >= len(content):
-            return (
-                f"[recall: the output '{handle}' has {len(content):,} characters; offset {offset:,} is past "
-                "its end]"
-            )
-        end = min(offset + self.max_chars, len(content))
-        if offset == 0 and end == len(content):
-            return content
-        if state is not None and handle not in state.originals:
-            # The next pages come from here, not from another search of the history or the store.
+        answer = reading.answer(self.name, handle, content, self.max_chars)
+        if answer is not content and state is not None and handle not in state.originals:
+            # The next parts come from here, not from another search of the history or the store.
             state.keep_original(handle, content, self.max_originals)
-        note = f"[recall: characters {offset:,}-{end:,} of {len(content):,}"
-        if end < len(content):
-            note += f"; {self.name}(handle='{handle}', offset={end}) returns the next part]"
-        else:
-            note += "; the end]"
-        return f"{content[offset:end]}\n{note}"
-
-
-def _shown(value: object) -> str:
-    """`value` as a `[recall: ...]` answer repeats it: its repr, cut to a few dozen characters."""
-    shown = repr(value) if isinstance(value, (str, int)) else f"a {type(value).__qualname__}"
-    return shown if len(shown) <= _SHOWN else f"{shown[: _SHOWN - 1]}…"
+        return answer
 
 
 def _media_in_transcript(handle: str, transcript: Any) -> list[MediaPart]:
+    return media_originals(handle, _neutral_transcript(transcript))
+
+
+def _neutral_transcript(transcript: Any) -> list[Message]:
+    """A store's `Transcript` as neutral messages (none when the store has no such conversation)."""
     messages = getattr(transcript, "messages", None) if transcript is not None else None
     if not messages:
         return []
     from historykit._frameworks import adapter_for
 
-    return media_originals(handle, adapter_for(messages).to_neutral(messages))
+    return adapter_for(messages).to_neutral(messages)
 
 
 def _in_transcript(handle: str, transcript: Any) -> list[str]:
-    messages = getattr(transcript, "messages", None) if transcript is not None else None
-    if not messages:
-        return []
-    from historykit._frameworks import adapter_for
+    return originals(handle, _neutral_transcript(transcript))
 
-    return originals(handle, adapter_for(messages).to_neutral(messages))
+
+def kept_originals(
+    history: Sequence[Message], state: ConversationState | None, kept: Mapping[str, str] | None
+) -> list[Message]:
+    """The framework's `history`, then the tool outputs kept for recall that it does not have
+    (persistent mode replaced them), each as an output of its own."""
+    messages = list(history)
+    outputs = {p.content for m in messages for p in m.parts if isinstance(p, ToolResultPart)}
+    for source in (state.originals if state is not None else None, kept):
+        for content in (source or {}).values():
+            if isinstance(content, str) and content not in outputs:
+                outputs.add(content)
+                messages.append(Message("tool", (ToolResultPart("", None, content),)))
+    return messages

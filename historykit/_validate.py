@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
 _INT_WORDS = {0: "a non-negative int", 1: "a positive int"}
@@ -85,3 +87,15 @@ def check_bool(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+def check_tool_names(name: str, value: object) -> None:
+    """Raise `ArgumentTypeError` unless `value` is a collection of tool names (a lone string is
+    not: `exclude_tools="Bash"` would otherwise exclude the tools `B`, `a`, `s` and `h`)."""
+    if isinstance(value, str) or not isinstance(value, Collection):
+        raise ArgumentTypeError(
+            f"{name} must be a collection of tool names, got {type(value).__name__} {value!r}"
+        )
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ArgumentTypeError(f"{name}[{index}] must be a tool name (str), got {type(item).__name__}")

@@ -63,14 +63,10 @@ class ViewReplay:
 
     Example:
         ```python
+        from historykit._plans import drive
+
         replay = ViewReplay()
-        steps = replay.derive(raw)
-        try:
-            call_input = next(steps)
-            while True:
-                call_input = steps.send(process(call_input))
-        except StopIteration as done:
-            view, replayed = done.value
+        view, replayed = drive(replay.derive(raw), process)   # each replayed call's input -> its view
         ```
     """
 

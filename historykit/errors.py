@@ -6,6 +6,7 @@ HistoryKitError                          except HistoryKitError: anything histor
 │   ├── InvalidArgumentError (ValueError)    a value out of range, an unknown option, a bad URL
 │   └── ArgumentTypeError (TypeError)        a value of the wrong type (a message of no known framework)
 │       └── WrongFrameworkError (AttributeError)  one framework's glue handed to another framework
+├── CompactionVetoedError (RuntimeError)  a vetoed compaction left a history over the context window
 ├── TranscriptFormatError (ValueError)   a transcript file in no known format, or broken in its own
 ├── ReplayMismatchError (LookupError)    a replay (historykit.testing) asked for what its recording lacks
 └── StoreError                           the database behind a saver or a conversation store
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentTypeError",
+    "CompactionVetoedError",
     "ConcurrentRunError",
     "CorruptRowError",
     "HistoryKitError",
@@ -78,6 +80,11 @@ class WrongFrameworkError(ArgumentTypeError, AttributeError):
     Also an `AttributeError`, so a tool that only inspects members (`inspect.getmembers`, `hasattr`,
     as Pydantic AI's durable execution does on every capability) sees no such hook instead of failing.
     """
+
+
+class CompactionVetoedError(HistoryKitError, RuntimeError):
+    """A `before_compaction` hook vetoed a compaction of a history that does not fit the context
+    window (`historykit.BeforeCompaction`): the request is not sent, since it would be refused."""
 
 
 class TranscriptFormatError(HistoryKitError, ValueError):

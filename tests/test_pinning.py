@@ -25,6 +25,7 @@ from historykit._messages import (
 from historykit.processors import (
     ClearMedia,
     ClearToolResults,
+    OffloadToolOutputs,
     PairwiseTruncate,
     Repair,
     StripThinking,
@@ -39,6 +40,7 @@ def squeeze() -> Pipeline:
     return Pipeline(
         [
             ClearMedia(keep=0, max_bytes=0, batch=1),
+            OffloadToolOutputs(max_tokens=2, keep_tokens=1),
             ClearToolResults(keep=0, min_tokens=1, min_gain=0, trigger=Trigger(max_tokens=1)),
             StripThinking(keep_turns=0, trigger=None),
             Summarize(trigger=Trigger(max_tokens=200), keep_last=0, min_gain=0),

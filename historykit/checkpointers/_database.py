@@ -39,6 +39,7 @@ from sqlalchemy.engine import URL, Row, make_url
 from sqlalchemy.sql import Executable
 from sqlmodel import Session
 
+from historykit._plans import adrive, drive
 from historykit.checkpointers._dialect import dialect_of, supported_urls
 from historykit.checkpointers._schema import HistorykitTable, SchemaComponent, SchemaVersionRow, utcnow
 from historykit.errors import (
@@ -349,24 +350,22 @@ returns its result. The same plan runs on a `Connection` (`run_plan`) or an `Asy
 
 def run_plan(conn: Connection, plan: Plan[T]) -> T:
     """Run `plan` on a synchronous connection (inside the caller's transaction)."""
-    try:
-        query = next(plan)
-        while True:
-            result = conn.execute(query.statement, query.params)  # type: ignore[arg-type]
-            query = plan.send(result.all() if result.returns_rows else ())
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+
+    def rows(query: Query) -> Sequence[Row[Any]]:
+        result = conn.execute(query.statement, query.params)  # type: ignore[arg-type]
+        return result.all() if result.returns_rows else ()
+
+    return drive(plan, rows)
 
 
 async def run_plan_async(conn: AsyncConnection, plan: Plan[T]) -> T:
     """Run `plan` on an asyncio connection (inside the caller's transaction)."""
-    try:
-        query = next(plan)
-        while True:
-            result = await conn.execute(query.statement, query.params)  # type: ignore[arg-type]
-            query = plan.send(result.all() if result.returns_rows else ())
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+
+    async def rows(query: Query) -> Sequence[Row[Any]]:
+        result = await conn.execute(query.statement, query.params)  # type: ignore[arg-type]
+        return result.all() if result.returns_rows else ()
+
+    return await adrive(plan, rows)
 
 
 # ---------------------------------------------------------------------------------------------

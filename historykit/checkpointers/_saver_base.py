@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL, Row
 
+from historykit._plans import adrive, drive
 from historykit.checkpointers._database import (
     DEFAULT_CONNECT_TIMEOUT,
     Plan,
@@ -267,32 +268,23 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _settle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
         """Under the single-writer guard, wait until the checkpoint a write is for is stored or
         refused (`_writer_guard`); whether the write may be saved."""
-        steps = self._settle_steps(thread_id, ns, checkpoint_id)
-        answer: bool | None = None
-        while True:
-            try:
-                step = steps.send(answer)
-            except StopIteration as done:
-                return bool(done.value)
+
+        def answer(step: Any) -> Any:
             if step is None:
                 time.sleep(_SETTLE_POLL)
-                answer = None
-            else:
-                answer = self._run(_just(step), write=False)
+                return None
+            return self._run(_just(step), write=False)
+
+        return bool(drive(self._settle_steps(thread_id, ns, checkpoint_id), answer))
 
     async def _asettle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
-        steps = self._settle_steps(thread_id, ns, checkpoint_id)
-        answer: bool | None = None
-        while True:
-            try:
-                step = steps.send(answer)
-            except StopIteration as done:
-                return bool(done.value)
+        async def answer(step: Any) -> Any:
             if step is None:
                 await asyncio.sleep(_SETTLE_POLL)
-                answer = None
-            else:
-                answer = await self._arun(_just(step), write=False)
+                return None
+            return await self._arun(_just(step), write=False)
+
+        return bool(await adrive(self._settle_steps(thread_id, ns, checkpoint_id), answer))
 
     def _settle_steps(self, thread_id: str, ns: str, checkpoint_id: str) -> Generator[Any, Any, bool]:
         """The wait of `_settle`, written once: yields a plan to ask the database whether the

@@ -16,6 +16,7 @@ from historykit.processors._trigger import Trigger
 PROCESSOR_NAMES: dict[str, tuple[str, str]] = {
     "dedupe": ("historykit.processors", "DedupeFileReads"),
     "clear": ("historykit.processors", "ClearToolResults"),
+    "offload": ("historykit.processors", "OffloadToolOutputs"),
     "strip": ("historykit.processors", "StripThinking"),
     "truncate": ("historykit.processors", "PairwiseTruncate"),
     "summarize": ("historykit.processors", "Summarize"),
@@ -28,6 +29,8 @@ _NAME_ALIASES = {
     "dedupe_file_reads": "dedupe",
     "cleartoolresults": "clear",
     "clear_tool_results": "clear",
+    "offloadtooloutputs": "offload",
+    "offload_tool_outputs": "offload",
     "stripthinking": "strip",
     "strip_thinking": "strip",
     "pairwisetruncate": "truncate",

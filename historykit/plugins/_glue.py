@@ -14,8 +14,9 @@ from typing import Any
 
 from historykit._context_window import ContextWindow, resolve_context_window
 from historykit._conversations import ConversationState
+from historykit._hooks import AfterHook, BeforeHook, CompactionHooks, hooks_of
 from historykit._pipeline import HistoryProcessor, ManualCompaction, Pipeline, PipelineResult, Report
-from historykit.errors import ArgumentTypeError, WrongFrameworkError
+from historykit.errors import ArgumentTypeError, InvalidArgumentError, WrongFrameworkError
 from historykit.plugins._overflow import shrunk_window
 
 
@@ -50,7 +51,21 @@ class Glue:
     """The report of the latest call."""
     binds_thinking: bool | None
     """Whether the model binds thinking to the history (R13); `None`: from the model."""
+    compaction_hooks: CompactionHooks | None
+    """The `before_compaction`/`after_compaction` hooks given to the integration (`historykit._hooks`),
+    handed to the pipeline with each call's conversation; `None`: the pipeline's own, if any."""
     _manual: dict[str | None, ManualCompaction]
+
+    def _hooks(self, before: BeforeHook | None, after: AfterHook | None) -> CompactionHooks | None:
+        """The hooks given to the integration, checked: given to both it and its pipeline, the
+        hooks would be configured twice, which `InvalidArgumentError` refuses."""
+        hooks = hooks_of(before, after)
+        if hooks is not None and self.pipeline.compaction_hooks is not None:
+            raise InvalidArgumentError(
+                "compaction hooks are given to both the integration and its pipeline: give "
+                "before_compaction/after_compaction to one of them"
+            )
+        return hooks
 
     def _take_manual(self, conversation: str | None) -> ManualCompaction | None:
         """The manual compaction asked for this conversation, else for any; it is used up."""

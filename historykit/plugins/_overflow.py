@@ -51,13 +51,14 @@ import json
 import re
 from collections.abc import Generator
 from dataclasses import dataclass, replace
-from typing import cast
 
 from historykit._binding import history_binds_thinking
 from historykit._context_window import ContextWindow
 from historykit._conversations import ConversationState
+from historykit._hooks import NO_HOOKS
 from historykit._messages import CompactionMarker, Message
 from historykit._pipeline import Call, Pipeline, PipelineResult, Report, StepNotes, StepReport
+from historykit._plans import adrive, drive
 from historykit._telemetry import RETRY_SPAN_NAME, pipeline_span
 from historykit._view import request_points
 
@@ -189,13 +190,7 @@ def recompact(
             response = call_model(adapter.to_native(result.messages))  # a second failure propagates
         ```
     """
-    retry = _retry(pipeline, messages, error, call, rejected)
-    try:
-        run = next(retry)
-        while True:
-            run = retry.send(pipeline.run_call(*run))
-    except StopIteration as done:
-        return cast("PipelineResult[Message] | None", done.value)
+    return drive(_retry(pipeline, messages, error, call, rejected), lambda run: pipeline.run_call(*run))
 
 
 async def arecompact(
@@ -203,12 +198,7 @@ async def arecompact(
 ) -> PipelineResult[Message] | None:
     """`recompact` from async code: the pipeline runs with `arun_call` (an async summarizer is awaited)."""
     retry = _retry(pipeline, messages, error, call, rejected)
-    try:
-        run = next(retry)
-        while True:
-            run = retry.send(await pipeline.arun_call(*run))
-    except StopIteration as done:
-        return cast("PipelineResult[Message] | None", done.value)
+    return await adrive(retry, lambda run: pipeline.arun_call(*run))
 
 
 def _retry(
@@ -229,9 +219,10 @@ def _retry(
         previous_call = points[-2] if len(points) > 1 else 0
         if call.mode == "view" and previous_call:
             earlier = messages[:previous_call]
-            previous = yield earlier, replace(call, binds_thinking=binds, manual=None)
+            # The previous call's view, derived again: compacted (and its hooks called) already.
+            previous = yield earlier, replace(call, binds_thinking=binds, manual=None, hooks=NO_HOOKS)
             pipeline.remember_neutral_view(earlier, previous.history, smaller)
-        result = yield messages, replace(smaller, manual=None)
+        result = yield messages, replace(smaller, manual=None, overflow_retry=True)
         changed_at = next(
             (i for i, (a, b) in enumerate(zip(rejected, result.messages)) if a != b),
             min(len(rejected), len(result.messages)),

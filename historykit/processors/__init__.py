@@ -9,6 +9,7 @@ from historykit.processors._clear_tool_results import ClearToolResults
 from historykit.processors._dedupe_file_reads import DedupeFileReads
 from historykit.processors._default_pipeline import TRIGGER_PRESETS, TriggerPreset, default_pipeline
 from historykit.processors._file_reads import FileRead, FileWrite
+from historykit.processors._offload_tool_outputs import OffloadToolOutputs
 from historykit.processors._pairwise_truncate import PairwiseTruncate
 from historykit.processors._repair import Repair
 from historykit.processors._strip_thinking import StripThinking
@@ -25,6 +26,7 @@ __all__ = [
     "FileRead",
     "FileWrite",
     "NativeSummary",
+    "OffloadToolOutputs",
     "PairwiseTruncate",
     "Repair",
     "StripThinking",

@@ -37,8 +37,7 @@ from historykit._messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit._recall import check_recall_tool, placeholder_handle, recall_call
 from historykit._tokens import TokenCounter
-from historykit._validate import check_instance, check_int
-from historykit.errors import ArgumentTypeError
+from historykit._validate import check_instance, check_int, check_tool_names
 from historykit.processors._batching import batch_boundary, prefix_sums
 from historykit.processors._change_records import CLEARED_HEAD, CLEARED_TAIL, NEW_TEXT_KEYS, change_line
 from historykit.processors._file_reads import _PATH_KEYS, FileWrite, file_accesses
@@ -186,16 +185,7 @@ class ClearToolResults(HistoryProcessor):
         check_int("keep_tokens", self.keep_tokens, optional=True)
         check_int("min_tokens", self.min_tokens)
         check_int("min_gain", self.min_gain, optional=True)
-        if isinstance(self.exclude_tools, str) or not isinstance(self.exclude_tools, Collection):
-            raise ArgumentTypeError(
-                f"exclude_tools must be a collection of tool names, got {type(self.exclude_tools).__name__} "
-                f"{self.exclude_tools!r}"
-            )
-        for index, name in enumerate(self.exclude_tools):
-            if not isinstance(name, str):
-                raise ArgumentTypeError(
-                    f"exclude_tools[{index}] must be a tool name (str), got {type(name).__name__}"
-                )
+        check_tool_names("exclude_tools", self.exclude_tools)
         check_instance("trigger", self.trigger, Trigger, "a historykit Trigger")
         check_recall_tool(self.recall_tool)
 

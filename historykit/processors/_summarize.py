@@ -21,13 +21,14 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, ClassVar, TypeAlias
 
 import tenacity
 
 from historykit._digests import MessageDigests
+from historykit._hooks import HookCall
 from historykit._messages import (
     CompactionMarker,
     Message,
@@ -35,6 +36,7 @@ from historykit._messages import (
     SummaryPart,
 )
 from historykit._pipeline import HistoryProcessor, ManualCompaction, ProcessContext, StepNotes
+from historykit._plans import adrive, drive
 from historykit._recall import check_recall_tool
 from historykit._validate import check_fraction, check_int
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
@@ -239,44 +241,41 @@ class Summarize(TriggerField, HistoryProcessor):
     # -- entry points -----------------------------------------------------------------------------
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        steps = self._compact(messages, ctx)
-        reply: _Reply | None = None
-        while True:
-            try:
-                request = steps.send(reply)  # type: ignore[arg-type]
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if request.background:
-                self._start_thread(request)
-                reply = None
-            else:
-                reply = self._background_reply(request) or self._summarize_sync(
-                    request.inputs, focus=request.focus
-                )
+        return drive(self._compact(messages, ctx), self._reply)
 
     async def aprocess(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        steps = self._compact(messages, ctx)
-        reply: _Reply | None = None
-        while True:
-            try:
-                request = steps.send(reply)  # type: ignore[arg-type]
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if request.background:
-                self._start_task(request)
-                reply = None
-            else:
-                reply = await self._abackground_reply(request) or await self._summarize_async(
-                    request.inputs, focus=request.focus
-                )
+        return await adrive(self._compact(messages, ctx), self._areply)
+
+    def _reply(self, request: _Request | HookCall) -> Any:
+        """What `_compact` asked for, from sync code: the before-compaction hook's answer, a
+        background summary started (nothing to answer yet), or the summary of its inputs."""
+        if isinstance(request, HookCall):
+            return request.call()
+        if request.background:
+            self._start_thread(request)
+            return None
+        return self._background_reply(request) or self._summarize_sync(request.inputs, focus=request.focus)
+
+    async def _areply(self, request: _Request | HookCall) -> Any:
+        """`_reply` from async code: the hook and the summarizer are awaited."""
+        if isinstance(request, HookCall):
+            return await request.acall()
+        if request.background:
+            self._start_task(request)
+            return None
+        return await self._abackground_reply(request) or await self._summarize_async(
+            request.inputs, focus=request.focus
+        )
 
     # -- the compaction -------------------------------------------------------------------------------
 
     def _compact(
         self, messages: list[Message], ctx: ProcessContext
-    ) -> Generator[_Request, _Reply | None, tuple[list[Message], StepNotes]]:
+    ) -> Generator[_Request | HookCall, Any, tuple[list[Message], StepNotes]]:
         """Compacts this call's history if it must; yields summarizer requests, receives their
-        replies (`None` for a background request, which the driver only starts)."""
+        replies (`None` for a background request, which the driver only starts); before it asks
+        for a summary, yields the call's `before_compaction` hook (`ProcessContext.compaction_gate`)
+        and receives its answer."""
         self._digests.cache_policy = ctx.cache_policy
         memory = ctx.conversation.memory(self, _Memory)
         state = CompactionState(messages, ctx, self.trigger)
@@ -306,13 +305,18 @@ class Summarize(TriggerField, HistoryProcessor):
             why = f"summarizing would free about {max(gain, 0):,} tokens (< {needed:,}); "
             state.truncate(point, why)
             return state.result()
+        if (yield from self._vetoed(ctx)):
+            return state.result()  # unchanged: the pipeline's report says the hook vetoed it
+        focus = ctx.compaction_gate.focus if ctx.compaction_gate is not None else None
         inputs = self._inputs(state, cut)
-        cached, reply, fresh = yield from self._summary(inputs, memory, window=ctx.context_window)
+        cached, reply, fresh = yield from self._summary(
+            inputs, memory, window=ctx.context_window, focus=focus
+        )
         failures = reply.failures if reply is not None else []
         if cached.text is None:
             state.truncate(point, f"summarizer failed ({cached.error}), truncated instead; ")
             return state.result()
-        summary = self._summary_message(state, point, cut, cached, ctx)
+        summary = self._summary_message(state, point, cut, cached, ctx, focus=focus)
         marker = summary.parts[0].marker  # type: ignore[union-attr]
         assert marker is not None
         if marker.tokens_before - marker.tokens_after < self.min_gain:
@@ -323,20 +327,40 @@ class Summarize(TriggerField, HistoryProcessor):
         self._apply(state, point, cut, summary, fresh, failures, reply)
         return state.result()
 
+    def _vetoed(self, ctx: ProcessContext) -> Generator[HookCall, Any, bool]:
+        """Asks the call's `before_compaction` hook, if it was not asked yet (`CompactionGate`),
+        before a summary is asked for; whether it vetoed the compaction."""
+        gate = ctx.compaction_gate
+        if gate is None:
+            return False
+        ask = gate.ask(self.name)
+        if ask is not None:
+            gate.answer((yield ask))
+        return gate.vetoed
+
     def _summary(
-        self, inputs: list[Message], memory: _Memory, manual: ManualCompaction | None = None, *, window: int
+        self,
+        inputs: list[Message],
+        memory: _Memory,
+        manual: ManualCompaction | None = None,
+        *,
+        window: int,
+        focus: str | None = None,
     ) -> Generator[_Request, _Reply | None, tuple[_Cached, _Reply | None, bool]]:
-        """The summary of `inputs` (for a manual compaction, with its focus): remembered by the
-        conversation, or asked of the driver. Returns it, the driver's reply (`None` when
-        remembered) and whether it is new."""
+        """The summary of `inputs` (for a manual compaction, with its focus; for an automatic one,
+        with the `focus` a `before_compaction` hook gave): remembered by the conversation, or asked
+        of the driver. Returns it, the driver's reply (`None` when remembered) and whether it is new."""
         key = self._digests.key(inputs)
         if manual is not None:
             # A summary the user asked for is its own: another focus, or none, writes another text.
             key = f"{key}/manual/{manual.focus or ''}"
+            focus = manual.focus
+        elif focus is not None:
+            key = f"{key}/focus/{focus}"
         cached = memory.recall(key)
         if cached is not None:
             return cached, None, False
-        reply = yield _Request(inputs, key, memory, focus=manual.focus if manual is not None else None)
+        reply = yield _Request(inputs, key, memory, focus=focus)
         assert reply is not None
         writer = self.writer_name(reply.writer) if reply.writer is not None else None
         # A native backend's summary carries the provider's own block (`NativeSummary`).
@@ -386,7 +410,7 @@ class Summarize(TriggerField, HistoryProcessor):
         manual: ManualCompaction,
         ctx: ProcessContext,
         memory: _Memory,
-    ) -> Generator[_Request, _Reply | None, tuple[list[Message], StepNotes]]:
+    ) -> Generator[_Request | HookCall, Any, tuple[list[Message], StepNotes]]:
         """A compaction the user asked for (`Pipeline.compact`): everything between the task and the
         units kept, summarized whatever it frees (never truncated instead), the summarizer given the
         focus; nothing changes when there is nothing to cover, the summary would be longer than what
@@ -401,6 +425,11 @@ class Summarize(TriggerField, HistoryProcessor):
             )
             return state.result()
         cut, _ = plan
+        if (yield from self._vetoed(ctx)):
+            return state.result()  # unchanged: the pipeline's report says the hook vetoed it
+        if ctx.compaction_gate is not None:
+            # The focus the hook gave (`AdjustCompaction`), else the request's own.
+            manual = replace(manual, focus=ctx.compaction_gate.focus)
         inputs = self._inputs(state, cut)
         cached, reply, fresh = yield from self._summary(inputs, memory, manual, window=ctx.context_window)
         if cached.text is None:
@@ -548,7 +577,11 @@ class Summarize(TriggerField, HistoryProcessor):
         cached: _Cached,
         ctx: ProcessContext,
         manual: ManualCompaction | None = None,
+        *,
+        focus: str | None = None,
     ) -> Message:
+        """The summary message; its marker records the manual compaction's focus, else `focus`
+        (a `before_compaction` hook's, for an automatic one)."""
         assert cached.text is not None
         if cached.tokens is None or cached.tokenizer is not ctx.counter.tokenizer:
             cached.tokens = ctx.counter.count_message(Message("user", (SummaryPart(cached.text),)))
@@ -583,7 +616,7 @@ class Summarize(TriggerField, HistoryProcessor):
                 model=cached.writer,
                 created_at=self.clock(),
                 automatic=self.automatic and manual is None,
-                focus=manual.focus if manual is not None else None,
+                focus=manual.focus if manual is not None else focus,
                 kept_after=kept_after,
             )
             part = SummaryPart(cached.text, marker, provider_compaction=cached.compaction)

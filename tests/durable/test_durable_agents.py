@@ -7,7 +7,10 @@
 - the deprecated `TemporalAgent` wrapper, which binds no capability operations, is refused inside
   a workflow with a clear error;
 - in a DBOS workflow a `Summarize(background_at=...)` is refused, and a sync summarizer runs inside
-  the step.
+  the step;
+- in a DBOS workflow an output `OffloadToolOutputs` shortened is read back with `recall(grep=...)`,
+  and the search tool's read of the conversation store is a step of its own;
+- in a DBOS workflow the compaction hooks run inside the view's step, with the run's conversation.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ def test_temporal_registers_historykits_operations_as_activities() -> None:
         "agent__reader__capability__historykit__view",
         "agent__reader__capability__historykit__recompact",
         "agent__reader__capability__historykit__recall",
+        "agent__reader__capability__historykit__search",
         "agent__reader__toolset__historykit_recall__call_tool",
     } <= names
     recall_tool = HistoryKit(Repair(), recall=True).get_toolset().tools["recall"]
@@ -172,3 +176,153 @@ def test_in_a_dbos_workflow_background_summaries_are_refused_and_sync_summarizer
     assert threads, "the run must summarize"
     # The sync summarizer ran on a worker thread, inside the DBOS step of the pipeline call.
     assert all(name != threading.main_thread().name and step is not None for name, step in threads)
+
+
+def test_in_a_dbos_workflow_offloaded_outputs_are_read_back_and_the_store_is_searched_in_a_step(
+    tmp_path: Path,
+) -> None:
+    """A tool output offloaded when it arrived is read back by range and found by search inside a
+    DBOS workflow; the search's read of the conversation store (an earlier run's transcript) is a
+    DBOS step of its own, never workflow code."""
+    dbos = pytest.importorskip("dbos")
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+    from historykit import Recall
+    from historykit.checkpointers import SQLModelConversationStore
+    from historykit.processors import OffloadToolOutputs
+
+    store = SQLModelConversationStore(f"sqlite:///{tmp_path / 'chat.db'}")
+    log = "\n".join(f"step {i} ok" for i in range(4_000))
+    log = log.replace("step 2500 ok", "step 2500 FAILED: disk quota 9137 exceeded")
+    answers: list[str] = []
+
+    def model(messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+        final = messages[-1].parts[-1]
+        if isinstance(final, pai.UserPromptPart):
+            if "earlier" in str(final.content):
+                return pai.ModelResponse(
+                    [pai.ToolCallPart("search_history", {"query": "quota"}, tool_call_id="s")]
+                )
+            return pai.ModelResponse([pai.ToolCallPart("run_job", {}, tool_call_id="j")])
+        if isinstance(final, pai.ToolReturnPart) and final.tool_name == "run_job":
+            answers.append(str(final.content))
+            return pai.ModelResponse(
+                [
+                    pai.ToolCallPart(
+                        "recall", {"handle": _handle(final.content), "grep": "failed"}, tool_call_id="r"
+                    )
+                ]
+            )
+        answers.append(str(final.content) if isinstance(final, pai.ToolReturnPart) else "")
+        return pai.ModelResponse([pai.TextPart("done")])
+
+    def agent_with(name: str) -> Agent[None, str]:
+        kit = HistoryKit(
+            Pipeline([OffloadToolOutputs(max_tokens=2_000, keep_tokens=500), Repair()]),
+            id="hk",
+            recall=Recall(store=store, search=True),
+        )
+        agent: Agent[None, str] = Agent(FunctionModel(model), name=name, capabilities=[kit, DBOSDurability()])
+
+        @agent.tool_plain
+        def run_job() -> str:
+            """Run the nightly job."""
+            return log
+
+        return agent
+
+    first, second = agent_with("first"), agent_with("second")
+    dbos.DBOS(
+        config={"name": "historykit-offload", "system_database_url": f"sqlite:///{tmp_path / 'db.sqlite'}"}
+    )
+
+    @dbos.DBOS.workflow()
+    async def run(which: str, prompt: str, messages: list[Any]) -> list[Any]:
+        agent = first if which == "first" else second
+        result = await agent.run(prompt, conversation=Conversation(conversation_id="job", messages=messages))
+        return [dbos.DBOS.workflow_id, result.all_messages_json().decode()]
+
+    async def main() -> list[str]:
+        dbos.DBOS.launch()
+        _, messages_json = await run("first", "Run the job.", [])
+        result_messages = pai.ModelMessagesTypeAdapter.validate_json(messages_json)
+        await store.save(Conversation(conversation_id="job", messages=result_messages))
+        later, _ = await run("second", "What failed earlier?", [])
+        steps = await dbos.DBOS.list_workflow_steps_async(later)
+        return [step["function_name"] for step in steps]
+
+    try:
+        names = asyncio.run(main())
+    finally:
+        dbos.DBOS.destroy(destroy_registry=True)
+    shortened, grep, search = answers
+    assert "FAILED" not in shortened and "recall(handle=" in shortened.rsplit("\n", 1)[1]
+    assert "  2501\tstep 2500 FAILED: disk quota 9137 exceeded" in grep
+    # The second run's own history is empty: the hit came from the store, read in a step.
+    assert "step 2500 FAILED: disk quota 9137 exceeded" in search
+    assert any("search" in name for name in names), names
+
+
+def _handle(content: object) -> str:
+    import re
+
+    found = re.search(r"recall\(handle='([0-9a-f]{10})'\)", str(content))
+    assert found, str(content)[-300:]
+    return found[1]
+
+
+def test_in_a_dbos_workflow_the_compaction_hooks_run_inside_the_views_step(tmp_path: Path) -> None:
+    """The hooks are part of the view's durable unit: called inside the DBOS step that computes the
+    view (a recovery reuses the step's recorded view, so a hook is not called twice for one
+    compaction), with the run's conversation."""
+    dbos = pytest.importorskip("dbos")
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+    from historykit import AfterCompaction, BeforeCompaction
+
+    calls: list[tuple[str, Any, int | None]] = []
+
+    def before(event: BeforeCompaction) -> None:
+        calls.append(("before", event.conversation, dbos.DBOS.step_id))
+
+    def after(event: AfterCompaction) -> None:
+        calls.append(("after", event.conversation, dbos.DBOS.step_id))
+
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=900),
+        keep_last=1,
+        summarizer=lambda messages: "## Task\nread\n## Done\nread some files",
+        summary_tokens=50,
+        min_gain=100,
+    )
+    kit = HistoryKit(Pipeline([summarize]), id="hk", before_compaction=before, after_compaction=after)
+    agent: Agent[None, str] = Agent(
+        FunctionModel(_reader), name="hooked", capabilities=[kit, DBOSDurability()]
+    )
+
+    @agent.tool_plain
+    def read_file(name: str) -> str:
+        """Read a file."""
+        return f"file {name}: " + " ".join(f"word{i}" for i in range(200))
+
+    dbos.DBOS(
+        config={"name": "historykit-hooks", "system_database_url": f"sqlite:///{tmp_path / 'db.sqlite'}"}
+    )
+
+    @dbos.DBOS.workflow()
+    async def run() -> str:
+        return (await agent.run("Read the files", conversation=Conversation(conversation_id="c7"))).output
+
+    async def main() -> str:
+        dbos.DBOS.launch()
+        return await run()
+
+    try:
+        assert asyncio.run(main()) == "done"
+    finally:
+        dbos.DBOS.destroy(destroy_registry=True)
+    assert [c[0] for c in calls][:2] == ["before", "after"]
+    assert all(conversation == ("pydantic-ai", "c7") for _, conversation, _ in calls)
+    assert all(step is not None for _, _, step in calls), calls  # inside the view's step

@@ -17,6 +17,7 @@ from historykit._messages import Message, TextPart, ThinkingPart, ToolCallPart, 
 from historykit._pipeline import HistoryProcessor, Pipeline, ProcessContext, StepNotes
 from historykit._tokens import TokenCounter, heuristic_tokenizer
 from historykit._validity import check_neutral, current_cycle_start, final_request_start
+from historykit.processors._offload_tool_outputs import is_offloaded
 from historykit.processors._pairwise_truncate import PairwiseTruncate
 from historykit.processors._trigger import Trigger
 from historykit.processors._turns import (
@@ -171,15 +172,21 @@ def assert_idempotent(processor: HistoryProcessor, out: list[Message], ctx: Proc
 # --- the rules every in-place edit keeps (ClearToolResults and DedupeFileReads) ----------------------
 
 
-def assert_in_place_edit_rules(before: list[Message], after: list[Message]) -> None:
+def assert_in_place_edit_rules(
+    before: list[Message], after: list[Message], *, shortens: bool = False
+) -> None:
     """What an edit that keeps every message in place never breaks: a valid history stays valid, no
-    message is left empty, the final request is the very same objects, and the thinking of the
-    current tool-use cycle is unchanged."""
+    message is left empty, the final request is the very same objects (`shortens`: or the same with
+    tool results shortened, `kept_or_shortened`), and the thinking of the current tool-use cycle is
+    unchanged."""
     if not check_neutral(before):
         assert check_neutral(after) == [], check_neutral(after)
     assert all(m.parts for m in after), "an empty message"
     final = final_request_start(before)
-    assert all(after[i] is before[i] for i in range(final, len(before))), "the final request changed"
+    assert all(
+        after[i] is before[i] or (shortens and kept_or_shortened(after[i], before[i]))
+        for i in range(final, len(before))
+    ), "the final request changed"
     cycle = current_cycle_start(before)
     for old, new in zip(before[cycle:], after[cycle:]):
         assert [p for p in new.parts if isinstance(p, ThinkingPart)] == [
@@ -189,8 +196,9 @@ def assert_in_place_edit_rules(before: list[Message], after: list[Message]) -> N
 
 def kept_or_shortened(sent: Message, original: Message) -> bool:
     """`sent` is `original`, or `original` with tool results shortened by the last resort that fits
-    an oversized final request (`historykit.processors._final_request`): same parts, same calls
-    answered, each changed result shorter and saying what was cut."""
+    an oversized final request (`historykit.processors._final_request`) or when they arrived
+    (`OffloadToolOutputs`): same parts, same calls answered, each changed result shorter and saying
+    what was cut."""
     if sent is original or sent == original:
         return True
     if sent.role != original.role or len(sent.parts) != len(original.parts):
@@ -202,7 +210,8 @@ def kept_or_shortened(sent: Message, original: Message) -> bool:
             return False
         if new.tool_call_id != old.tool_call_id or old.pinned:
             return False
-        if len(new.content) >= len(old.content) or "[historykit: about" not in new.content:
+        said = "[historykit: about" in new.content or is_offloaded(new.content)
+        if len(new.content) >= len(old.content) or not said:
             return False
     return True
 

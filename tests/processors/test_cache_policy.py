@@ -11,6 +11,7 @@ from historykit._pipeline import Pipeline, ProcessContext
 from historykit.errors import InvalidArgumentError
 from historykit.processors._clear_tool_results import ClearToolResults
 from historykit.processors._dedupe_file_reads import DedupeFileReads
+from historykit.processors._offload_tool_outputs import OffloadToolOutputs
 from historykit.processors._strip_thinking import StripThinking
 from historykit.processors._trigger import Trigger
 
@@ -20,6 +21,7 @@ from .support import agent_session, exchange, tokens
 def _pipeline(policy: CachePolicy | None = None) -> Pipeline:
     return Pipeline(
         [
+            OffloadToolOutputs(max_tokens=300, keep_tokens=100),
             DedupeFileReads(trigger=None, min_gain=0),
             ClearToolResults(keep=2, trigger=Trigger(max_tokens=1), min_gain=0),
             StripThinking(trigger=None, min_gain=0),
@@ -67,7 +69,7 @@ def test_one_knob_bounds_every_cache_and_the_output_does_not_change(eviction: st
     for _ in range(2):  # a cold call, then a warm one
         assert small.run(history, context_window=window).messages == reference
     caches = _caches(small)
-    assert len(caches) >= 6 and all(len(cache) <= 5 for cache in caches), [len(c) for c in caches]
+    assert len(caches) >= 7 and all(len(cache) <= 5 for cache in caches), [len(c) for c in caches]
     assert sum(map(len, caches)) > 0
 
 
@@ -77,7 +79,7 @@ def test_a_processor_outside_a_pipeline_uses_the_default_policy() -> None:
     assert ctx.cache_policy is DEFAULT_CACHE_POLICY
     dedupe = DedupeFileReads(trigger=None, min_gain=0)
     out, _ = dedupe.process(history, ctx)
-    assert out == _pipeline().processors[0].process(history, ctx)[0]
+    assert out == _pipeline().processors[1].process(history, ctx)[0]
 
 
 def test_an_identity_cache_hits_only_the_same_object() -> None:

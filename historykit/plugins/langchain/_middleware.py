@@ -57,6 +57,12 @@ Manual compaction (both): `compact(focus, thread_id=None)` makes the thread's ne
 mode; `compact_thread(graph, config, focus)` / `acompact_thread` compact a stored thread at once
 through `graph.update_state` (persistent mode), so the checkpointer records it.
 
+Compaction hooks (both): `before_compaction=` and `after_compaction=` are called around each
+compaction with a `historykit.BeforeCompaction` / `historykit.AfterCompaction` whose `conversation`
+is `("langgraph", thread_id, checkpoint_ns)`: the before-hook may veto the compaction (`False`) or
+change the summary's focus (`historykit.AdjustCompaction`). Plain or async functions; an async one
+needs the graph's async entry points (`ainvoke`, `astream`), a sync run raises `ArgumentTypeError`.
+
 Recall (the middleware, `recall=True`, `historykit.Recall`): the middleware adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the graph state
 (view-only keeps every message), the originals it kept (persistent) or the `Recall.store`'s
@@ -102,6 +108,7 @@ from langgraph.types import Command
 from historykit._binding import model_binds_thinking
 from historykit._context_window import ContextWindow, check_context_window
 from historykit._conversations import ConversationState, conversation_key
+from historykit._hooks import AfterHook, BeforeHook
 from historykit._messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
 from historykit._pipeline import (
     Call,
@@ -252,9 +259,16 @@ class _Glue(Glue):
         on_report: Callable[[Report], None] | None,
         persist: bool,
         binds_thinking: bool | None = None,
+        before_compaction: BeforeHook | None = None,
+        after_compaction: AfterHook | None = None,
     ) -> None:
         self.pipeline = pipeline_of(processor)
         """The pipeline that runs (a single processor is wrapped in one)."""
+        self.compaction_hooks = self._hooks(before_compaction, after_compaction)
+        """Called around each compaction with a `historykit.BeforeCompaction` / `AfterCompaction`
+        whose `conversation` is `("langgraph", thread_id, checkpoint_ns)`: the before-hook may veto
+        it (`False`) or change the summary's focus (`historykit.AdjustCompaction`). Plain or async
+        functions; an async one needs the graph's async entry points (`ainvoke`, `astream`)."""
         self.context_window = check_context_window(context_window)
         """The window to budget for; `None`: the model's profile's, else historykit's default."""
         self.on_report = on_report
@@ -419,6 +433,7 @@ class _Glue(Glue):
             where.state.key,
             manual,
             where.state,
+            hooks=self.compaction_hooks,
         )
 
     def _process(self, messages: list[BaseMessage], model: Any, where: _Where) -> _Processed:
@@ -484,8 +499,12 @@ class HistoryKitHook(_Glue, Runnable[Any, dict[str, Any]]):
         on_report: Callable[[Report], None] | None = None,
         messages_key: str = "messages",
         binds_thinking: bool | None = None,
+        before_compaction: BeforeHook | None = None,
+        after_compaction: AfterHook | None = None,
     ) -> None:
-        super().__init__(processor, context_window, on_report, persist, binds_thinking)
+        super().__init__(
+            processor, context_window, on_report, persist, binds_thinking, before_compaction, after_compaction
+        )
         self.model = model
         """The chat model whose profile gives the window when `context_window` is `None`."""
         self.messages_key = messages_key
@@ -578,6 +597,7 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         from historykit.plugins.langchain import HistoryKitMiddleware
 
         agent = create_agent(model, tools, middleware=[HistoryKitMiddleware(pipeline, persist=True)])
+        HistoryKitMiddleware(pipeline, after_compaction=lambda event: print(event.summary))
         ```
     """
 
@@ -590,8 +610,12 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         on_report: Callable[[Report], None] | None = None,
         binds_thinking: bool | None = None,
         recall: Recall | bool = False,
+        before_compaction: BeforeHook | None = None,
+        after_compaction: AfterHook | None = None,
     ) -> None:
-        super().__init__(processor, context_window, on_report, persist, binds_thinking)
+        super().__init__(
+            processor, context_window, on_report, persist, binds_thinking, before_compaction, after_compaction
+        )
         if self.persist and _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
             raise ImportError("persistent mode needs a langchain with ExtendedModelResponse (1.2 or later)")
         self.recall = recall_option(recall)
@@ -604,6 +628,8 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
                 self.pipeline.processors, media=not self.persist or self.recall.store is not None
             )
             self.tools = [_recall_tool(self.recall, self)]
+            if self.recall.search:
+                self.tools.append(_search_tool(self.recall, self))
 
     state_schema = HistoryKitState
 
@@ -800,17 +826,7 @@ def _recall_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
     from langchain_core.tools import StructuredTool
 
     def where(runtime: ToolRuntime) -> dict[str, Any]:
-        thread, key = _conversation(runtime.config or {})
-        state = runtime.state
-        get = state.get if isinstance(state, dict) else lambda name: getattr(state, name, None)
-        messages = get("messages")
-        kept = get("historykit_originals")
-        return {
-            "state": middleware.pipeline.conversations.get(key) if key is not None else None,
-            "kept": kept if isinstance(kept, dict) else None,
-            "history": _ADAPTER.to_neutral(list(messages or ())),
-            "store_key": thread if key is not None else None,
-        }
+        return _sources(runtime, middleware)
 
     # An image `ClearMedia` removed comes back as its content block (the tool message then holds it).
     def media_key(handle: str, found: dict[str, Any]) -> str | None:
@@ -820,21 +836,87 @@ def _recall_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
         )
         return None if known else found["store_key"]
 
-    def recall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> Any:
+    def recall_output(
+        handle: str,
+        runtime: ToolRuntime,
+        offset: int = 0,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        grep: str | None = None,
+    ) -> Any:
         found = where(runtime)
         media = recall.media(handle, history=found["history"], store_key=media_key(handle, found))
-        return [media.native] if media is not None else recall.lookup(handle, offset, **found)
+        if media is not None:
+            return [media.native]
+        return recall.lookup(handle, offset, start_line, end_line, grep, **found)
 
-    async def arecall_output(handle: str, runtime: ToolRuntime, offset: int = 0) -> Any:
+    async def arecall_output(
+        handle: str,
+        runtime: ToolRuntime,
+        offset: int = 0,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        grep: str | None = None,
+    ) -> Any:
         found = where(runtime)
         media = await recall.amedia(handle, history=found["history"], store_key=media_key(handle, found))
-        return [media.native] if media is not None else await recall.alookup(handle, offset, **found)
+        if media is not None:
+            return [media.native]
+        return await recall.alookup(handle, offset, start_line, end_line, grep, **found)
 
     # This module postpones annotations; the tool reads them to find its arguments and the runtime.
     for function in (recall_output, arecall_output):
-        function.__annotations__ = {"handle": str, "runtime": ToolRuntime, "offset": int, "return": Any}
+        function.__annotations__ = {
+            "handle": str,
+            "runtime": ToolRuntime,
+            "offset": int,
+            "start_line": int | None,
+            "end_line": int | None,
+            "grep": str | None,
+            "return": Any,
+        }
     return StructuredTool.from_function(
         func=recall_output, coroutine=arecall_output, name=recall.name, description=recall.description
+    )
+
+
+def _sources(runtime: Any, middleware: HistoryKitMiddleware) -> dict[str, Any]:
+    """Where the recall and search tools look, for the thread the tool runs in: the pipeline's state
+    of the thread, the originals persistent mode kept in the graph state, the graph state's
+    messages, and the thread's key in the store."""
+    thread, key = _conversation(cast(RunnableConfig, runtime.config or {}))
+    state = runtime.state
+    get = state.get if isinstance(state, dict) else lambda name: getattr(state, name, None)
+    messages = get("messages")
+    kept = get("historykit_originals")
+    return {
+        "state": middleware.pipeline.conversations.get(key) if key is not None else None,
+        "kept": kept if isinstance(kept, dict) else None,
+        "history": _ADAPTER.to_neutral(list(messages or ())),
+        "store_key": thread if key is not None else None,
+    }
+
+
+def _search_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
+    """The search tool for `create_agent` (`Recall.search`): the parts of the thread's own transcript
+    that contain a text, in pages; never another conversation's."""
+    from langchain.tools import ToolRuntime
+    from langchain_core.tools import StructuredTool
+
+    def search_history(query: str, runtime: ToolRuntime, page: int = 1) -> str:
+        return recall.find(query, page, **_sources(runtime, middleware))
+
+    async def asearch_history(query: str, runtime: ToolRuntime, page: int = 1) -> str:
+        return await recall.afind(query, page, **_sources(runtime, middleware))
+
+    # This module postpones annotations; the tool reads them to find its arguments and the runtime.
+    for function in (search_history, asearch_history):
+        function.__annotations__ = {"query": str, "runtime": ToolRuntime, "page": int, "return": str}
+    return StructuredTool.from_function(
+        func=search_history,
+        coroutine=asearch_history,
+        name=recall.search_name,
+        description=recall.search_description,
     )
 
 

@@ -52,6 +52,12 @@ Manual compaction (both): `compact(focus)` makes the next model request run `Pip
 `HistoryKit.compact_conversation` compacts a stored Pydantic AI `Conversation` at once (persistent
 mode), to save in a `ConversationStore`.
 
+Compaction hooks (both): `before_compaction=` and `after_compaction=` are called around each
+compaction with a `historykit.BeforeCompaction` / `historykit.AfterCompaction` whose `conversation`
+is `("pydantic-ai", conversation_id)` (the run's `run_id` when it has none): the before-hook may veto
+the compaction (`False`) or change the summary's focus (`historykit.AdjustCompaction`); plain or
+async functions (`historykit._hooks`).
+
 Recall (`HistoryKit(..., recall=True)`, `historykit.Recall`): the capability adds a `recall` tool
 that gives a cleared tool output back by the handle its placeholder names, from the run's history
 (view-only), the originals it kept (persistent) or the `Recall.store`'s transcript.
@@ -85,6 +91,7 @@ from historykit import _provenance as provenance
 from historykit._binding import model_binds_thinking
 from historykit._context_window import ContextWindow, check_context_window
 from historykit._conversations import ConversationState, conversation_key
+from historykit._hooks import AfterHook, BeforeHook
 from historykit._messages import PROVIDER_COMPACTION_KEY, Message, ProviderCompaction
 from historykit._pipeline import (
     Call,
@@ -95,6 +102,7 @@ from historykit._pipeline import (
     native_result,
 )
 from historykit._recall import Recall, recall_option
+from historykit._transcript_search import Hit
 from historykit._validate import check_bool
 from historykit._view import Mode
 from historykit.errors import InvalidArgumentError
@@ -337,6 +345,7 @@ class _Glue(Glue):
             self.binds_for(model),
             conversation_key(_KIND, conversation),
             manual,
+            hooks=self.compaction_hooks,
         )
 
     async def process(
@@ -368,6 +377,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         kit = HistoryKit(Pipeline([ClearToolResults(), Summarize(), Repair()]), on_report=reports.append)
         agent = Agent("openai:gpt-4o", capabilities=[kit])       # window: gpt-4o's, from its profile
         HistoryKit(pipeline, context_window=32_000, persist=False)  # explicit window, view only
+        HistoryKit(pipeline, before_compaction=lambda event: False)  # veto every compaction
         ```
     """
 
@@ -398,6 +408,14 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
     durable engines name its operations after it (`historykit.plugins.pydantic_ai._durable`), and
     the recall toolset's `id` is derived from it (`"<id>_recall"`). Give each `HistoryKit` of one
     agent its own; never change it while runs of the agent may be recovered."""
+    before_compaction: BeforeHook | None = None
+    """Called before each compaction with a `historykit.BeforeCompaction` (its `conversation` is
+    `("pydantic-ai", conversation_id)`): return `False` to veto it, `historykit.AdjustCompaction` to
+    change the summary's focus, `None` to let it proceed; plain or async (`historykit._hooks`).
+    Under a durable engine it runs inside the request's durable unit, once (a replay reuses the
+    recorded view)."""
+    after_compaction: AfterHook | None = None
+    """Called after each compaction with a `historykit.AfterCompaction`: sizes, markers, summary."""
     last_report: Report | None = field(default=None, init=False, repr=False, compare=False)
     """The report of the latest call."""
     _manual: dict[str | None, ManualCompaction] = field(
@@ -415,6 +433,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
                 "this Pydantic AI has no capabilities: use HistoryKitProcessor in history_processors=[...]"
             )
         self.pipeline = pipeline_of(self.processor)
+        self.compaction_hooks = self._hooks(self.before_compaction, self.after_compaction)
         self.mode = "persistent" if check_bool("persist", self.persist) else "view"
         check_context_window(self.context_window)
         self._recall = recall_option(self.recall)
@@ -445,13 +464,29 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
 
     @_durable_operation("recall")
     async def _recall_operation(
-        self, ctx: RunContext[Any], handle: str, offset: int, conversation: str | None
+        self,
+        ctx: RunContext[Any],
+        handle: str,
+        offset: int,
+        start_line: int | None,
+        end_line: int | None,
+        grep: str | None,
+        conversation: str | None,
     ) -> str:
         """A recall look-up that reads the store (`Recall.store`), as a durable unit."""
-        return await self._run_recall(handle, offset, conversation)
+        return await self._run_recall(handle, offset, start_line, end_line, grep, conversation)
+
+    @_durable_operation("search")
+    async def _search_operation(self, ctx: RunContext[Any], query: str, conversation: str) -> list[Any]:
+        """The search tool's read of the store (`Recall.store`), as a durable unit: the hits, as JSON."""
+        return await self._run_search(query, conversation)
+
+    async def _run_search(self, query: str, conversation: str) -> list[Any]:
+        assert self._recall is not None  # the search tool exists only with it
+        return [hit.to_json() for hit in await self._recall.stored_hits(query, conversation)]
 
     async def _run_view(self, request: ViewRequest) -> ViewResult:
-        call = request.call()
+        call = replace(request.call(), hooks=self.compaction_hooks)
         given = request.messages
         neutral = _ADAPTER.to_neutral(given)
         previous = request.previous
@@ -464,7 +499,7 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         return ViewResult.encode(given, result.messages, dict(result.originals), kept=result.kept)
 
     async def _run_recompact(self, request: RecompactRequest) -> ViewResult | None:
-        call = request.request.call()
+        call = replace(request.request.call(), hooks=self.compaction_hooks)
         given = request.request.messages
         neutral = _ADAPTER.to_neutral(given)
         error = _overflow_error(request.overflow)
@@ -476,10 +511,20 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         window = self.pipeline.state_of(call).window
         return ViewResult.encode(given, result.messages, dict(result.originals), window, result.kept)
 
-    async def _run_recall(self, handle: str, offset: int, conversation: str | None) -> str:
+    async def _run_recall(
+        self,
+        handle: str,
+        offset: int,
+        start_line: int | None,
+        end_line: int | None,
+        grep: str | None,
+        conversation: str | None,
+    ) -> str:
         assert self._recall is not None  # the recall tool exists only with it
         state = self.state_of(conversation) if conversation is not None else None
-        return await self._recall.alookup(handle, offset, state=state, store_key=conversation)
+        return await self._recall.alookup(
+            handle, offset, start_line, end_line, grep, state=state, store_key=conversation
+        )
 
     async def _durably(self, engine: Engine, ctx: RunContext[Any], operation: str, *args: Any) -> Any:
         """Run `operation` as the engine's durable unit (`durable_engine` chose how)."""
@@ -488,13 +533,17 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
                 "view": self._view_operation,
                 "recompact": self._recompact_operation,
                 "recall": self._recall_operation,
+                "search": self._search_operation,
             }[operation]
             return await method(ctx, *args)
         from dbos import DBOS
 
-        body = {"view": self._run_view, "recompact": self._run_recompact, "recall": self._run_recall}[
-            operation
-        ]
+        body = {
+            "view": self._run_view,
+            "recompact": self._run_recompact,
+            "recall": self._run_recall,
+            "search": self._run_search,
+        }[operation]
         step: Any = DBOS.run_step_async
         return await step({"name": f"historykit.{self.id}.{operation}"}, body, *args)
 
@@ -745,13 +794,24 @@ def _recall_toolset(recall: Recall, kit: HistoryKit) -> Any:
     from pydantic_ai.tools import Tool
     from pydantic_ai.toolsets import FunctionToolset
 
-    async def recall_output(ctx: RunContext[Any], handle: str, offset: int = 0) -> Any:
-        """Return a cleared tool output, or a removed image.
+    async def recall_output(
+        ctx: RunContext[Any],
+        handle: str,
+        offset: int = 0,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        grep: str | None = None,
+    ) -> Any:
+        """Return a cleared or shortened tool output, or part of it; or a removed image.
 
         Args:
             handle: The handle the placeholder names.
-            offset: Where to start in the output, for the next part of a long one.
+            offset: Where to start in the output (a character), for the next part of a long one.
+            start_line: The first line to return (numbered from 1).
+            end_line: The last line to return.
+            grep: Return only the lines that contain this text (case-insensitive, not a regular expression).
         """
+        reading = (offset, start_line, end_line, grep)
         conversation = _conversation(ctx)
         state = kit.state_of(conversation) if conversation is not None else None
         history = _ADAPTER.to_neutral(_run_history(ctx))
@@ -769,19 +829,41 @@ def _recall_toolset(recall: Recall, kit: HistoryKit) -> Any:
         if media is not None:
             return media.native.item if isinstance(media.native, PromptItem) else media.native
         if engine is not None:
-            answer: str = await kit._durably(engine, ctx, "recall", handle, offset, conversation)
+            answer: str = await kit._durably(engine, ctx, "recall", handle, *reading, conversation)
             return answer
-        return await recall.alookup(handle, offset, state=state, history=history, store_key=conversation)
+        return await recall.alookup(
+            handle, offset, start_line, end_line, grep, state=state, history=history, store_key=conversation
+        )
 
-    tool = Tool(
-        recall_output,
-        takes_ctx=True,
-        name=recall.name,
-        description=recall.description,
-        metadata={engine: False for engine in _WORKFLOW_SIDE_ENGINES},
-    )
+    async def search_history(ctx: RunContext[Any], query: str, page: int = 1) -> str:
+        """Search everything this conversation contained.
+
+        Args:
+            query: One or more words; a line matches when it contains all of them.
+            page: The page of hits to show (newest first).
+        """
+        conversation = _conversation(ctx)
+        state = kit.state_of(conversation) if conversation is not None else None
+        history = _ADAPTER.to_neutral(_run_history(ctx))
+        reads_store = recall.store is not None and conversation is not None and isinstance(query, str)
+        engine = durable_engine(ctx, kit.id, "search") if reads_store else None
+        if engine is not None and query.split():
+            found: list[Any] = await kit._durably(engine, ctx, "search", query, conversation)
+            stored = [Hit.from_json(hit) for hit in found]
+            return recall.find_with(query, page, stored, state=state, history=history)
+        return await recall.afind(query, page, state=state, history=history, store_key=conversation)
+
+    functions: list[tuple[Callable[..., Any], str, str]] = [(recall_output, recall.name, recall.description)]
+    if recall.search:
+        functions.append((search_history, recall.search_name, recall.search_description))
+    # Looked up in the workflow or flow (see above); only a read of the store is a durable unit.
+    in_workflow = {engine: False for engine in _WORKFLOW_SIDE_ENGINES}
+    tools = [
+        Tool(function, takes_ctx=True, name=name, description=description, metadata=in_workflow)
+        for function, name, description in functions
+    ]
     toolset_id = f"{kit.id}_recall" if kit.id is not None else None
-    return FunctionToolset([tool], id=toolset_id)
+    return FunctionToolset(tools, id=toolset_id)
 
 
 _WORKFLOW_SIDE_ENGINES = ("temporal", "prefect")
@@ -927,9 +1009,13 @@ class HistoryKitProcessor(_Glue):
         context_window: int | None = None,
         on_report: Callable[[Report], None] | None = None,
         binds_thinking: bool | None = None,
+        before_compaction: BeforeHook | None = None,
+        after_compaction: AfterHook | None = None,
     ) -> None:
         self.pipeline = pipeline_of(processor)
         """The pipeline that runs (a single processor is wrapped in one)."""
+        self.compaction_hooks = self._hooks(before_compaction, after_compaction)
+        """Called around each compaction, with the run's conversation (`HistoryKit.before_compaction`)."""
         self.context_window = check_context_window(context_window)
         """The window to budget for; `None`: the run's model's, else historykit's default."""
         self.on_report = on_report

@@ -77,14 +77,24 @@ def message_digest(msg: Message) -> bytes:
             _fields(h, part.id, part.name, part.arguments_text())
         elif isinstance(part, ToolResultPart):
             _fields(h, part.tool_call_id, part.name, part.is_error, part.content)
+            for item in part.media:  # none in most results: their digest is what it always was
+                _fields(h, item.kind)
+                if isinstance(item, MediaPart):
+                    _media_fields(h, item)
+                else:
+                    _fields(h, item.text)
         elif isinstance(part, MediaPart):
-            _fields(h, part.media_type, part.source, part.size, part.digest)
-            if not part.digest and part.native is not None:
-                _fields(h, repr(part.native))
+            _media_fields(h, part)
         elif isinstance(part, OtherPart):
             # `text` is only a rendering for counting: the native object is what the model gets.
             _fields(h, part.type_name, part.text, "" if part.native is None else repr(part.native))
     return h.digest()
+
+
+def _media_fields(h: Any, part: MediaPart) -> None:
+    _fields(h, part.media_type, part.source, part.size, part.digest)
+    if not part.digest and part.native is not None:
+        _fields(h, repr(part.native))
 
 
 def _fields(h: Any, *values: object) -> None:

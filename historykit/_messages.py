@@ -130,6 +130,10 @@ class ToolResultPart:
     is_error: bool = False
     pinned: bool = False
     native: Any = field(default=None, compare=False, repr=False)
+    media: tuple[MediaPart | TextPart, ...] = ()
+    """The images and files the result carries besides its text, in order (a screenshot a browser
+    tool returned). A processor that takes one out puts a `TextPart` in its place (`ClearMedia`),
+    keeping the `native` of the `MediaPart` it replaces, so the adapter knows which item it was."""
     kind: ClassVar[Literal["tool_result"]] = "tool_result"
 
 

@@ -33,6 +33,15 @@ run goes on. A long original comes in pages of `Recall.max_chars` characters, ea
 note naming the `offset=` of the next page; the original found for the first page is kept with the
 conversation, so paging through it costs time linear in its length.
 
+Images: `ClearMedia`'s placeholders name the image's handle (`media_handle`: a digest of its
+payload's digest, or of its URL), and the tool answers with the image itself, the framework's own
+item (a Pydantic AI `BinaryContent` or `ImageUrl`, a LangChain image block), found in the
+conversation's history (view-only mode) or in the store's log (`Recall.media`). Persistent mode
+replaces the image in the history, and no original is kept in memory for it: the integrations
+install the tool on `ClearMedia` only where the image can be found again (`install(media=...)`:
+view-only mode, and LangChain's persistent mode with a `SQLModelSaver` store, which logs every
+message as the graph checkpoints it), so no placeholder offers an image the tool cannot give.
+
 A placeholder names its own content's handle. Only a notice or placeholder historykit wrote (its
 message carries a compaction marker) passes on the handle it names: a tool output whose text merely
 looks like one is an output like any other.
@@ -68,7 +77,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, IdentityCache
-from historykit._messages import Message, ToolResultPart
+from historykit._messages import MediaPart, Message, ToolResultPart
 from historykit._plans import adrive, drive
 from historykit._reading import Reading, shown
 from historykit._validate import check_bool
@@ -100,6 +109,29 @@ def content_handle(content: str) -> str:
     if handle is None:
         handle = _HANDLES.put(content, recall_handle(content), DEFAULT_CACHE_POLICY)
     return handle
+
+
+def media_handle(part: MediaPart) -> str:
+    """The handle of an image or file (`ClearMedia`'s placeholders name it): 10 hex digits of a
+    digest of its payload's digest, or of its URL or file id when it has no inline payload. It
+    cannot be the handle of a tool output's text (the digested text starts with a NUL)."""
+    return recall_handle(f"\0media\0{part.digest or part.source}")
+
+
+def media_originals(handle: str, messages: Sequence[Message]) -> list[MediaPart]:
+    """The distinct images and files in `messages` (in user messages and in tool results) whose
+    handle is `handle`: one normally, none when the history does not have it."""
+    found: dict[tuple[str, str], MediaPart] = {}
+    for msg in messages:
+        for part in msg.parts:
+            for item in part.media if isinstance(part, ToolResultPart) else (part,):
+                if (
+                    isinstance(item, MediaPart)
+                    and (item.digest or item.source)
+                    and media_handle(item) == handle
+                ):
+                    found.setdefault((item.media_type, item.digest or item.source), item)
+    return list(found.values())
 
 
 def recall_call(tool: str, handle: str) -> str:
@@ -175,8 +207,9 @@ class Recall:
     """The `recall` tool an integration installs: the model gets a cleared tool output back by the
     handle its placeholder names, without running the tool again.
 
-    The integration sets `recall_tool` on its pipeline's `ClearToolResults` and `DedupeFileReads`
-    (so their placeholders name the tool and a handle), adds the tool to the agent, and keeps the
+    The integration sets `recall_tool` on its pipeline's `ClearToolResults`, `DedupeFileReads` and
+    (where a removed image can be found again) `ClearMedia` (so their placeholders name the tool and
+    a handle), adds the tool to the agent, and keeps the
     originals persistent mode replaced with the conversation. See the module documentation for where
     originals are found.
 
@@ -238,7 +271,8 @@ class Recall:
     def description(self) -> str:
         """What the model reads about the tool."""
         return (
-            "Return the full text of a tool output that was cleared or shortened to save context. "
+            "Return the full text of a tool output that was cleared or shortened to save context, or "
+            "an image that was removed. "
             f"Pass the handle the placeholder names, e.g. {recall_call(self.name, '3f9a0c1b2d')}; "
             "nothing is run again. A long output comes in parts: pass the offset the note at the end "
             "of a part names to get the next one. To read less of it: start_line and end_line return "
@@ -260,13 +294,17 @@ class Recall:
             "returns it."
         )
 
-    def install(self, processors: Sequence[object]) -> None:
+    def install(self, processors: Sequence[object], *, media: bool = True) -> None:
         """Make the placeholders of `processors` name this tool: sets `recall_tool` on each
-        processor that has that option (`ClearToolResults`, `DedupeFileReads`)."""
+        processor that has that option (`ClearToolResults`, `DedupeFileReads`, `ClearMedia`).
+
+        `media=False` leaves out the processors that replace images (`ClearMedia`): the integration
+        says so in persistent mode without a `store`, where an image replaced in the history is
+        nowhere to be found again, so a placeholder must not offer it."""
         for processor in processors:
             current = getattr(processor, "recall_tool", False)
-            if current is False:
-                continue  # no such option
+            if current is False or (not media and getattr(processor, "replaces_media", False)):
+                continue  # no such option, or no image to give back
             if current is not None and current != self.name:
                 raise InvalidArgumentError(
                     f"{type(processor).__name__} names the recall tool {current!r}, but the tool "
@@ -281,6 +319,31 @@ class Recall:
             state.keep_original(handle, content, self.max_originals)
 
     # --- the tool ---------------------------------------------------------------------------------
+
+    def media(
+        self, handle: object, *, history: Sequence[Message] = (), store_key: str | None = None
+    ) -> MediaPart | None:
+        """The image or file `handle` names (`ClearMedia`'s placeholders), found in the
+        conversation's neutral `history`, then in the store's transcript of `store_key`; `None`
+        when neither has it (the tool then answers with `lookup`). Its `native` is the framework's
+        own item, which the integration's tool returns to the model."""
+        if not isinstance(handle, str) or not _HANDLE.fullmatch(handle):
+            return None
+        found = media_originals(handle, history)
+        if not found and self.store is not None and store_key is not None:
+            found = _media_in_transcript(handle, self._transcript(store_key))
+        return found[0] if len(found) == 1 else None
+
+    async def amedia(
+        self, handle: object, *, history: Sequence[Message] = (), store_key: str | None = None
+    ) -> MediaPart | None:
+        """`media` for async code: the store's transcript is read on the event loop."""
+        if not isinstance(handle, str) or not _HANDLE.fullmatch(handle):
+            return None
+        found = media_originals(handle, history)
+        if not found and self.store is not None and store_key is not None:
+            found = _media_in_transcript(handle, await self._atranscript(store_key))
+        return found[0] if len(found) == 1 else None
 
     def lookup(
         self,
@@ -479,6 +542,10 @@ class Recall:
             # The next parts come from here, not from another search of the history or the store.
             state.keep_original(handle, content, self.max_originals)
         return answer
+
+
+def _media_in_transcript(handle: str, transcript: Any) -> list[MediaPart]:
+    return media_originals(handle, _neutral_transcript(transcript))
 
 
 def _neutral_transcript(transcript: Any) -> list[Message]:

@@ -278,7 +278,8 @@ class TokenCounter:
         if isinstance(part, ToolCallPart):
             return PART_OVERHEAD + self.count_text(part.name) + self.count_text(part.arguments_text())
         if isinstance(part, ToolResultPart):
-            return PART_OVERHEAD + self.count_text(part.content)
+            tokens = PART_OVERHEAD + self.count_text(part.content)
+            return tokens + sum(self.count_part(item) for item in part.media) if part.media else tokens
         if isinstance(part, MediaPart):
             if part.media_type.startswith("image"):
                 return IMAGE_TOKENS

@@ -23,6 +23,7 @@ from historykit._messages import (
     ToolResultPart,
 )
 from historykit.processors import (
+    ClearMedia,
     ClearToolResults,
     OffloadToolOutputs,
     PairwiseTruncate,
@@ -38,6 +39,7 @@ def squeeze() -> Pipeline:
     """Every processor that removes or replaces content, with budgets that always fire."""
     return Pipeline(
         [
+            ClearMedia(keep=0, max_bytes=0, batch=1),
             OffloadToolOutputs(max_tokens=2, keep_tokens=1),
             ClearToolResults(keep=0, min_tokens=1, min_gain=0, trigger=Trigger(max_tokens=1)),
             StripThinking(keep_turns=0, trigger=None),

@@ -1,4 +1,4 @@
-"""Random pipelines of the five processors on random valid histories of every framework (neutral,
+"""Random pipelines of the six processors on random valid histories of every framework (neutral,
 Pydantic AI, LangChain), with tight budgets: the output is always valid (`check()`), keeps the system
 prompt, the final request and the user's latest request, and leaves the thinking of its current
 tool-use cycle unmodified."""
@@ -19,6 +19,7 @@ from historykit._messages import Message, TextPart, ThinkingPart, ToolResultPart
 from historykit._pipeline import HistoryProcessor
 from historykit._validity import current_cycle_start, final_request_start
 from historykit.processors import (
+    ClearMedia,
     ClearToolResults,
     DedupeFileReads,
     OffloadToolOutputs,
@@ -53,6 +54,11 @@ def _maybe_trigger(draw: st.DrawFn) -> Trigger | None:
 def processors(draw: st.DrawFn) -> list[HistoryProcessor]:
     """A random order of a random non-empty subset of the six, each with a tight random budget."""
     made: dict[str, Callable[[], HistoryProcessor]] = {
+        "media": lambda: ClearMedia(
+            keep=draw(st.integers(0, 3)),
+            max_bytes=draw(st.one_of(st.none(), st.integers(0, 100))),
+            batch=draw(st.integers(1, 3)),
+        ),
         "dedupe": lambda: DedupeFileReads(
             min_gain=draw(st.integers(0, 400)), trigger=_maybe_trigger(draw), recall_tool=draw(recall_tools)
         ),

@@ -32,6 +32,7 @@ import pytest
 import historykit
 from historykit.demo._command import _parser
 from historykit.processors import (
+    ClearMedia,
     ClearToolResults,
     DedupeFileReads,
     OffloadToolOutputs,
@@ -82,6 +83,7 @@ def test_opens_with_the_two_commands() -> None:
 @pytest.mark.parametrize(
     "cls",
     [
+        ClearMedia,
         DedupeFileReads,
         ClearToolResults,
         OffloadToolOutputs,

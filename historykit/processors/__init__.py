@@ -4,6 +4,7 @@ Every processor can be passed where a framework expects a history processor, com
 `|`, and run with `.run(messages, context_window=...)`.
 """
 
+from historykit.processors._clear_media import ClearMedia
 from historykit.processors._clear_tool_results import ClearToolResults
 from historykit.processors._dedupe_file_reads import DedupeFileReads
 from historykit.processors._default_pipeline import TRIGGER_PRESETS, TriggerPreset, default_pipeline
@@ -18,6 +19,7 @@ from historykit.processors._trigger import Trigger
 
 __all__ = [
     "TRIGGER_PRESETS",
+    "ClearMedia",
     "ClearToolResults",
     "DedupeFileReads",
     "ExtractiveSummarizer",

@@ -316,7 +316,8 @@ class ClearToolResults(HistoryProcessor):
                         call, part, tokens, msg.marker is not None, error_line(part, call)
                     )
                     if tokens >= self.min_tokens and counter.count_text(text) < tokens:
-                        new = replace(part, content=text)
+                        # The images it returned go with the output (`ClearMedia` keeps the newest).
+                        new = replace(part, content=text, media=())
             parts.append(new)
         if all(a is b for a, b in zip(parts, msg.parts)):
             return msg

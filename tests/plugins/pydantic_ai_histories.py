@@ -8,6 +8,7 @@ the agent does, and changed now and then) and the user's task (plain text, or a 
 (`Read`, shell `cat`/`sed -n`, editor `view`, `Write`), now and then a native (built-in) tool call
 with its return, a generated file, usage, ids, provider details) and the `ModelRequest` that answers
 it: every tool call answered in the next request, tool results first (a tool return, a failed one,
+a screenshot `BinaryContent` in 2.x,
 a retry: `RetryPromptPart` in 1.x, `ToolReturnPart(outcome='retried')` in 2.x), then optional user
 text; a response without calls is followed by the user's next prompt or by a tool-less retry
 (`RetryPromptPart` without a tool name in 1.x, `RetryFeedbackPart` in 2.x). Messages, system
@@ -52,6 +53,8 @@ START = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 
 # Feature checks: what this Pydantic AI version has.
 RETRY_PROMPT_DEPRECATED = getattr(pai.RetryPromptPart, "__deprecated__", None) is not None
+TOOL_RETURN_FILES = hasattr(pai.ToolReturnPart, "files")
+"""2.x: a tool return holds images and files itself (1.x sent them in a user prompt after it)."""
 RetryFeedbackPart: Any = getattr(pai, "RetryFeedbackPart", None)
 RetryInfo: Any = getattr(pai, "RetryInfo", None)
 ERROR_OUTCOMES: tuple[str, ...] = tuple(getattr(pai, "ERROR_OUTCOMES", ("failed",)))
@@ -213,7 +216,7 @@ def _response(draw: st.DrawFn, h: _History, *, calls: bool, unknown_parts: bool)
 
 
 def _answer(draw: st.DrawFn, h: _History, call: Any) -> Any:
-    kind = draw(st.sampled_from(("ok", "ok", "ok", "json", "failed", "retry")))
+    kind = draw(st.sampled_from(("ok", "ok", "ok", "json", "failed", "retry", "image")))
     timestamp = h.now()
     if kind == "retry":
         if RETRY_PROMPT_DEPRECATED:
@@ -221,8 +224,12 @@ def _answer(draw: st.DrawFn, h: _History, call: Any) -> Any:
                 call.tool_name, _text(draw), call.tool_call_id, timestamp=timestamp, outcome="retried"
             )
         return pai.RetryPromptPart(_text(draw), tool_name=call.tool_name, tool_call_id=call.tool_call_id)
-    if kind == "json":
-        content: Any = draw(
+    if kind == "image" and TOOL_RETURN_FILES:
+        # A screenshot as a 2.x tool returns it: the image alone, or after a line of text.
+        image = pai.BinaryContent(draw(st.binary(min_size=1, max_size=64)), media_type="image/png")
+        content: Any = draw(st.sampled_from((image, [_text(draw, 10), image])))
+    elif kind == "json":
+        content = draw(
             st.one_of(
                 st.dictionaries(st.sampled_from(WORDS), st.integers(-5, 5), max_size=3),
                 st.lists(st.integers(0, 9), max_size=4),

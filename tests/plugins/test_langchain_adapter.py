@@ -578,8 +578,9 @@ def test_replacing_a_tool_result_keeps_every_other_field() -> None:
         result = neutral[index].parts[0]
         assert isinstance(result, ToolResultPart)
         edited = list(neutral)
+        # A clearing replaces the text and drops the media the result carried (an image here).
         edited[index] = replace_part(
-            neutral[index], result, replace(result, content="[cleared: re-read the file]")
+            neutral[index], result, replace(result, content="[cleared: re-read the file]", media=())
         )
         out = adapter.to_native(edited)
         assert same_objects(out[:index], history[:index]) and same_objects(
@@ -925,7 +926,10 @@ def blocks_of(part: Part, native: BaseMessage) -> list[Any]:
     """The content blocks an edit of `part` may change: its own, or the one repeating its call."""
     blocks = native.content if isinstance(native.content, list) else []
     if isinstance(part, ToolResultPart) and isinstance(native, ToolMessage):
-        return blocks  # a tool result is the whole content of its message
+        # A tool result is the whole content of its message but for its media (`part.media`),
+        # which an edit of its text keeps.
+        media = {id(item.native) for item in part.media}
+        return [b for b in blocks if id(b) not in media]
     if isinstance(part, ToolCallPart):
         return [b for b in blocks if isinstance(b, dict) and part.id in (b.get("id"), b.get("call_id"))]
     return [b for b in blocks if b is part.native]

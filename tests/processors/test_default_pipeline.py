@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import historykit
 import historykit.processors
+from historykit._digests import message_digest
 from historykit._messages import Message, SummaryPart, ThinkingPart, ToolResultPart
 from historykit._pipeline import Pipeline, Report
 from historykit._validity import check_neutral, current_cycle_start, final_request_start
@@ -60,10 +61,11 @@ def summaries(messages: Sequence[Message]) -> list[SummaryPart]:
 # --- composition and overrides ---------------------------------------------------------------------
 
 
-def test_the_five_cheapest_first_then_repair_and_the_public_names() -> None:
+def test_the_six_cheapest_first_then_repair_and_the_public_names() -> None:
     pipeline = default_pipeline()
     assert isinstance(pipeline, Pipeline)
     assert [p.name for p in pipeline.processors] == [
+        "ClearMedia",
         "DedupeFileReads",
         "ClearToolResults",
         "StripThinking",
@@ -272,3 +274,38 @@ def test_random_histories_keep_every_rule_in_both_modes(history: list[Message], 
     ]
     if tokens(out, FAST) > window:
         assert_nothing_more_can_go(out, FAST)
+
+
+# --- ClearMedia: nothing changes without images -------------------------------------------------------
+
+
+def _without_media_step() -> Pipeline:
+    steps = default_pipeline().processors
+    assert steps[0].name == "ClearMedia"
+    return Pipeline(steps[1:])
+
+
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(neutral_histories(max_turns=5, max_steps=5), st.integers(400, 4_000))
+def test_without_images_clear_media_changes_nothing(history: list[Message], window: int) -> None:
+    ctx = context(window, FAST)
+    assert default_pipeline().processors[0].process(history, ctx)[0] is history
+    with_media = default_pipeline().process(history, ctx)[0]
+    without = _without_media_step().process(history, ctx)[0]
+    assert [message_digest(m) for m in with_media] == [message_digest(m) for m in without]
+
+
+@pytest.mark.parametrize("path", corpus_paths()[:3], ids=lambda p: p.stem)
+def test_corpus_views_are_the_same_with_clear_media(path: Path) -> None:
+    session = read_chat_jsonl(path)
+    ctx = context(WINDOW)
+    with_media, without = default_pipeline(), _without_media_step()
+    carried_a: list[Message] = []
+    carried_b: list[Message] = []
+    previous = 0
+    for t in request_points(session):
+        carried_a = with_media.process(carried_a + session[previous:t], ctx)[0]
+        carried_b = without.process(carried_b + session[previous:t], ctx)[0]
+        previous = t
+        # Summaries carry their own creation time: the content the model reads is what must agree.
+        assert [message_digest(m) for m in carried_a] == [message_digest(m) for m in carried_b], t

@@ -317,9 +317,10 @@ def _read(native: Any, index: int) -> _Reading:
         result = ToolResultPart(
             native.tool_call_id,
             native.name,
-            _render(native.content),
+            _render(native.content, with_media=False),
             is_error=native.status == "error",
             native=native,
+            media=_tool_media(native.content),
         )
         reading.parts.append(result)
         reading.slots.append(_Slot("tool_result"))
@@ -668,14 +669,44 @@ def _media_part(block: dict[str, Any]) -> MediaPart:
     )
 
 
+def _tool_media(content: Any) -> tuple[MediaPart, ...]:
+    """The media blocks of a tool message's content (a screenshot), each with its block as `native`."""
+    if not isinstance(content, list):
+        return ()
+    return tuple(
+        _media_part(item) for item in content if isinstance(item, dict) and item.get("type") in _MEDIA_TYPES
+    )
+
+
+def _tool_content(part: ToolResultPart) -> Any:
+    """A tool message's content for `part`: its text, followed by its media when it has any."""
+    if not part.media:
+        return part.content
+    blocks = [
+        {"type": "text", "text": item.text} if isinstance(item, TextPart) else _media_block(item, -1)
+        for item in part.media
+    ]
+    return [{"type": "text", "text": part.content}, *blocks] if part.content else blocks
+
+
+def _tool_content_with(content: Any, media: Sequence[Part]) -> Any:
+    """A tool message's content with each media block a processor replaced (a `TextPart` whose
+    `native` is that block) swapped for a text block; every other block stays the same object."""
+    texts = {id(p.native): p.text for p in media if isinstance(p, TextPart) and p.native is not None}
+    if not isinstance(content, list):
+        return content
+    return [{"type": "text", "text": texts[id(item)]} if id(item) in texts else item for item in content]
+
+
 def _decoded_size(data: str) -> int:
     """Bytes a base64 payload decodes to, without decoding it."""
     data = data.strip()
     return max(len(data) * 3 // 4 - len(data) + len(data.rstrip("=")), 0)
 
 
-def _render(content: Any) -> str:
-    """Content as the model reads it: text as is, media as a short placeholder, other blocks as JSON."""
+def _render(content: Any, *, with_media: bool = True) -> str:
+    """Content as the model reads it: text as is, media as a short placeholder (left out with
+    `with_media=False`: a tool message's media are its `ToolResultPart.media`), other blocks as JSON."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -687,6 +718,8 @@ def _render(content: Any) -> str:
         elif isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
             pieces.append(item["text"])
         elif isinstance(item, dict) and item.get("type") in _MEDIA_TYPES:
+            if not with_media:
+                continue
             media = _media_part(item)
             pieces.append(f"[{media.media_type}{': ' + media.source if media.source else ''}]")
         else:
@@ -784,7 +817,10 @@ def _edit_tool_message(
 ) -> BaseMessage:
     updates: dict[str, Any] = {}
     if original is None or part.content != original.content:
-        updates["content"] = part.content
+        # The new text, then the media the part still carries (none after a clearing).
+        updates["content"] = _tool_content(part)
+    elif part.media != original.media:
+        updates["content"] = _tool_content_with(base.content, part.media)
     if part.tool_call_id != base.tool_call_id:
         updates["tool_call_id"] = part.tool_call_id
     if part.name != base.name:
@@ -796,7 +832,7 @@ def _edit_tool_message(
 
 def _new_tool_message(part: ToolResultPart, message_id: str | None) -> ToolMessage:
     return ToolMessage(
-        content=part.content,
+        content=_tool_content(part),
         tool_call_id=part.tool_call_id,
         name=part.name,
         status="error" if part.is_error else "success",

@@ -622,7 +622,11 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
         """The recall tool's settings (`historykit.Recall`), `None` when it is not installed."""
         self.tools = []
         if self.recall is not None:
-            self.recall.install(self.pipeline.processors)
+            # Persistent mode replaces an image in the graph state: only the saver's log has it then
+            # (it logs every message as the graph checkpoints it).
+            self.recall.install(
+                self.pipeline.processors, media=not self.persist or self.recall.store is not None
+            )
             self.tools = [_recall_tool(self.recall, self)]
             if self.recall.search:
                 self.tools.append(_search_tool(self.recall, self))
@@ -824,6 +828,14 @@ def _recall_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
     def where(runtime: ToolRuntime) -> dict[str, Any]:
         return _sources(runtime, middleware)
 
+    # An image `ClearMedia` removed comes back as its content block (the tool message then holds it).
+    def media_key(handle: str, found: dict[str, Any]) -> str | None:
+        # The store is read for an image only when no text output of the thread has the handle.
+        known = isinstance(handle, str) and Recall._known(
+            handle, found["state"], found["kept"], found["history"]
+        )
+        return None if known else found["store_key"]
+
     def recall_output(
         handle: str,
         runtime: ToolRuntime,
@@ -831,8 +843,12 @@ def _recall_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
         start_line: int | None = None,
         end_line: int | None = None,
         grep: str | None = None,
-    ) -> str:
-        return recall.lookup(handle, offset, start_line, end_line, grep, **where(runtime))
+    ) -> Any:
+        found = where(runtime)
+        media = recall.media(handle, history=found["history"], store_key=media_key(handle, found))
+        if media is not None:
+            return [media.native]
+        return recall.lookup(handle, offset, start_line, end_line, grep, **found)
 
     async def arecall_output(
         handle: str,
@@ -841,8 +857,12 @@ def _recall_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
         start_line: int | None = None,
         end_line: int | None = None,
         grep: str | None = None,
-    ) -> str:
-        return await recall.alookup(handle, offset, start_line, end_line, grep, **where(runtime))
+    ) -> Any:
+        found = where(runtime)
+        media = await recall.amedia(handle, history=found["history"], store_key=media_key(handle, found))
+        if media is not None:
+            return [media.native]
+        return await recall.alookup(handle, offset, start_line, end_line, grep, **found)
 
     # This module postpones annotations; the tool reads them to find its arguments and the runtime.
     for function in (recall_output, arecall_output):
@@ -853,7 +873,7 @@ def _recall_tool(recall: Recall, middleware: HistoryKitMiddleware) -> Any:
             "start_line": int | None,
             "end_line": int | None,
             "grep": str | None,
-            "return": str,
+            "return": Any,
         }
     return StructuredTool.from_function(
         func=recall_output, coroutine=arecall_output, name=recall.name, description=recall.description

@@ -371,7 +371,30 @@ def _tool_return_to_neutral(part: Any) -> ToolResultPart:
         is_error=is_error,
         pinned=_is_pinned(part.metadata),
         native=part,
+        media=_tool_return_media(part),
     )
+
+
+def _tool_return_media(part: Any) -> tuple[MediaPart, ...]:
+    """The files of a tool return (2.x tools return images as `BinaryContent`), each with the item
+    itself as its `native`; none on 1.x, where a returned file travels in a user prompt instead."""
+    files = getattr(part, "files", None)
+    if not files:
+        return ()
+    return tuple(media for item in files if (media := _file_media(item, item)) is not None)
+
+
+def _file_media(item: Any, native: Any) -> MediaPart | None:
+    """The neutral form of a file item (an image, a document, ...); `None` for anything else."""
+    if _isinstance(item, _FileUrl):
+        return MediaPart(_url_media_type(item), source=item.url, native=native)
+    if _isinstance(item, _BinaryContent):
+        return MediaPart(
+            item.media_type, size=len(item.data), native=native, digest=payload_digest(item.data)
+        )
+    if _isinstance(item, _UploadedFile):
+        return MediaPart(item.media_type, source=item.file_id, native=native)
+    return None
 
 
 def _tool_return_text(part: Any) -> str:
@@ -430,13 +453,8 @@ def _content_item_to_neutral(item: Any, ref: PromptItem) -> Part:
                 provider_compaction=_provider_compaction_of(metadata),
             )
         return TextPart(item.content, pinned=pinned, native=ref)
-    if _isinstance(item, _FileUrl):
-        return MediaPart(_url_media_type(item), source=item.url, native=ref)
-    if _isinstance(item, _BinaryContent):
-        return MediaPart(item.media_type, size=len(item.data), native=ref, digest=payload_digest(item.data))
-    if _isinstance(item, _UploadedFile):
-        return MediaPart(item.media_type, source=item.file_id, native=ref)
-    return OtherPart(type(item).__name__, native=ref)
+    media = _file_media(item, ref)
+    return media if media is not None else OtherPart(type(item).__name__, native=ref)
 
 
 def _url_media_type(item: Any) -> str:
@@ -624,7 +642,10 @@ class _Builder:
             changes["content"] = part.text
         elif isinstance(part, ToolResultPart) and isinstance(derived, ToolResultPart):
             if part.content != derived.content:
-                changes["content"] = part.content
+                # The new text, then the files the part still carries (none after a clearing).
+                changes["content"] = self._tool_content(part)
+            elif part.media != derived.media:
+                changes["content"] = _tool_content_with(native.content, part.media)
             if part.tool_call_id != derived.tool_call_id:
                 changes["tool_call_id"] = part.tool_call_id
             if part.name is not None and part.name != derived.name:
@@ -665,7 +686,7 @@ class _Builder:
     def _new_tool_return(self, part: ToolResultPart) -> Any:
         fields_: dict[str, Any] = {
             "tool_name": part.name or "",
-            "content": part.content,
+            "content": self._tool_content(part),
             "tool_call_id": part.tool_call_id,
         }
         if part.is_error and not _has_field_on(_pai.ToolReturnPart, "outcome"):
@@ -675,6 +696,18 @@ class _Builder:
         if part.is_error:
             fields_["outcome"] = "failed"
         return _pai.ToolReturnPart(**fields_, metadata={PIN_KEY: True} if part.pinned else None)
+
+    def _tool_content(self, part: ToolResultPart) -> Any:
+        """A tool return's content for `part`: its text, followed by its files when it has any."""
+        if not part.media:
+            return part.content
+        items = [
+            item.text
+            if isinstance(item, TextPart)
+            else (item.native if _is_file_item(item.native) else self._media_item(item))
+            for item in part.media
+        ]
+        return [part.content, *items] if part.content else items
 
     def _edit_item(self, part: Part, ref: PromptItem) -> Any:
         """The user prompt item for a neutral part made from `ref` and edited since."""
@@ -876,6 +909,21 @@ def _request_keys(request: Any) -> list[Any]:
         else:
             keys.append(id(part))
     return keys
+
+
+def _is_file_item(item: Any) -> bool:
+    return (
+        _isinstance(item, _FileUrl) or _isinstance(item, _BinaryContent) or _isinstance(item, _UploadedFile)
+    )
+
+
+def _tool_content_with(content: Any, media: Sequence[Part]) -> Any:
+    """A tool return's `content` with each file a processor replaced (a `TextPart` whose `native` is
+    that file item) swapped for its text; every other item stays the very same object."""
+    texts = {id(p.native): p.text for p in media if isinstance(p, TextPart) and p.native is not None}
+    if not isinstance(content, list):
+        return texts.get(id(content), content)
+    return [texts.get(id(item), item) for item in content]
 
 
 def _is_native_part(obj: Any) -> bool:

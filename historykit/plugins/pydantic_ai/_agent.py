@@ -108,7 +108,7 @@ from historykit._view import Mode
 from historykit.errors import InvalidArgumentError
 from historykit.plugins._glue import Glue, WrongFramework, pipeline_of
 from historykit.plugins._overflow import arecompact, context_overflow
-from historykit.plugins.pydantic_ai._adapter import PydanticAIAdapter
+from historykit.plugins.pydantic_ai._adapter import PromptItem, PydanticAIAdapter
 from historykit.plugins.pydantic_ai._durable import (
     Engine,
     LastViews,
@@ -438,7 +438,9 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
         check_context_window(self.context_window)
         self._recall = recall_option(self.recall)
         if self._recall is not None:
-            self._recall.install(self.pipeline.processors)
+            # Persistent mode replaces an image in the run's history, and a conversation store saves
+            # the run only when it ends: an image removed during the run is nowhere to be found.
+            self._recall.install(self.pipeline.processors, media=self.mode == "view")
         if self.id is not None and (not isinstance(self.id, str) or not self.id):
             raise InvalidArgumentError(f"id must be a non-empty str or None, got {self.id!r}")
 
@@ -799,8 +801,8 @@ def _recall_toolset(recall: Recall, kit: HistoryKit) -> Any:
         start_line: int | None = None,
         end_line: int | None = None,
         grep: str | None = None,
-    ) -> str:
-        """Return a cleared or shortened tool output, or part of it.
+    ) -> Any:
+        """Return a cleared or shortened tool output, or part of it; or a removed image.
 
         Args:
             handle: The handle the placeholder names.
@@ -820,6 +822,12 @@ def _recall_toolset(recall: Recall, kit: HistoryKit) -> Any:
             and not Recall._known(handle, state, None, history)
         )
         engine = durable_engine(ctx, kit.id, "recall") if reads_store else None
+        # An image `ClearMedia` removed: the item itself, from the run's history or the store (not
+        # inside a durable engine's workflow, whose recorded answers are text).
+        store_key = conversation if reads_store and engine is None else None
+        media = await recall.amedia(handle, history=history, store_key=store_key)
+        if media is not None:
+            return media.native.item if isinstance(media.native, PromptItem) else media.native
         if engine is not None:
             answer: str = await kit._durably(engine, ctx, "recall", handle, *reading, conversation)
             return answer

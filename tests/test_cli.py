@@ -231,7 +231,10 @@ def test_compact_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("spec", "fragment"),
     [
-        ("dedupe,bogus", "unknown processor 'bogus'; valid names: default, dedupe, clear, offload, strip, truncate"),
+        (
+            "dedupe,bogus",
+            "unknown processor 'bogus'; valid names: default, dedupe, clear, offload, strip, truncate",
+        ),
         ("clear:kep=3", "clear has no option 'kep'; its options: keep"),
         ("clear:keep=-3", "keep must be a non-negative int"),
         ("clear:keep", "is not option=value"),

@@ -107,7 +107,7 @@ bench-user-words: $(VENV)/.installed
 # and the Pareto plot benchmarks/results/quality.png (about 35 minutes on 2 cores; docs/quality.md).
 .PHONY: bench-quality
 bench-quality: $(VENV)/.installed
-	$(VENV)/bin/python benchmarks/bench_quality.py --markdown --write-docs --json benchmarks/results/quality.json --plot benchmarks/results/quality.png
+	$(VENV)/bin/python benchmarks/bench_quality.py --markdown --write-docs --json benchmarks/results/quality.json --plot docs/assets/quality.png
 
 # LangGraph's own test suites from the sdists of the installed langgraph, langgraph-checkpoint-sqlite
 # and -postgres (downloaded into .peer/), with SQLModelSaver beside the official savers; a table per

@@ -799,7 +799,7 @@ def test_piped_output_keeps_its_lines_whole_and_its_tables_readable(tmp_path: Pa
     )
     lines = done.stdout.splitlines()
     # The pipeline heading and the note about what a transcript lacks are long lines, kept whole.
-    assert any(len(line) > 120 and "pipeline DedupeFileReads" in line for line in lines)
+    assert any(len(line) > 120 and "pipeline ClearMedia | DedupeFileReads" in line for line in lines)
     assert any("tool definitions sent with every call" in line and len(line) > 120 for line in lines)
     # Tables fit 120 columns: the long path folds in its cell instead of padding every row to it.
     rows = [line for line in lines if line.startswith(" ") and line.strip()]

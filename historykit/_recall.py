@@ -252,7 +252,7 @@ class Recall:
                 raise InvalidArgumentError(
                     f"{option} must be a tool name (a Python identifier), got {value!r}"
                 )
-        if self.search_name == self.name:
+        if self.search is True and self.search_name == self.name:
             raise InvalidArgumentError(
                 f"search_name and name are both {self.name!r}: two tools need two names"
             )

@@ -469,11 +469,7 @@ class Recall:
         as a unit of its own (the read is recorded; the workflow never touches the database)."""
         from historykit._transcript_search import find
 
-        read = getattr(self.store, "atranscript", None) or self.store.transcript
-        transcript = read(store_key)
-        if inspect.isawaitable(transcript):
-            transcript = await transcript
-        return find(_neutral_transcript(transcript), query)
+        return find(_neutral_transcript(await self._atranscript(store_key)), query)
 
     def find_with(
         self,

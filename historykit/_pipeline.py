@@ -195,6 +195,9 @@ class StepNotes:
     """One line per change, for people reading the report."""
     markers: list[CompactionMarker] = field(default_factory=list)
     """Compaction markers written by this step."""
+    originals: dict[str, str] = field(default_factory=dict)
+    """Texts this step wrote that a handle its messages name returns (a summary's recall index),
+    by handle: the pipeline hands them on in `PipelineResult.originals`, in both modes."""
 
 
 @dataclass(frozen=True)
@@ -358,7 +361,9 @@ class PipelineResult(Generic[MessageT]):
     originals: Mapping[str, str] = field(default_factory=dict)
     """The tool outputs this call's placeholders replaced, by the recall handle each placeholder
     names (`historykit.Recall`): what a recall tool must be able to give back once the processed
-    history replaces the original. Empty when no step names a recall tool."""
+    history replaces the original; and, in both modes, the texts a step wrote that its messages name
+    by handle (a summary's index of the outputs its recall section had no room for). Empty when no
+    step names a recall tool."""
     kept: list[MessageT] | None = None
     """The history to keep (`history`): `messages` without the edits of the steps that only make the
     request valid for providers (`Repair`, `HistoryProcessor.repairs_request`); `None` when they
@@ -783,6 +788,7 @@ class Pipeline(HistoryProcessor):
         kept."""
         derive = ctx.conversation.views.derive(neutral, _view_setting(ctx))
         steps: list[StepReport] = []
+        written: dict[str, str] = {}  # what every replayed call's steps wrote (`StepNotes.originals`)
         # The repairs are measured as the last call replayed was (a view seen before: the raw
         # history's usage; a compacted view's would count what its summary replaced).
         call_ctx = (
@@ -797,9 +803,18 @@ class Pipeline(HistoryProcessor):
                 # compacted (and its hooks called) when it was made.
                 current = gate if call and neutral and call[-1] is neutral[-1] else None
                 view, steps = yield from self._compaction_plan(call, call_ctx, current)
+                for step in steps:
+                    written.update(step.notes.originals)
                 call = derive.send(view)
         except StopIteration as done:
             final, replayed = done.value
+        if written and steps:
+            # A replay in a new process writes again what earlier calls wrote (a summary's index):
+            # this call hands it all on, as the calls that first wrote it did.
+            last = steps[-1]
+            steps[-1] = replace(
+                last, notes=replace(last.notes, originals={**written, **last.notes.originals})
+            )
         sent, repairs = yield from self._repair_plan(final, call_ctx)
         if replayed or sent is not final:
             # A view derived before and sent as it is reports no step, as before the repairs ran.
@@ -1126,10 +1141,14 @@ class Pipeline(HistoryProcessor):
             logger.debug("historykit pipeline:\n%s", report)
         if self.on_report is not None:
             self.on_report(report)
-        # View-only mode keeps every original in the history: nothing to hand on.
+        written = {h: text for step in report.steps for h, text in step.notes.originals.items()}
+        # View-only mode keeps every tool output in the history: only what a step wrote is handed on.
         originals = (
-            {} if call.mode == "view" else _placeholder_originals(neutral, processed, self.recall_tools)
+            {}
+            if call.mode == "view"
+            else _placeholder_originals(neutral, processed, self.recall_tools, written.values())
         )
+        originals.update(written)
         return PipelineResult(processed, report, originals, None if kept is processed else kept)
 
 
@@ -1185,9 +1204,13 @@ def native_result(
 
 
 def _placeholder_originals(
-    given: Sequence[Message], processed: Sequence[Message], tools: frozenset[str]
+    given: Sequence[Message],
+    processed: Sequence[Message],
+    tools: frozenset[str],
+    written: Iterable[str] = (),
 ) -> dict[str, str]:
-    """The tool outputs of `given` that the placeholders this call wrote name by recall handle."""
+    """The tool outputs of `given` that the placeholders this call wrote name by recall handle, or
+    that the texts its steps `written` name (a summary's index of the outputs it had no room for)."""
     if not tools:
         return {}
     kept = {id(m) for m in given}
@@ -1198,6 +1221,7 @@ def _placeholder_originals(
         for tool in tools
         for handle in _handles_named(msg, tool)
     }
+    wanted.update(handle for text in written for tool in tools for handle in handles_in(text, tool))
     found: dict[str, str] = {}
     if not wanted:
         return found

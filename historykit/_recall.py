@@ -20,7 +20,9 @@ Where the tool finds the original, in order:
    pipeline result names what its placeholders replaced, `PipelineResult.originals`, and the
    integration keeps them with the conversation: Pydantic AI in the conversation's state
    (`historykit._conversations`), LangChain in the graph state; up to `Recall.max_originals` per
-   conversation, the oldest dropped first);
+   conversation, the oldest dropped first); in both modes, also the indexes a summary or a
+   truncation wrote of the outputs it could not list (`historykit.processors._summary_recall`),
+   which exist nowhere else;
 2. the conversation's history as the framework holds it (view-only mode keeps every message);
 3. the store's log, when a store is given (`SQLModelSaver.transcript(thread_id)`,
    `SQLModelConversationStore.transcript(conversation_id)`: every message the thread ever had),
@@ -296,7 +298,8 @@ class Recall:
 
     def install(self, processors: Sequence[object], *, media: bool = True) -> None:
         """Make the placeholders of `processors` name this tool: sets `recall_tool` on each
-        processor that has that option (`ClearToolResults`, `DedupeFileReads`, `ClearMedia`).
+        processor that has that option (`ClearToolResults`, `DedupeFileReads`, `ClearMedia`,
+        `OffloadToolOutputs`, `Summarize`, `PairwiseTruncate`).
 
         `media=False` leaves out the processors that replace images (`ClearMedia`): the integration
         says so in persistent mode without a `store`, where an image replaced in the history is

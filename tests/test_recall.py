@@ -368,7 +368,10 @@ def test_a_summary_carries_every_handle_through_later_summaries() -> None:
     assert summaries == 1 and markers and markers[-1].covered_to > 20  # summarized several times over
 
 
-def test_the_recall_section_keeps_the_newest_outputs_in_its_room_and_counts_the_rest() -> None:
+def test_the_recall_section_keeps_the_newest_outputs_in_its_room_and_indexes_the_rest() -> None:
+    """Past its room the section names an index of the older items, itself recalled by handle; an
+    update's index names the previous one, so every output stays reachable through the chain."""
+
     def reads(start: int, stop: int) -> list[Message]:
         out = []
         for n in range(start, stop):
@@ -376,15 +379,44 @@ def test_the_recall_section_keeps_the_newest_outputs_in_its_room_and_counts_the_
             out.append(Message("user", (ToolResultPart(f"c{n}", "Read", f"line one of {n}\nline two"),)))
         return out
 
-    room = 10 * len("- Read(file_path='src/f10.py'): recall(handle='0123456789')")
+    def reachable(text: str, originals: dict[str, str]) -> set[str]:
+        """Every handle `text` leads to, following the indexes."""
+        seen: set[str] = set()
+        todo = handles_named(text)
+        while todo:
+            handle = todo.pop()
+            if handle not in seen:
+                seen.add(handle)
+                todo += handles_named(originals.get(handle, ""))
+        return seen
+
+    room = 12 * len("- Read(file_path='src/f10.py'): recall(handle='0123456789')")
     first = ensure_recall_section("## Task\n- read", reads(0, 30), "recall", room)
-    listed = handles_named(first)
-    assert len(listed) < 30 and listed[-1] == recall_handle("line one of 29\nline two")  # the newest stay
-    assert f"{30 - len(listed)} earlier tool outputs are not listed" in first
-    # An update carries the count on and adds its own dropped items to it.
-    previous = Message("user", (SummaryPart(first),))
+    assert first.index is not None
+    originals = dict([first.index])
+    listed = handles_named(first.text)
+    assert listed[0] == first.index[0] and first.index[0] == recall_handle(first.index[1])
+    assert 1 < len(listed) < 30 and listed[-1] == recall_handle("line one of 29\nline two")  # the newest stay
+    assert (
+        f"{31 - len(listed)} earlier tool outputs are listed by recall(handle='{first.index[0]}')"
+        in first.text
+    )
+    assert len(first.text) <= len("## Task\n- read") + 40 + room
+    every = {recall_handle(f"line one of {n}\nline two") for n in range(40)}
+    assert reachable(first.text, originals) >= {
+        recall_handle(f"line one of {n}\nline two") for n in range(30)
+    }
+    # An update's index names the previous index and holds the items the update had no room for.
+    previous = Message("user", (SummaryPart(first.text),))
     second = ensure_recall_section("## Task\n- read", [previous, *reads(30, 40)], "recall", room)
-    kept = handles_named(second)
+    assert second.index is not None and second.index[0] != first.index[0]
+    assert f"recall(handle='{first.index[0]}')" in second.index[1]
+    originals.update([second.index])
+    kept = handles_named(second.text)
     assert kept[-1] == recall_handle("line one of 39\nline two")
-    assert f"{40 - len(kept)} earlier tool outputs are not listed" in second
-    assert len(second) <= len(first) + 200  # the room holds however long the conversation gets
+    assert f"{41 - len(kept)} earlier tool outputs are listed by" in second.text
+    assert reachable(second.text, originals) >= every
+    assert len(second.text) <= len(first.text) + 200  # the room holds however long the conversation gets
+    # With room for everything, no index.
+    roomy = ensure_recall_section("## Task\n- read", reads(0, 3), "recall", room)
+    assert roomy.index is None and "earlier tool outputs" not in roomy.text

@@ -41,12 +41,16 @@ class _Recording(Pipeline):
         super().__init__(inner.processors, counter=inner.counter)
         self.inner = inner
         self.views: list[list[Message]] = []
+        self.written: dict[str, str] = {}
+        """What the results handed on that a handle returns (`PipelineResult.originals`): the
+        integrations keep it with the conversation for the recall tool."""
 
     def run(
         self, messages: Sequence[Any], context_window: int | None = None, **options: Any
     ) -> PipelineResult[Any]:
         result = self.inner.run(messages, context_window, **options)
         self.views.append(list(result.messages))
+        self.written.update(result.originals)
         return result
 
 
@@ -99,6 +103,8 @@ def evaluate(
     replayed = replay(messages, recording, window=window, on_call=on_call)
     found = list(extract_probes(messages) if probes is None else probes)
     scorer = ViewScorer(messages, found, counter=inner.counter)
+    # A handed-on text's handle is its content's: a view can name it only once it was written.
+    scorer.add_written(recording.written)
     points = [i for i, m in enumerate(messages) if m.role == "assistant"]
     scores = []
     starts = []

@@ -7,7 +7,9 @@ by construction and every score is against it. A scored probe **holds** when eac
 in the view sent (normalised: `historykit.evaluation._matching`); else it is **recoverable** when
 each needle missing from the view is in an original that a recall handle the view names returns
 (`historykit.Recall`: the handles of the transcript's tool outputs, as a store's log keeps them);
-else it is **lost**.
+else it is **lost**. The texts a pipeline wrote that a handle returns (a summary's index of the
+outputs its recall section had no room for: `PipelineResult.originals`) are originals too, given
+with `add_written`; the handles such a text names are followed in turn.
 
 Each message's needles are found once: views share their messages from call to call (persistent
 processing hands the same objects on), so a replay costs about one pass over the messages it made.
@@ -25,7 +27,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from historykit._messages import Message, ToolResultPart
@@ -125,6 +127,11 @@ class ViewScorer:
         default_factory=dict, init=False, repr=False
     )
     _originals: dict[str, frozenset[int]] = field(default_factory=dict, init=False, repr=False)
+    _links: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False)
+    """Per written original (`add_written`), the handles it names."""
+    _reach: dict[str, frozenset[int]] = field(default_factory=dict, init=False, repr=False)
+    """Per written original, the needles it and everything it leads to hold (its text is fixed by
+    its handle, so this is found once)."""
     _previous: Sequence[Message] = field(default=(), init=False, repr=False)
     last_scored: dict[int, tuple[int, str]] = field(default_factory=dict, init=False, repr=False)
     """Per probe (its index), the latest call given to `score` that scored it and the verdict there
@@ -142,6 +149,32 @@ class ViewScorer:
                     handle = content_handle(part.content)
                     if handle not in self._originals:
                         self._originals[handle] = self._match(normalise(part.content))
+
+    def add_written(self, originals: Mapping[str, str]) -> None:
+        """Count `originals` (by handle: what a pipeline's results handed on that no tool returned,
+        such as a summary's recall index) as recoverable through their handles too."""
+        for handle, text in originals.items():
+            if handle not in self._originals:
+                self._originals[handle] = self._match(normalise(text))
+                self._links[handle] = tuple(handles_named(text))
+
+    def _reachable(self, handle: str) -> frozenset[int]:
+        """The needles `handle` returns, with those of the handles a written original names, in turn."""
+        if handle not in self._links:
+            return self._originals.get(handle, frozenset())
+        known = self._reach.get(handle)
+        if known is None:
+            found: set[int] = set()
+            seen, todo = {handle}, [handle]
+            while todo:
+                current = todo.pop()
+                found |= self._originals.get(current, frozenset())
+                for linked in self._links.get(current, ()):
+                    if linked not in seen:
+                        seen.add(linked)
+                        todo.append(linked)
+            known = self._reach[handle] = frozenset(found)
+        return known
 
     def _match(self, text: str) -> frozenset[int]:
         return frozenset(i for i, needle in enumerate(self._needles) if needle in text)
@@ -188,7 +221,7 @@ class ViewScorer:
             handles.update(named)
         recovered: set[int] = set()
         for handle in handles:
-            recovered |= self._originals.get(handle, frozenset())
+            recovered |= self._reachable(handle)
         scored = dict.fromkeys(KINDS, 0)
         held = dict.fromkeys(KINDS, 0)
         recoverable = dict.fromkeys(KINDS, 0)

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from historykit._messages import Message, ToolResultPart
+from historykit._recall import recall_call, recall_handle
 from historykit._validity import final_request_start
 
 if TYPE_CHECKING:
@@ -28,8 +29,11 @@ if TYPE_CHECKING:
 
 _CUT_NOTE = (
     "\n\n[historykit: about {cut:,} tokens of this {tool} result were cut here so the request fits the "
-    "model's context window; call the tool again with a narrower range to read them]\n\n"
+    "model's context window; {how}]\n\n"
 )
+_AGAIN = "call the tool again with a narrower range to read them"
+_RECALL = "{call} returns the whole output, start_line= and end_line= a range of its lines"
+"""With the recall tool installed, the note names the original's handle (`historykit.Recall`)."""
 _HEAD_SHARE = 2 / 3
 """Share of what is kept that comes from the start of the text (the rest is its end)."""
 _MIN_KEEP = 200
@@ -39,10 +43,11 @@ _ATTEMPTS = 4
 
 
 def fit_final_request(
-    messages: list[Message], ctx: ProcessContext, limit: int, notes: StepNotes
+    messages: list[Message], ctx: ProcessContext, limit: int, notes: StepNotes, recall_tool: str | None = None
 ) -> list[Message]:
     """`messages` with the final request's largest tool results shortened so the whole is at most
-    `limit` tokens; the list itself when nothing needs (or can) be cut."""
+    `limit` tokens; the list itself when nothing needs (or can) be cut. With `recall_tool`, each
+    note names the call that returns the whole output."""
     count = ctx.counter.count_message
     total = sum(map(count, messages))
     if total <= limit:
@@ -72,7 +77,8 @@ def fit_final_request(
             if size > cap:
                 part = messages[i].parts[j]
                 assert isinstance(part, ToolResultPart)
-                shortened = replace(part, content=shorten_text(part.content, size, cap, part.name or "tool"))
+                text = shorten_text(part.content, size, cap, part.name or "tool", recall_tool)
+                shortened = replace(part, content=text)
                 out[i] = replace(out[i], parts=(*out[i].parts[:j], shortened, *out[i].parts[j + 1 :]))
         total = sum(map(count, out))
         if total <= limit:
@@ -109,9 +115,9 @@ def _cap_for(sizes: list[int], budget: int) -> int:
     return low
 
 
-def shorten_text(text: str, tokens: int, keep: int, tool: str) -> str:
+def shorten_text(text: str, tokens: int, keep: int, tool: str, recall_tool: str | None = None) -> str:
     """`text` (`tokens` long) cut to about `keep` tokens: its head and tail, and a line between
-    them saying how much was cut."""
+    them saying how much was cut, and with `recall_tool`, the call that returns all of it."""
     note_tokens = 40
     kept_chars = max(0, int(len(text) * max(keep - note_tokens, 0) / max(tokens, 1)))
     head = int(kept_chars * _HEAD_SHARE)
@@ -124,4 +130,7 @@ def shorten_text(text: str, tokens: int, keep: int, tool: str) -> str:
     if tail_start <= head_end:
         return text
     cut = max(tokens - keep, 0)
-    return text[:head_end] + _CUT_NOTE.format(cut=cut, tool=tool) + text[tail_start:]
+    how = (
+        _AGAIN if recall_tool is None else _RECALL.format(call=recall_call(recall_tool, recall_handle(text)))
+    )
+    return text[:head_end] + _CUT_NOTE.format(cut=cut, tool=tool, how=how) + text[tail_start:]

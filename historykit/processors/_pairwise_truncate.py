@@ -18,7 +18,9 @@ from typing import ClassVar, Literal
 from historykit._identity_cache import IdentityCache
 from historykit._messages import CompactionMarker, Message, SummaryPart
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit._recall import HANDLE_LENGTH, check_recall_tool, recall_call
 from historykit.processors import _final_request as final_request
+from historykit.processors._summary_recall import truncation_index
 from historykit.processors._trigger import Trigger, TriggerField, counted_mark
 from historykit.processors._turns import (
     Unit,
@@ -64,8 +66,18 @@ class PairwiseTruncate(TriggerField, HistoryProcessor):
     down to the high-water mark, so the provider does not reject the call. `False`: send it as it
     is; the notes say it is over."""
 
+    recall_tool: str | None = None
+    """The name of the recall tool, when the integration installed one (`historykit._recall`): the
+    truncation notice then names an index of the tool outputs it removed, which that tool returns
+    (`historykit.processors._summary_recall.truncation_index`), so a value they held stays one call
+    away instead of gone."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_recall_tool(self.recall_tool)
+
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
-        state = CompactionState(messages, ctx, self.trigger)
+        state = CompactionState(messages, ctx, self.trigger, self.recall_tool)
         point = state.current_call()
         if state.fires(point):
             state.truncate(point)
@@ -74,7 +86,7 @@ class PairwiseTruncate(TriggerField, HistoryProcessor):
             window = counted_mark(ctx.context_window, ctx)  # in the counter's tokens
             if sum(map(ctx.counter.count_message, out)) > window:
                 limit = min(self.trigger.high_tokens(ctx) or window, window)
-                out = final_request.fit_final_request(out, ctx, limit, notes)
+                out = final_request.fit_final_request(out, ctx, limit, notes, self.recall_tool)
         return out, notes
 
 
@@ -272,10 +284,14 @@ class CompactionState:
     (`truncate`, or `apply` with a summary) makes a new prefix.
     """
 
-    def __init__(self, messages: list[Message], ctx: ProcessContext, trigger: Trigger) -> None:
+    def __init__(
+        self, messages: list[Message], ctx: ProcessContext, trigger: Trigger, recall_tool: str | None = None
+    ) -> None:
         self.messages = messages
         self.ctx = ctx
         self.trigger = trigger
+        self.recall_tool = recall_tool
+        """With a recall tool, a truncation notice names the index of the tool outputs it removed."""
         count = ctx.counter.count_message
         self.cum = list(accumulate((count(m) for m in messages), initial=0))
         self.head = head_end(messages)
@@ -425,7 +441,7 @@ class CompactionState:
         if last <= self.live_unit:
             return None
         walk = self.walk("truncate")
-        notice_tokens = _NoticeTokens(self.ctx)
+        notice_tokens = _NoticeTokens(self.ctx, self.recall_tool)
         for unit in range(self.live_unit + 1, last + 1):
             self.advance(walk, unit - 1)
             removed = walk.prior_notice + walk.dropped
@@ -453,7 +469,15 @@ class CompactionState:
                 )
             return False
         before = point.tokens
-        self.apply(cut, truncation_notice(cut.prior_notice + cut.dropped))
+        index = None
+        if self.recall_tool is not None:
+            kept = {id(m) for piece in cut.kept for m in piece.messages}
+            removed = [m for m in self.messages[self.head : cut.start] if id(m) not in kept]
+            index = truncation_index(removed, self.recall_tool)
+        if index is not None:
+            self.notes.originals[index[0]] = index[1]
+        call = recall_call(self.recall_tool, index[0]) if index is not None and self.recall_tool else None
+        self.apply(cut, truncation_notice(cut.prior_notice + cut.dropped, call))
         after = self.point(point.end).tokens
         if point.end == len(self.messages):
             self.notes.markers.append(
@@ -518,14 +542,16 @@ class _NoticeTokens:
     _cache: ClassVar[IdentityCache[int]] = IdentityCache()
     """Per tokenizer (its identity) and count, shared by every truncation."""
 
-    def __init__(self, ctx: ProcessContext) -> None:
+    def __init__(self, ctx: ProcessContext, recall_tool: str | None = None) -> None:
         self._counter = ctx.counter
         self._policy = ctx.cache_policy
+        # The index call's handle changes with what is removed; its length does not.
+        self._call = recall_call(recall_tool, "0" * HANDLE_LENGTH) if recall_tool is not None else None
 
     def __call__(self, count: int) -> int:
         tokenizer = self._counter.tokenizer
-        tokens = self._cache.get(tokenizer, count)
+        tokens = self._cache.get(tokenizer, (count, self._call))
         if tokens is None:
-            tokens = self._counter.count_message(truncation_notice(count))
-            self._cache.put(tokenizer, tokens, self._policy, count)
+            tokens = self._counter.count_message(truncation_notice(count, self._call))
+            self._cache.put(tokenizer, tokens, self._policy, (count, self._call))
         return tokens

@@ -278,7 +278,7 @@ class Summarize(TriggerField, HistoryProcessor):
         and receives its answer."""
         self._digests.cache_policy = ctx.cache_policy
         memory = ctx.conversation.memory(self, _Memory)
-        state = CompactionState(messages, ctx, self.trigger)
+        state = CompactionState(messages, ctx, self.trigger, self.recall_tool)
         notes = state.notes
         point = state.current_call()
         manual = ctx.manual
@@ -324,7 +324,7 @@ class Summarize(TriggerField, HistoryProcessor):
             why = f"the summary would free only {marker.tokens_before - marker.tokens_after:,} tokens; "
             state.truncate(point, why)
             return state.result()
-        self._apply(state, point, cut, summary, fresh, failures, reply)
+        self._apply(state, point, cut, summary, fresh, failures, reply, cached.index)
         return state.result()
 
     def _vetoed(self, ctx: ProcessContext) -> Generator[HookCall, Any, bool]:
@@ -367,7 +367,9 @@ class Summarize(TriggerField, HistoryProcessor):
         compaction = getattr(reply.text, "provider_compaction", None)
         cached = _Cached(reply.text, reply.error, writer=writer, compaction=compaction)
         if reply.text is not None and reply.writer is not None:
-            cached.text = self._finish_text(reply.text, inputs, self._summarizers[reply.writer], window)
+            cached.text, cached.index = self._finish_text(
+                reply.text, inputs, self._summarizers[reply.writer], window
+            )
         memory.remember(key, cached, self.cache_size)
         return cached, reply, True
 
@@ -380,11 +382,16 @@ class Summarize(TriggerField, HistoryProcessor):
         fresh: bool,
         failures: list[str],
         reply: _Reply | None,
+        index: tuple[str, str] | None,
     ) -> None:
         notes = state.notes
         marker = summary.parts[0].marker  # type: ignore[union-attr]
         assert marker is not None
         state.apply(cut, summary)
+        if index is not None:
+            # Handed on at every application, not only the first: a view replay in a new process
+            # applies a remembered summary, and the conversation must get its index back.
+            notes.originals[index[0]] = index[1]
         if fresh:
             notes.markers.append(marker)
             notes.details.extend(f"summarizer failed ({failure}), tried the next" for failure in failures)
@@ -453,7 +460,7 @@ class Summarize(TriggerField, HistoryProcessor):
                 f"the summarizer {self._log_name(writer)} takes no focus= argument: the focus "
                 "is recorded in the marker only"
             )
-        self._apply(state, point, cut, summary, fresh, failures, reply)
+        self._apply(state, point, cut, summary, fresh, failures, reply, cached.index)
         return state.result()
 
     def _needed_gain(self, state: CompactionState) -> int:
@@ -561,13 +568,18 @@ class Summarize(TriggerField, HistoryProcessor):
         previous = [cut.previous_summary] if cut.previous_summary is not None else []
         return [*task, *previous, *cut.covered]
 
-    def _finish_text(self, text: str, inputs: list[Message], writer: Summarizer, window: int) -> str:
+    def _finish_text(
+        self, text: str, inputs: list[Message], writer: Summarizer, window: int
+    ) -> tuple[str, tuple[str, str] | None]:
+        """The summary's final text, and the index of the recall items it had no room for."""
         text = complete_summary(text.strip(), inputs, writer)
+        index = None
         if self.recall_tool is not None:
-            text = ensure_recall_section(text, inputs, self.recall_tool, recall_room(window))
-        if text.startswith(SUMMARY_HEADER):
-            return text
-        return f"{SUMMARY_HEADER}\n\n{text}"
+            finished = ensure_recall_section(text, inputs, self.recall_tool, recall_room(window))
+            text, index = finished.text, finished.index
+        if not text.startswith(SUMMARY_HEADER):
+            text = f"{SUMMARY_HEADER}\n\n{text}"
+        return text, index
 
     def _summary_message(
         self,
@@ -866,6 +878,8 @@ class _Cached:
     """What the marker records as the model: the summarizer of the chain that wrote it."""
     compaction: ProviderCompaction | None = None
     """The provider's own block, when a native backend wrote the summary."""
+    index: tuple[str, str] | None = None
+    """`(handle, text)` of the recall index the summary names (`_summary_recall`), if it wrote one."""
     messages: dict[tuple[int, int, int, int, int], Message] = field(default_factory=dict)
     """The summary messages made from it, by marker numbers: the same call gives the same object."""
     tokens: int | None = None

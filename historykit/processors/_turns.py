@@ -46,11 +46,19 @@ _NOTICE_RE = re.compile(
 )
 
 
-def truncation_notice(count: int) -> Message:
-    """The user-voice notice a truncation leaves in place of `count` removed messages."""
+_NOTICE_INDEX = " Their tool outputs are listed by {call}."
+"""With the recall tool, what the notice adds: the call returning the index of the removed tool
+outputs (`historykit.processors._summary_recall.truncation_index`)."""
+
+
+def truncation_notice(count: int, index_call: str | None = None) -> Message:
+    """The user-voice notice a truncation leaves in place of `count` removed messages; `index_call`:
+    the recall call that lists their tool outputs."""
     text = _NOTICE.format(
         count=count, messages="message" if count == 1 else "messages", were="was" if count == 1 else "were"
     )
+    if index_call is not None:
+        text += _NOTICE_INDEX.format(call=index_call)
     return Message("user", (TextPart(text),))
 
 

@@ -262,3 +262,70 @@ def test_the_model_recalls_an_output_a_summary_replaced_by_the_handle_the_summar
     assert handle == recall_handle(file_content(path))
     assert script.recalled == [file_content(path)]  # the whole output, not run again
     assert RAN.count(path) == 1
+
+
+INDEX_ITEM = re.compile(r"earlier tool outputs are listed by recall\(handle='([0-9a-f]+)'\)")
+
+
+def short_content(path: str) -> str:
+    return f"{path}: total = compute(value, factor={len(path) * 7 % 13})  # the only line"
+
+
+@tool
+def read_short_file(path: str) -> str:
+    """Read a small file of the repository."""
+    RAN.append(path)
+    return short_content(path)
+
+
+class IndexFollower(Recaller):
+    """Reads `files` small files; once a summary's recall section names an index of the outputs it
+    had no room for, recalls that index, then the first file the index lists, then answers."""
+
+    def __init__(self, files: int) -> None:
+        super().__init__()
+        self.files = files
+
+    def __call__(self, messages: list[BaseMessage]) -> AIMessage:
+        self.calls += 1
+        latest = messages[-1]
+        if isinstance(latest, ToolMessage) and latest.name == "recall":
+            self.recalled.append(str(latest.content))
+            if len(self.recalled) == 1:
+                listed = re.findall(
+                    r"^- read_short_file\(path='[^']+'\): recall\(handle='([0-9a-f]+)'\)$",
+                    self.recalled[0],
+                    re.MULTILINE,
+                )
+                return self._call("recall", {"handle": listed[0]})
+            return AIMessage("Recalled it.")
+        for message in messages:
+            if isinstance(message, HumanMessage) and (found := INDEX_ITEM.search(str(message.content))):
+                return self._call("recall", {"handle": found[1]})
+        reads = [m for m in messages if isinstance(m, ToolMessage) and m.name == "read_short_file"]
+        if len(reads) < self.files:
+            return self._call("read_short_file", {"path": f"src/f{len(reads)}.py"})
+        return AIMessage("No index was written.")
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
+def test_the_model_follows_a_summary_index_to_an_output_the_section_had_no_room_for(persist: bool) -> None:
+    """Past its room a summary's recall section names an index of the older outputs: the recall tool
+    returns the index (kept in the graph state in both modes), and from it the output itself."""
+    script = IndexFollower(files=40)
+    model = ScriptedChatModel(respond=script)
+    summarize = Summarize(trigger=Trigger(max_tokens=1_500), keep_last=1, min_gain=100, summary_tokens=300)
+    middleware = HistoryKitMiddleware(
+        Pipeline([summarize, Repair()]), context_window=2_500, persist=persist, recall=True
+    )
+    agent = create_agent(model, [read_short_file], middleware=[middleware], checkpointer=InMemorySaver())
+
+    out = agent.invoke(
+        {"messages": [HumanMessage("Read the files under src/.")]}, thread(f"t-index-{persist}")
+    )
+
+    assert out["messages"][-1].content == "Recalled it."
+    index, output = script.recalled
+    assert index.startswith("[historykit: ") and "a summary had no room to list" in index
+    assert output == short_content("src/f0.py")
+    assert RAN.count("src/f0.py") == 1  # given back, not read again

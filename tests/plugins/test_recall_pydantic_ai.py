@@ -278,3 +278,68 @@ def test_the_model_recalls_an_output_a_summary_replaced_by_the_handle_the_summar
     assert handle == recall_handle(file_content(path))
     assert model.recalled == [file_content(path)]  # the whole output, and the tool did not run again
     assert ran.count(path) == 1
+
+
+INDEX_ITEM = re.compile(r"earlier tool outputs are listed by recall\(handle='([0-9a-f]+)'\)")
+
+
+@dataclass
+class IndexFollowingModel:
+    """Reads `files` small files; once a summary's recall section names an index of the outputs it
+    had no room for, recalls that index, then the first file the index lists, then answers."""
+
+    files: int
+    recalled: list[str] = field(default_factory=list)
+    calls: int = 0
+
+    def respond(self, messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+        self.calls += 1
+        returns = tool_returns(messages[-1:], "recall")
+        if returns:
+            self.recalled.append(str(returns[0].content))
+            if len(self.recalled) == 1:
+                listed = SUMMARY_ITEM.findall(self.recalled[0])
+                return self._call("recall", {"handle": listed[0][1]})
+            return pai.ModelResponse([pai.TextPart("Recalled it.")])
+        for message in messages:
+            for part in message.parts if isinstance(message, pai.ModelRequest) else ():
+                content = getattr(part, "content", "")
+                items = content if isinstance(content, list) else [content]
+                text = "\n".join(str(getattr(item, "content", item)) for item in items)
+                if found := INDEX_ITEM.search(text):
+                    return self._call("recall", {"handle": found[1]})
+        done = len(tool_returns(messages, "read_file"))
+        if done < self.files:
+            return self._call("read_file", {"path": f"src/f{done}.py"})
+        return pai.ModelResponse([pai.TextPart("No index was written.")])
+
+    def _call(self, tool: str, args: dict[str, Any]) -> pai.ModelResponse:
+        return pai.ModelResponse([pai.ToolCallPart(tool, args, tool_call_id=f"call_{self.calls}")])
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
+def test_the_model_follows_a_summary_index_to_an_output_the_section_had_no_room_for(persist: bool) -> None:
+    """Past its room (15% of the window) a summary's recall section names an index of the older
+    outputs: the recall tool returns the index (the capability kept it with the conversation, in
+    both modes), and from it the output itself."""
+    from historykit.plugins.pydantic_ai import HistoryKit
+
+    model, ran = IndexFollowingModel(files=40), []
+    summarize = Summarize(trigger=Trigger(max_tokens=1_500), keep_last=1, min_gain=100, summary_tokens=300)
+    kit = HistoryKit(Pipeline([summarize, Repair()]), context_window=2_500, persist=persist, recall=True)
+    agent: Agent[None, str] = Agent(FunctionModel(model.respond), capabilities=[kit])
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        """Read a file of the repository."""
+        ran.append(path)
+        return f"{path}: total = compute(value, factor={len(path) * 7 % 13})  # the only line"
+
+    result = agent.run_sync("Read the files under src/.", usage_limits=NO_LIMIT)
+
+    assert result.output == "Recalled it."
+    index, output = model.recalled
+    assert index.startswith("[historykit: ") and "a summary had no room to list" in index
+    assert "- read_file(path='src/f0.py'): recall(handle=" in index
+    assert output == "src/f0.py: total = compute(value, factor=11)  # the only line"
+    assert ran.count("src/f0.py") == 1  # given back, not read again

@@ -281,3 +281,74 @@ def test_random_histories_keep_every_rule(history: list[Message], budget: int, l
     event(f"compactions: {min(compactions, 3)}")
     if tokens(out, FAST) > budget:
         assert_nothing_more_can_go(out, FAST)
+
+
+# --- with the recall tool ---------------------------------------------------------------------------
+
+
+def _reachable(texts: list[str], originals: dict[str, str]) -> set[str]:
+    """Every handle the texts lead to, following the indexes among `originals`."""
+    from historykit._recall import handles_in
+
+    seen: set[str] = set()
+    todo = [h for text in texts for h in handles_in(text, "recall")]
+    while todo:
+        handle = todo.pop()
+        if handle not in seen:
+            seen.add(handle)
+            todo += handles_in(originals.get(handle, ""), "recall")
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["persistent", "view"])
+def test_with_recall_a_truncation_notice_names_an_index_of_every_output_it_removed(mode: str) -> None:
+    """Truncation drops outputs whole; with the recall tool its notice names an index of them, which
+    the pipeline hands on (`PipelineResult.originals`), and a later truncation's index names the
+    earlier one, so every output removed stays reachable (found by the quality benchmark: a subagent
+    whose first turn alone was over the window lost what it read)."""
+    from historykit._recall import recall_handle
+
+    history = agent_session(30)
+    truncate = PairwiseTruncate(
+        trigger=Trigger(max_tokens=tokens(history) // 2, low_water=0.5), recall_tool="recall"
+    )
+    pipeline = Pipeline([truncate])
+    kept: dict[str, str] = {}
+    view: list[Message] = []
+    done = 0
+    for end in range(3, len(history) + 1):
+        if history[end - 1].role == "assistant":
+            continue  # a model call is made after each request or tool result
+        given = history[:end] if mode == "view" else [*view, *history[done:end]]
+        result = pipeline.run(given, 100_000, mode=mode, conversation="c")  # type: ignore[arg-type]
+        kept.update(result.originals)
+        view, done = list(result.messages), end
+    notices = [m for m in view if notice_count(m) is not None]
+    assert len(notices) == 1 and "Their tool outputs are listed by recall(handle='" in notices[0].text
+    outputs = {
+        recall_handle(p.content)
+        for m in history[: len(history) - 2]
+        for p in m.parts
+        if isinstance(p, ToolResultPart)
+    }
+    in_view = {recall_handle(p.content) for m in view for p in m.parts if isinstance(p, ToolResultPart)}
+    assert outputs - in_view, "something was removed"
+    assert outputs - in_view <= _reachable([m.text for m in view], kept)
+    assert (
+        sum(1 for text in kept.values() if text.startswith("[historykit: ")) >= 2
+    )  # truncated more than once
+
+
+def test_with_recall_a_shortened_final_request_names_the_whole_output() -> None:
+    from historykit._recall import recall_handle
+
+    history = [Message.system("sys"), Message.user("task"), *exchange(0), *exchange(1, lines=600, parallel=6)]
+    window = tokens(history) // 2
+    truncate = PairwiseTruncate(trigger=Trigger(max_fraction=0.9), recall_tool="recall")
+    result = Pipeline([truncate]).run(history, window)
+    originals = [p for m in history[-6:] for p in m.parts if isinstance(p, ToolResultPart)]
+    results = [p for m in result.messages[-6:] for p in m.parts if isinstance(p, ToolResultPart)]
+    for new, old in zip(results, originals, strict=True):
+        handle = recall_handle(old.content)
+        assert f"recall(handle='{handle}') returns the whole output" in new.content
+        assert result.originals[handle] == old.content  # the integration keeps it for the tool

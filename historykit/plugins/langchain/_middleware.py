@@ -722,11 +722,13 @@ class HistoryKitMiddleware(_Glue, AgentMiddleware):  # type: ignore[misc]
             edits = state_update(old if same else [], kept, appended=response.result)
             if edits:
                 update["messages"] = edits
-            if originals and self.recall is not None:
-                stored = state.get("historykit_originals")
-                known: dict[str, str] = dict(stored) if isinstance(stored, dict) else {}
-                known.update(originals)
-                update["historykit_originals"] = dict(list(known.items())[-self.recall.max_originals :])
+        if originals and self.recall is not None:
+            # Persistent mode's placeholders replaced these; in both modes, a summary's index of
+            # the outputs it had no room for is here and nowhere else.
+            stored = state.get("historykit_originals")
+            known: dict[str, str] = dict(stored) if isinstance(stored, dict) else {}
+            known.update(originals)
+            update["historykit_originals"] = dict(list(known.items())[-self.recall.max_originals :])
         if not update or _ExtendedModelResponse is None:  # pragma: no cover - old langchain 1.x
             return response
         return _ExtendedModelResponse(model_response=response, command=Command(update=update))

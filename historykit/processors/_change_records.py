@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 from historykit._messages import ToolCallPart
-from historykit.processors._file_reads import shell_text
+from historykit.processors._file_reads import CLEARED_HEAD, CLEARED_TAIL, shell_text
 
 CHANGE_CHARS = 80
 """Characters of the line kept."""
@@ -38,10 +38,6 @@ _CHANGE_KEYS = (
 """The argument holding what a write or edit call wrote, and the one holding what it replaced."""
 NEW_TEXT_KEYS = frozenset(new for new, _ in _CHANGE_KEYS)
 """The arguments holding the new text of a change."""
-CLEARED_HEAD = "[cleared from the history: "
-"""How a value `ClearToolResults` cleared starts..."""
-CLEARED_TAIL = "; the call was made with the full value]"
-"""...and ends; a record of the change it held comes just before the tail: ``added `line` ``."""
 _RECORD_TAIL = "`" + CLEARED_TAIL
 
 
@@ -79,6 +75,11 @@ def change_text(call: ToolCallPart) -> str:
             news.append(_patch_additions(added) if "*** Begin Patch" in added else added)
     if news:
         return "\n".join(news)
+    for value in args.values():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and (record := kept_record(item)) != item:
+                # A script `ClearToolResults` cleared: what it added is the record its placeholder kept.
+                return record or ""
     script = shell_text(call)
     if script is not None:
         return _patch_additions(script) if "*** Begin Patch" in script else script

@@ -57,23 +57,52 @@ _RESULT_HEAD = "[cleared: output of "
 _RESULT_TAIL = " tokens; call the tool again to see it]"
 _RECALL_TAIL = re.compile(r" tokens; \w+\(handle='[0-9a-f]+'\) returns it\]\Z")
 
-INPUT_PLACEHOLDER = "[cleared from the history: {tokens:,} tokens; the call was made with the full value]"
-"""What a cleared argument value reads."""
+INPUT_PLACEHOLDER = (
+    "[cleared from the history: {tokens:,} tokens{head}; the call was made with the full value]"
+)
+"""What a cleared argument value reads. A script (a `command`, `cmd`, `code` or `script` argument)
+keeps its first line in `{head}` (`value_head`): the command the agent ran, often all that says
+what it did."""
 CHANGE_PLACEHOLDER = (
-    "[cleared from the history: {tokens:,} tokens of a change that added `{line}`; the call was made "
-    "with the full value]"
+    "[cleared from the history: {tokens:,} tokens{head} of a change that added `{line}`; the call was "
+    "made with the full value]"
 )
 """What the first cleared value of a write or edit call reads: it keeps the record of what the
 change added (`historykit.processors._change_records.change_line`), so the latest change of a file
 can still be read after its text is gone."""
 WRITE_PLACEHOLDER = (
-    "[cleared from the history: {tokens:,} tokens of a call that wrote {paths}; the call was made with the "
-    "full value]"
+    "[cleared from the history: {tokens:,} tokens{head} of a call that wrote {paths}; the call was made with "
+    "the full value]"
 )
 """What a cleared value reads when it held the only mention of the files the call wrote (a shell
-script, a patch): the model, and `file_reads` (hence dedupe and summaries), still see the write.
-It keeps no record of the change: `file_reads` parses the paths back from it."""
+script, a patch): the model, and `file_reads` (hence dedupe and summaries), still see the write;
+`file_reads` parses the paths back from it."""
+WRITE_CHANGE_PLACEHOLDER = (
+    "[cleared from the history: {tokens:,} tokens{head} of a call that wrote {paths}, which added `{line}`; "
+    "the call was made with the full value]"
+)
+"""`WRITE_PLACEHOLDER` with the record of what the write added (a heredoc's longest line), as
+`CHANGE_PLACEHOLDER` keeps it."""
+_HEAD_CHARS = 80
+"""Characters of a cleared value's first line its placeholder keeps."""
+
+
+_SCRIPT_KEYS = frozenset({"command", "cmd", "code", "script"})
+"""The arguments holding a script: their placeholders keep its first line."""
+
+
+def value_head(value: str) -> str:
+    """` beginning `first line``: the first non-blank line of a cleared script, cut to `_HEAD_CHARS`,
+    its backticks made quotes (the placeholder quotes it in backticks; a record after it is read up
+    to the last one)."""
+    line = next((ln.strip() for ln in value.splitlines() if ln.strip()), "")
+    line = line.replace("`", "'")
+    line = line if len(line) <= _HEAD_CHARS else line[:_HEAD_CHARS].rstrip() + "…"
+    return f" beginning `{line}`" if line else ""
+
+
 _INPUT_HEAD = CLEARED_HEAD
+_CLEARED_SCRIPT_HEAD = re.compile(r"\A\[cleared from the history: [\d,]+ tokens beginning `([^`\n]*)`")
 _INPUT_TAIL = CLEARED_TAIL
 
 KEY_ARGUMENTS = (
@@ -96,18 +125,33 @@ def describe_call(call: ToolCallPart) -> str:
     """`Read(file_path='src/app.py')`: the tool and its key arguments, each cut to one short line."""
     args = call.arguments_dict()
     shown = [
-        f"{key}={_short(args[key])!r}"
+        f"{key}={_quoted(_short(args[key]))}"
         for key in KEY_ARGUMENTS
         if isinstance(args.get(key), str) and args[key]
     ]
     if not shown:
         shown = [
-            f"{key}={_short(value)!r}" for key, value in args.items() if isinstance(value, str) and value
+            f"{key}={_quoted(_short(value))}"
+            for key, value in args.items()
+            if isinstance(value, str) and value
         ][:1]
     return f"{call.name}({', '.join(shown[:_SHOWN_ARGUMENTS])})"
 
 
+def _quoted(text: str) -> str:
+    """`text` in quotes as Python would write it, but its backslashes as they are: the command
+    `grep "a\\|b"` reads as the agent wrote it, not doubled. Text with a control character, or
+    with both kinds of quote, is written as `repr` writes it."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in text) or ("'" in text and '"' in text):
+        return repr(text)
+    return f'"{text}"' if "'" in text else f"'{text}'"
+
+
 def _short(value: str) -> str:
+    if value.startswith(_INPUT_HEAD) and (head := _CLEARED_SCRIPT_HEAD.search(value)) is not None:
+        # A script cleared earlier is described by the line its placeholder kept, as `_short`
+        # described it whole (a cleared value is always more than its first line).
+        return head.group(1) if head.group(1).endswith("…") else head.group(1) + "…"
     line = value.strip().split("\n", 1)[0]
     cut = len(line) > _SHORT or "\n" in value.strip()
     return line[:_SHORT] + ("…" if cut else "")
@@ -133,7 +177,8 @@ class ClearToolResults(HistoryProcessor):
     tool again to see it]`, or, when the integration installed the recall tool (`recall_tool`),
     `[cleared: output of Read(file_path='src/app.py'), 2,311 tokens; recall(handle='3f9a0c1b2d')
     returns it]`, the handle being the cleared content's (`historykit.Recall`); a cleared argument
-    value reads `[cleared from the history: 2,311 tokens; the call was made with the full value]`.
+    value reads `[cleared from the history: 2,311 tokens beginning ...; the call was made with the full
+    value]`, with the value's first line where the dots are (for a script, the command that ran).
     Placeholders depend only on the call and the cleared content, so the same history always gives
     the same output, and a placeholder is never cleared again or counted as a gain.
 
@@ -384,11 +429,13 @@ def _clear_value(
     min_tokens: int,
     wrote: str | None = None,
     record: list[str] | None = None,
+    script: bool = False,
 ) -> tuple[Any, bool]:
     """`value` with every big string in it replaced by a placeholder; containers keep their shape.
 
     `wrote`: the files the call wrote that only its big values name; their placeholders say so.
-    `record`: the line a write added, still to be written: the first placeholder made takes it."""
+    `record`: the line a write added, still to be written: the first placeholder made takes it.
+    `script`: `value` is (in) a script argument, whose placeholders keep its first line."""
     if isinstance(value, str):
         if _too_short(value, min_tokens) or _is_cleared_value(value):
             return value, False
@@ -396,22 +443,31 @@ def _clear_value(
         if tokens < min_tokens:
             return value, False
         line = record[0] if record else None
+        head = value_head(value) if script else ""
         if wrote is not None:
-            # No record here: `file_reads` reads the paths back from this wording.
-            text = WRITE_PLACEHOLDER.format(tokens=tokens, paths=wrote)
+            # `file_reads` reads the paths back from this wording.
+            text = (
+                WRITE_PLACEHOLDER.format(tokens=tokens, paths=wrote, head=head)
+                if line is None
+                else WRITE_CHANGE_PLACEHOLDER.format(tokens=tokens, paths=wrote, line=line, head=head)
+            )
         elif line is not None:
-            text = CHANGE_PLACEHOLDER.format(tokens=tokens, line=line)
+            text = CHANGE_PLACEHOLDER.format(tokens=tokens, line=line, head=head)
         else:
-            text = INPUT_PLACEHOLDER.format(tokens=tokens)
+            text = INPUT_PLACEHOLDER.format(tokens=tokens, head=head)
         if counter.count_text(text) < tokens:
             if record:
                 record.clear()
             return text, True
-        if line is not None and wrote is None:
-            # Too short to carry the record: cleared plainly, and a later value takes the record.
+        if line is not None:
+            # Too short to carry the record: cleared without it, and a later value takes the record.
             # Left as it is, its line would be the record a second pass finds, so a second pass
             # would clear it again (found by the replay property test).
-            plain = INPUT_PLACEHOLDER.format(tokens=tokens)
+            plain = (
+                INPUT_PLACEHOLDER.format(tokens=tokens, head=head)
+                if wrote is None
+                else WRITE_PLACEHOLDER.format(tokens=tokens, paths=wrote, head=head)
+            )
             if counter.count_text(plain) < tokens:
                 return plain, True
         return value, False
@@ -419,13 +475,16 @@ def _clear_value(
         # The new text's value takes the record first (a summary reads the change from there),
         # whatever the order of the keys, which the output keeps.
         first = sorted(value, key=lambda key: key not in NEW_TEXT_KEYS)
-        done = {key: _clear_value(value[key], counter, min_tokens, wrote, record) for key in first}
+        done = {
+            key: _clear_value(value[key], counter, min_tokens, wrote, record, key in _SCRIPT_KEYS)
+            for key in first
+        }
         items = {key: done[key] for key in value}
         if not any(changed for _, changed in items.values()):
             return value, False
         return {key: new for key, (new, _) in items.items()}, True
     if isinstance(value, list):
-        cleared = [_clear_value(item, counter, min_tokens, wrote, record) for item in value]
+        cleared = [_clear_value(item, counter, min_tokens, wrote, record, script) for item in value]
         if not any(changed for _, changed in cleared):
             return value, False
         return [new for new, _ in cleared], True

@@ -418,11 +418,17 @@ def shell_text(call: ToolCallPart) -> str | None:
         return args if call.name.lower() in _SHELL_TOOLS else None
     for key in ("command", "cmd", "code", "script"):
         value = args.get(key)
-        if isinstance(value, str):
-            return value
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return value[-1]
+            value = value[-1]
+        if isinstance(value, str):
+            # A script `ClearToolResults` cleared is no script: its placeholder quotes the first
+            # line, which may read as a command (`cat > a.py <<EOF`) that is no longer there.
+            return None if _is_cleared(value) else value
     return None
+
+
+def _is_cleared(value: str) -> bool:
+    return value.startswith(CLEARED_HEAD) and value.endswith(CLEARED_TAIL) and "\n" not in value
 
 
 def files_touched(call: ToolCallPart, *, root: str | None = None) -> list[tuple[str, Touch]]:
@@ -554,18 +560,24 @@ _NOTHING = _Verdict(None)
 _SWE_AGENT_EDITS = frozenset({"edit", "insert", "append"})
 
 
+CLEARED_HEAD = "[cleared from the history: "
+"""How a value `ClearToolResults` cleared starts..."""
+CLEARED_TAIL = "; the call was made with the full value]"
+"""...and ends; a record of the change it held comes just before the tail: ``added `line` ``."""
 _CLEARED_WRITE = re.compile(
-    r"\[cleared from the history: [\d,]+ tokens of a call that wrote (.+); "
+    r"\[cleared from the history: [\d,]+ tokens(?: beginning `[^`\n]*`)? of a call that wrote (.+?)"
+    r"(?:, which added `.*`)?; "
     r"the call was made with the full value\]"
 )
-"""`ClearToolResults`' placeholder for a value that held the only mention of the files a call wrote."""
+"""`ClearToolResults`' placeholder for a value that held the only mention of the files a call wrote
+(with or without the record of what the write added)."""
 
 
 def _cleared_write(args: dict[str, Any], root: str | None) -> FileWrite | None:
     """The files a call whose script or patch was cleared from the history says it wrote."""
     values = [v for value in args.values() for v in (value if isinstance(value, list) else [value])]
     for value in values:
-        if isinstance(value, str) and value.startswith("[cleared from the history: "):
+        if isinstance(value, str) and value.startswith(CLEARED_HEAD):
             match = _CLEARED_WRITE.fullmatch(value)
             if match is not None:
                 named = (normalize_path(path, root=root) for path in match.group(1).split(", "))
@@ -758,10 +770,13 @@ _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 
 
 def _shell_script(command: Any) -> str | None:
-    """The shell text of a `command`/`cmd` argument (a string, or Codex's `["bash", "-lc", text]`)."""
+    """The shell text of a `command`/`cmd` argument (a string, or Codex's `["bash", "-lc", text]`);
+    `None` for a script `ClearToolResults` cleared (see `shell_text`)."""
     if isinstance(command, str):
-        return command
+        return None if _is_cleared(command) else command
     if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
+        if any(_is_cleared(c) for c in command):
+            return None
         if (
             len(command) >= 3
             and posixpath.basename(command[0]) in _SHELLS

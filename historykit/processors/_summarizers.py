@@ -737,6 +737,12 @@ _PENDING_CUE = re.compile(
 )
 
 
+PLAN_MARK = "plan"
+"""A pending item from the agent's plan tool ends with `(plan: <status>)`: an update of the summary
+that sees no new plan call keeps these, as the plan still stands."""
+_PLAN_ITEM = re.compile(rf" \({PLAN_MARK}: [\w -]+\)$")
+
+
 def _clip(sentence: str, limit: int) -> str:
     sentence = " ".join(sentence.split())
     return sentence if len(sentence) <= limit else sentence[: limit - 3] + "..."
@@ -883,15 +889,26 @@ class ExtractiveSummarizer:
             ),
             ERRORS: _focus_first(_open_errors(section(previous, ERRORS), messages, self.max_errors), terms),
         }
-        decisions, done, pending = self._progress(messages)
+        decisions, done, pending, planned = self._progress(messages)
         limit = self.max_items
         sections[DECISIONS] = _focus_first(_dedupe([*section(previous, DECISIONS), *decisions]), terms, limit)
         sections[DONE] = _focus_first(_dedupe([*section(previous, DONE), *done]), terms, limit)
-        sections[PENDING] = _focus_first(pending or section(previous, PENDING), terms, limit)
+        earlier = [item for item in section(previous, PENDING) if not _PLAN_ITEM.search(item)]
+        if planned is None:
+            # No plan call since the previous summary: its plan is still the plan, whatever
+            # sentences came since (they fill the room the plan leaves).
+            planned = [item for item in section(previous, PENDING) if _PLAN_ITEM.search(item)]
+        room = max(0, limit - len(planned))
+        sentences = _focus_first(pending or earlier, terms, room) if room else []
+        sections[PENDING] = [*_focus_first(planned, terms), *sentences]
         text = _render(sections, {USER_MESSAGES: said.heading()})
         return f"## {FOCUS}\n{_bullet(focus)}\n\n{text}" if focus else text
 
-    def _progress(self, messages: Sequence[Message]) -> tuple[list[str], list[str], list[str]]:
+    def _progress(
+        self, messages: Sequence[Message]
+    ) -> tuple[list[str], list[str], list[str], list[str] | None]:
+        """Decisions, done and pending sentences, and the open items of the latest plan call among
+        `messages` (`None`: no plan call)."""
         decisions: list[str] = []
         done: list[str] = []
         pending: list[str] = []
@@ -915,10 +932,19 @@ class ExtractiveSummarizer:
                         pending.append(_clip(sentence, clip))
                     elif _DECISION_CUE.search(sentence):
                         decisions.append(_clip(sentence, clip))
-        if plan:
+        planned: list[str] | None = None
+        if plan is not None:
             done.extend(_clip(text, clip) for text, status in plan if status == "completed")
-            pending = [_clip(text, clip) for text, status in plan if status != "completed"] or pending
-        return _dedupe(decisions), _dedupe(done), _dedupe(pending)
+            planned = _dedupe(
+                [
+                    f"{_clip(text, clip)} ({PLAN_MARK}: {status or 'open'})"
+                    for text, status in plan
+                    if status != "completed"
+                ]
+            )
+            if planned:
+                pending = []  # the plan says what is left better than passing sentences
+        return _dedupe(decisions), _dedupe(done), _dedupe(pending), planned
 
 
 def complete_summary(text: str, inputs: Sequence[Message], summarizer: object = None) -> str:

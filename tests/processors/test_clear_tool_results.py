@@ -228,7 +228,7 @@ def test_bulky_arguments_of_old_calls_are_cleared_keeping_their_keys() -> None:
     assert line is not None and line in content
     assert write.arguments == {
         "file_path": "m.py",
-        "content": CHANGE_PLACEHOLDER.format(tokens=COUNTER.count_text(content), line=line),
+        "content": CHANGE_PLACEHOLDER.format(tokens=COUNTER.count_text(content), line=line, head=""),
     }
     edit = out[3].tool_calls[0].arguments_dict()
     assert list(edit) == ["file_path", "old_string", "new_string", "n"]
@@ -626,3 +626,73 @@ def test_a_text_skipped_as_too_short_is_under_min_tokens_for_the_real_tokenizer(
 
     if _too_short(text, min_tokens):
         assert COUNTER.count_text(text) < min_tokens
+
+
+def test_a_cleared_script_keeps_its_first_line_and_is_read_as_no_command() -> None:
+    """What the agent ran stays readable after its script is cleared (found by the quality
+    benchmark: what the agent did about an error was a long `python -c` script, gone with it), and
+    the quoted line is never parsed as a command that still writes a file."""
+    from historykit.processors._file_reads import file_accesses
+
+    script = 'cd /testbed && python -c "\n' + "\n".join(f"print({n} * 'x' + `y`)" for n in range(150)) + '\n"'
+    first = "cat > notes.txt <<'EOF'"
+    writer = first + "\n" + "\n".join(f"note {n}: a line long enough to count" for n in range(150)) + "\nEOF"
+    history = [
+        Message.user("task"),
+        Message.assistant("", [ToolCallPart("1", "bash", {"command": script})]),
+        Message("tool", (ToolResultPart("1", "bash", "ok"),)),
+        Message.assistant("", [ToolCallPart("2", "bash", {"command": writer, "description": "notes.txt"})]),
+        Message("tool", (ToolResultPart("2", "bash", "ok"),)),
+        Message.user("go on"),
+        Message.assistant("", [ToolCallPart("3", "bash", {"command": "ls"})]),
+        Message("tool", (ToolResultPart("3", "bash", "notes.txt"),)),
+    ]
+    out, _ = ClearToolResults(keep=1, trigger=Trigger(max_tokens=100), min_gain=0).process(history, context())
+    ran = out[1].tool_calls[0].arguments_dict()["command"]
+    assert ran.startswith("[cleared from the history: ")
+    assert ' tokens beginning `cd /testbed && python -c "`; the call was made' in ran
+    wrote = out[3].tool_calls[0]
+    assert (
+        " beginning `cat > notes.txt <<'EOF'` of a call that wrote notes.txt, which added `note 100: a "
+        in (wrote.arguments_dict()["command"])
+    )
+    # The recogniser reads the same accesses from the placeholders as from the scripts (the writer's
+    # from the placeholder's wording, not from the quoted line, which is no command any more).
+    calls = [out[1].tool_calls[0], wrote]
+    assert file_accesses(calls) == file_accesses([history[1].tool_calls[0], history[3].tool_calls[0]])
+    quoted = (
+        "[cleared from the history: 500 tokens beginning `cat > x.py <<'EOF'`; the call was made with the "
+        "full value]"
+    )
+    assert file_accesses([ToolCallPart("9", "bash", {"command": quoted})]) == [None]
+    assert file_accesses([ToolCallPart("9", "shell", {"command": ["bash", "-lc", quoted]})]) == [None]
+    # Backticks of the script become quotes: the head cannot end the quote early.
+    assert "`y`" not in ran
+
+
+def test_a_call_whose_script_was_cleared_is_described_by_its_first_line() -> None:
+    """A summary's recall items and later placeholders name such a call by what it ran, not by the
+    start of its placeholder (found by the quality benchmark)."""
+    script = "cat > test_fix.py << 'EOF'\n" + "x = 1\n" * 300 + "EOF"
+    call = ToolCallPart("1", "bash", {"command": script})
+    history = [
+        Message.user("task"),
+        Message.assistant("", [call]),
+        Message("tool", (ToolResultPart("1", "bash", "ok"),)),
+        Message.user("go on"),
+        Message.assistant("", [ToolCallPart("2", "bash", {"command": "ls"})]),
+        Message("tool", (ToolResultPart("2", "bash", "test_fix.py"),)),
+    ]
+    out, _ = ClearToolResults(keep=1, trigger=Trigger(max_tokens=100), min_gain=0).process(history, context())
+    cleared = out[1].tool_calls[0]
+    assert cleared.arguments_dict()["command"].startswith("[cleared from the history: ")
+    assert describe_call(cleared) == describe_call(call) == "bash(command=\"cat > test_fix.py << 'EOF'…\")"
+
+
+def test_a_call_is_described_with_its_backslashes_as_the_agent_wrote_them() -> None:
+    """`repr` doubled them (`grep "a\\\\|b"`): the model and the summary's recall items read a command
+    that was never run (found by the quality benchmark)."""
+    call = ToolCallPart("1", "bash", {"command": 'grep -r "struct.pack\\|pack" src | head'})
+    assert describe_call(call) == "bash(command='grep -r \"struct.pack\\|pack\" src | head')"
+    tab = ToolCallPart("2", "bash", {"command": "printf 'a\\tb'\tx"})
+    assert describe_call(tab) == "bash(command=" + repr("printf 'a\\tb'\tx") + ")"  # a control character

@@ -702,8 +702,37 @@ def test_extractive_progress_and_plans() -> None:
     sections = parse_sections(ExtractiveSummarizer()(history))
     assert sections["Decisions"] == ["I'll use a state machine instead of regexes."]
     assert sections["Done"] == ["Fixed the tokenizer bug.", "Write the parser"]
-    assert sections["Pending"] == ["Document the parser", "Release"]
+    assert sections["Pending"] == ["Document the parser (plan: in_progress)", "Release (plan: pending)"]
     assert sections["Task"] == ["task"]
+
+
+def test_an_update_keeps_the_open_plan_items_when_no_new_plan_came() -> None:
+    """A plan written before the previous summary still stands after sentences with pending cues
+    (found by the quality benchmark's generated sessions: the update replaced the plan by them)."""
+    todo = call("1", "TodoWrite", {"todos": [{"content": "Add a regression test", "status": "in_progress"}]})
+    first = ExtractiveSummarizer()(
+        [
+            Message.user("task"),
+            Message.assistant("", [todo]),
+            Message("tool", (ToolResultPart("1", "TodoWrite", "ok"),)),
+        ]
+    )
+    later = [Message.assistant(f"Next I still need to change file {n}.") for n in range(10)]
+    sections = parse_sections(
+        ExtractiveSummarizer()([Message.user("task"), Message("user", (SummaryPart(first),)), *later])
+    )
+    pending = sections["Pending"]
+    assert pending[0] == "Add a regression test (plan: in_progress)"
+    assert len(pending) == 6 and pending[-1] == "Next I still need to change file 9."
+    # A new plan call replaces the old plan.
+    done = call("2", "TodoWrite", {"todos": [{"content": "Add a regression test", "status": "completed"}]})
+    sections = parse_sections(
+        ExtractiveSummarizer()(
+            [Message.user("task"), Message("user", (SummaryPart(first),)), Message.assistant("", [done])]
+        )
+    )
+    assert sections["Pending"] == [] or all("(plan:" not in item for item in sections["Pending"])
+    assert "Add a regression test" in sections["Done"]
 
 
 def test_extractive_update_merges_the_previous_sections() -> None:

@@ -262,9 +262,15 @@ def test_a_cleared_script_or_patch_still_says_which_files_it_wrote() -> None:
     assert notes.replaced, notes.details
     sent_calls = [p for m in out for p in m.parts if isinstance(p, ToolCallPart)]
     texts = {c.id: c.arguments_text() for c in sent_calls}
-    assert "tokens of a call that wrote src/heredoc.py;" in texts["1"]
-    assert "tokens of a call that wrote /repo/out/a.txt;" in texts["2"]
-    assert "tokens of a call that wrote src/patched.py;" in texts["3"]
+    # Each keeps the record of what it added too (found by the quality benchmark: a heredoc's
+    # change was lost with its cleared script).
+    added = ", which added `line 100 of the new module, long enough to be cleared`;"
+    assert (
+        "tokens beginning `cat > src/heredoc.py <<'EOF'` of a call that wrote src/heredoc.py" + added
+        in texts["1"]
+    )
+    assert "of a call that wrote /repo/out/a.txt" + added in texts["2"]
+    assert "tokens beginning `*** Begin Patch` of a call that wrote src/patched.py" + added in texts["3"]
     assert "a call that wrote" not in texts["4"]  # its path is still an argument of its own
     assert body not in "".join(texts.values())
     # The recogniser (dedupe, summaries) still sees every write, and so does the summary.
@@ -274,6 +280,11 @@ def test_a_cleared_script_or_patch_still_says_which_files_it_wrote() -> None:
     assert {"src/heredoc.py", "/repo/out/a.txt", "src/patched.py", "src/write.py"} <= {
         f.rsplit(" (", 1)[0] for f in files
     }
+    assert all(
+        f.endswith(": added `line 100 of the new module, long enough to be cleared`")
+        for f in files
+        if "x.py" not in f
+    )
 
 
 # --- LLM summaries are checked after the fact -------------------------------------------------------

@@ -396,7 +396,9 @@ def _pai_shape(messages: list[Any]) -> list[Any]:
     ]
 
 
-def _compare_pai(respond: Any, prompts: tuple[str, ...], setup: Any = None, *, persist: bool) -> None:
+def _compare_pai(
+    respond: Any, prompts: tuple[str, ...], setup: Any = None, *, persist: bool
+) -> list[list[Any]]:
     """`all_messages()` exactly as without historykit; each request sent as without it, unless
     that one breaks a provider rule: then historykit's breaks none, and says which it repaired."""
     from historykit import check
@@ -412,6 +414,7 @@ def _compare_pai(respond: Any, prompts: tuple[str, ...], setup: Any = None, *, p
             assert check(theirs) != [] and check(ours) == [], (_pai_shape(theirs), _pai_shape(ours))
             repaired += 1
     assert repaired, "no request broke a rule: the test no longer tests a repair"
+    return seen
 
 
 PERSIST = pytest.mark.parametrize("persist", [False, True], ids=["view", "persistent"])
@@ -424,7 +427,12 @@ def test_pydantic_ai_empty_answer_then_please_return_text(persist: bool) -> None
     from pydantic_ai.messages import ModelResponse, TextPart
 
     respond = lambda m, n: ModelResponse(parts=[] if n == 1 else [TextPart("ok")])  # noqa: E731
-    _compare_pai(respond, ("hi",), persist=persist)
+    seen = _compare_pai(respond, ("hi",), persist=persist)
+    # The two requests around the left-out response are sent as one, in the order they were made:
+    # the user's prompt, then Pydantic AI's "Please return text." (the issue saw them reversed,
+    # which breaks no provider rule, so the rule check above cannot see it).
+    prompts = [str(p.content) for m in seen[-1] for p in m.parts if type(p).__name__ == "UserPromptPart"]
+    assert prompts[0] == "hi" and "Please return text." in prompts[1], prompts
 
 
 @PERSIST

@@ -34,6 +34,7 @@ def _no_pressure() -> Pipeline:
     steps = default_pipeline().processors
     return Pipeline([ClearMedia(keep=10**6) if isinstance(s, ClearMedia) else s for s in steps])
 
+
 SETTINGS = settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )

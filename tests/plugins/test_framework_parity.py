@@ -461,28 +461,62 @@ def test_pydantic_ai_tool_call_id_reused_in_a_later_turn(persist: bool) -> None:
     _compare_pai(respond, ("one", "two"), lambda agent: agent.tool_plain(get_weather.func), persist=persist)
 
 
-def test_pydantic_ai_two_consecutive_responses_as_pydantic_ai_keeps_them() -> None:
-    """Two responses in a row in a given history: what Pydantic AI keeps of them, historykit keeps
-    (Pydantic AI merges them itself when the run starts; the issue's case, where historykit merged
-    two its run kept apart, was not reproduced with text responses)."""
-    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+def _consecutive(kind: str) -> list[Any]:
+    """A given history with two responses in a row, the second ending it."""
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ThinkingPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    task = ModelRequest(parts=[UserPromptPart("hi")])
+    call = ModelResponse(parts=[ToolCallPart("get_weather", {"city": "Paris"}, "c1")])
+    answered = [call, ModelRequest(parts=[ToolReturnPart("get_weather", "sunny", "c1")])]
+    return {
+        "text, text": [
+            task,
+            ModelResponse(parts=[TextPart("Hello.")]),
+            ModelResponse(parts=[TextPart("How?")]),
+        ],
+        "after a tool call": [
+            task,
+            *answered,
+            ModelResponse(parts=[TextPart("It is sunny.")]),
+            ModelResponse(parts=[ThinkingPart("more"), TextPart("Anything else?")]),
+        ],
+        "text, call": [task, ModelResponse(parts=[TextPart("Let me look.")]), call],
+        "empty, text": [task, ModelResponse(parts=[]), ModelResponse(parts=[TextPart("Hello.")])],
+    }[kind]
+
+
+@PERSIST
+@pytest.mark.parametrize("kind", ["text, text", "after a tool call", "text, call", "empty, text"])
+@pytest.mark.parametrize("prompt", ["again", None], ids=["prompt", "no-prompt"])
+def test_pydantic_ai_two_consecutive_responses_as_pydantic_ai_keeps_them(
+    persist: bool, kind: str, prompt: str | None
+) -> None:
+    """Two responses in a row in a given history, with a new prompt or none (the run goes on from
+    the history): what Pydantic AI keeps of them, historykit keeps. (The issue's case, where
+    historykit merged two responses Pydantic AI kept apart, was not reproduced with these shapes.)"""
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
 
     from historykit.plugins.pydantic_ai import HistoryKit
 
-    given = [
-        ModelRequest(parts=[UserPromptPart("hi")]),
-        ModelResponse(parts=[TextPart("Hello.")]),
-        ModelResponse(parts=[TextPart("How can I help?")]),
-    ]
-
-    def respond(messages: list[Any], n: int) -> Any:
-        return ModelResponse(parts=[TextPart("ok")])
-
     def runs(capabilities: list[Any]) -> Any:
-        from pydantic_ai import Agent
-        from pydantic_ai.models.function import FunctionModel
+        agent = Agent(
+            FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")])), capabilities=capabilities
+        )
+        agent.tool_plain(get_weather.func)  # type: ignore[arg-type]
+        try:
+            return _pai_shape(agent.run_sync(prompt, message_history=_consecutive(kind)).all_messages())
+        except UserError as refused:  # a prompt after an unanswered call: refused alike, or not at all
+            return str(refused)
 
-        agent = Agent(FunctionModel(lambda m, i: respond(m, 0)), capabilities=capabilities)
-        return agent.run_sync("again", message_history=list(given)).all_messages()
-
-    assert _pai_shape(runs([HistoryKit(default_pipeline())])) == _pai_shape(runs([]))
+    assert runs([HistoryKit(default_pipeline(), persist=persist)]) == runs([])

@@ -463,33 +463,22 @@ def test_pydantic_ai_tool_call_id_reused_in_a_later_turn(persist: bool) -> None:
 
 def _consecutive(kind: str) -> list[Any]:
     """A given history with two responses in a row, the second ending it."""
-    from pydantic_ai.messages import (
-        ModelRequest,
-        ModelResponse,
-        TextPart,
-        ThinkingPart,
-        ToolCallPart,
-        ToolReturnPart,
-        UserPromptPart,
-    )
+    from pydantic_ai import messages as pai
 
-    task = ModelRequest(parts=[UserPromptPart("hi")])
-    call = ModelResponse(parts=[ToolCallPart("get_weather", {"city": "Paris"}, "c1")])
-    answered = [call, ModelRequest(parts=[ToolReturnPart("get_weather", "sunny", "c1")])]
+    task = pai.ModelRequest(parts=[pai.UserPromptPart("hi")])
+    call = pai.ModelResponse(parts=[pai.ToolCallPart("get_weather", {"city": "Paris"}, "c1")])
+    answered = [call, pai.ModelRequest(parts=[pai.ToolReturnPart("get_weather", "sunny", "c1")])]
+    text = lambda *parts: pai.ModelResponse(parts=list(parts))  # noqa: E731
     return {
-        "text, text": [
-            task,
-            ModelResponse(parts=[TextPart("Hello.")]),
-            ModelResponse(parts=[TextPart("How?")]),
-        ],
+        "text, text": [task, text(pai.TextPart("Hello.")), text(pai.TextPart("How?"))],
         "after a tool call": [
             task,
             *answered,
-            ModelResponse(parts=[TextPart("It is sunny.")]),
-            ModelResponse(parts=[ThinkingPart("more"), TextPart("Anything else?")]),
+            text(pai.TextPart("It is sunny.")),
+            text(pai.ThinkingPart("more"), pai.TextPart("Anything else?")),
         ],
-        "text, call": [task, ModelResponse(parts=[TextPart("Let me look.")]), call],
-        "empty, text": [task, ModelResponse(parts=[]), ModelResponse(parts=[TextPart("Hello.")])],
+        "text, call": [task, text(pai.TextPart("Let me look.")), call],
+        "empty, text": [task, text(), text(pai.TextPart("Hello."))],
     }[kind]
 
 

@@ -5,8 +5,9 @@ Random histories (`pydantic_ai_histories`, `langchain_histories`), sometimes bro
 frameworks' own histories break provider rules (a tool-call id used again in a later turn, an empty
 system prompt, an empty response), are given to a real Pydantic AI agent and a real LangChain
 `create_agent` graph with a scripted model, once without historykit and once with
-`default_pipeline()` at a window nothing comes near. `Repair` may fix the request the model is sent;
-`all_messages()` and the graph state must come out as the framework's own.
+`default_pipeline()` at a window nothing comes near (every image kept: `_no_pressure`). `Repair`
+may fix the request the model is sent; `all_messages()` and the graph state must come out as the
+framework's own.
 """
 
 from __future__ import annotations
@@ -18,11 +19,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from historykit import default_pipeline
+from historykit import Pipeline, default_pipeline
+from historykit.processors import ClearMedia
 from tests.plugins.test_framework_parity import _pai_shape, _shape
 
 WINDOW = 10_000_000
 """A window no drawn history comes near: nothing to compact."""
+
+
+def _no_pressure() -> Pipeline:
+    """`default_pipeline()` as it runs with nothing to compact. `ClearMedia`'s trigger is a count of
+    images (8), not the window: a drawn history with 8 or more images is cleared whatever the window
+    (by design, and then the state holds its placeholders), so here it keeps every image."""
+    steps = default_pipeline().processors
+    return Pipeline([ClearMedia(keep=10**6) if isinstance(s, ClearMedia) else s for s in steps])
+
 
 SETTINGS = settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -110,7 +121,7 @@ def test_pydantic_ai_keeps_its_own_history(
 
     history = _broken_pai(data.draw(pydantic_ai_histories(max_turns=3)), reuse, empty_system, empty_response)
     base_seen, base = _pai_run([], history)
-    kit = HistoryKit(default_pipeline(), context_window=WINDOW, persist=persist)
+    kit = HistoryKit(_no_pressure(), context_window=WINDOW, persist=persist)
     seen, kept = _pai_run([kit], history)
     assert _pai_shape(kept) == _pai_shape(base)
     assert kit.last_report is not None  # nothing compacted: any marker is a repair of the request
@@ -169,7 +180,7 @@ def test_langchain_keeps_its_own_state(persist: bool, data: Any, reuse: bool) ->
     if not history:
         return
     _, base = _lc_run([], history)
-    kit = HistoryKitMiddleware(default_pipeline(), context_window=WINDOW, persist=persist)
+    kit = HistoryKitMiddleware(_no_pressure(), context_window=WINDOW, persist=persist)
     _, state = _lc_run([kit], history)
     assert _shape(state) == _shape(base)
     assert kit.last_report is not None
@@ -197,7 +208,7 @@ def test_a_reused_tool_call_id_gives_no_older_exchange_the_current_cycles_thinki
 
     history = [HumanMessage("go"), *exchange({}), *exchange({"reasoning_content": "0"})]
     _, base = _lc_run([], history)
-    kit = HistoryKitMiddleware(default_pipeline(), context_window=WINDOW, persist=persist)
+    kit = HistoryKitMiddleware(_no_pressure(), context_window=WINDOW, persist=persist)
     sent, state = _lc_run([kit], history)
     assert _shape(state) == _shape(base)
     assert [m.additional_kwargs.get("reasoning_content") for m in state if isinstance(m, AIMessage)][:2] == [

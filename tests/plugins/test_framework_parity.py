@@ -396,7 +396,9 @@ def _pai_shape(messages: list[Any]) -> list[Any]:
     ]
 
 
-def _compare_pai(respond: Any, prompts: tuple[str, ...], setup: Any = None, *, persist: bool) -> None:
+def _compare_pai(
+    respond: Any, prompts: tuple[str, ...], setup: Any = None, *, persist: bool
+) -> list[list[Any]]:
     """`all_messages()` exactly as without historykit; each request sent as without it, unless
     that one breaks a provider rule: then historykit's breaks none, and says which it repaired."""
     from historykit import check
@@ -412,6 +414,7 @@ def _compare_pai(respond: Any, prompts: tuple[str, ...], setup: Any = None, *, p
             assert check(theirs) != [] and check(ours) == [], (_pai_shape(theirs), _pai_shape(ours))
             repaired += 1
     assert repaired, "no request broke a rule: the test no longer tests a repair"
+    return seen
 
 
 PERSIST = pytest.mark.parametrize("persist", [False, True], ids=["view", "persistent"])
@@ -424,7 +427,12 @@ def test_pydantic_ai_empty_answer_then_please_return_text(persist: bool) -> None
     from pydantic_ai.messages import ModelResponse, TextPart
 
     respond = lambda m, n: ModelResponse(parts=[] if n == 1 else [TextPart("ok")])  # noqa: E731
-    _compare_pai(respond, ("hi",), persist=persist)
+    seen = _compare_pai(respond, ("hi",), persist=persist)
+    # The two requests around the left-out response are sent as one, in the order they were made:
+    # the user's prompt, then Pydantic AI's "Please return text." (the issue saw them reversed,
+    # which breaks no provider rule, so the rule check above cannot see it).
+    prompts = [str(p.content) for m in seen[-1] for p in m.parts if type(p).__name__ == "UserPromptPart"]
+    assert prompts[0] == "hi" and "Please return text." in prompts[1], prompts
 
 
 @PERSIST
@@ -453,28 +461,51 @@ def test_pydantic_ai_tool_call_id_reused_in_a_later_turn(persist: bool) -> None:
     _compare_pai(respond, ("one", "two"), lambda agent: agent.tool_plain(get_weather.func), persist=persist)
 
 
-def test_pydantic_ai_two_consecutive_responses_as_pydantic_ai_keeps_them() -> None:
-    """Two responses in a row in a given history: what Pydantic AI keeps of them, historykit keeps
-    (Pydantic AI merges them itself when the run starts; the issue's case, where historykit merged
-    two its run kept apart, was not reproduced with text responses)."""
-    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+def _consecutive(kind: str) -> list[Any]:
+    """A given history with two responses in a row, the second ending it."""
+    from pydantic_ai import messages as pai
+
+    task = pai.ModelRequest(parts=[pai.UserPromptPart("hi")])
+    call = pai.ModelResponse(parts=[pai.ToolCallPart("get_weather", {"city": "Paris"}, "c1")])
+    answered = [call, pai.ModelRequest(parts=[pai.ToolReturnPart("get_weather", "sunny", "c1")])]
+    text = lambda *parts: pai.ModelResponse(parts=list(parts))  # noqa: E731
+    return {
+        "text, text": [task, text(pai.TextPart("Hello.")), text(pai.TextPart("How?"))],
+        "after a tool call": [
+            task,
+            *answered,
+            text(pai.TextPart("It is sunny.")),
+            text(pai.ThinkingPart("more"), pai.TextPart("Anything else?")),
+        ],
+        "text, call": [task, text(pai.TextPart("Let me look.")), call],
+        "empty, text": [task, text(), text(pai.TextPart("Hello."))],
+    }[kind]
+
+
+@PERSIST
+@pytest.mark.parametrize("kind", ["text, text", "after a tool call", "text, call", "empty, text"])
+@pytest.mark.parametrize("prompt", ["again", None], ids=["prompt", "no-prompt"])
+def test_pydantic_ai_two_consecutive_responses_as_pydantic_ai_keeps_them(
+    persist: bool, kind: str, prompt: str | None
+) -> None:
+    """Two responses in a row in a given history, with a new prompt or none (the run goes on from
+    the history): what Pydantic AI keeps of them, historykit keeps. (The issue's case, where
+    historykit merged two responses Pydantic AI kept apart, was not reproduced with these shapes.)"""
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
 
     from historykit.plugins.pydantic_ai import HistoryKit
 
-    given = [
-        ModelRequest(parts=[UserPromptPart("hi")]),
-        ModelResponse(parts=[TextPart("Hello.")]),
-        ModelResponse(parts=[TextPart("How can I help?")]),
-    ]
-
-    def respond(messages: list[Any], n: int) -> Any:
-        return ModelResponse(parts=[TextPart("ok")])
-
     def runs(capabilities: list[Any]) -> Any:
-        from pydantic_ai import Agent
-        from pydantic_ai.models.function import FunctionModel
+        agent = Agent(
+            FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")])), capabilities=capabilities
+        )
+        agent.tool_plain(get_weather.func)  # type: ignore[arg-type]
+        try:
+            return _pai_shape(agent.run_sync(prompt, message_history=_consecutive(kind)).all_messages())
+        except UserError as refused:  # a prompt after an unanswered call: refused alike, or not at all
+            return str(refused)
 
-        agent = Agent(FunctionModel(lambda m, i: respond(m, 0)), capabilities=capabilities)
-        return agent.run_sync("again", message_history=list(given)).all_messages()
-
-    assert _pai_shape(runs([HistoryKit(default_pipeline())])) == _pai_shape(runs([]))
+    assert runs([HistoryKit(default_pipeline(), persist=persist)]) == runs([])

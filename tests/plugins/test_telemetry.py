@@ -24,7 +24,7 @@ import pytest
 import historykit
 from historykit import Report
 from historykit._telemetry import SPAN_NAME
-from historykit.processors import PairwiseTruncate, Repair, Summarize
+from historykit.processors import ClearToolResults, PairwiseTruncate, Repair, Summarize
 from historykit.processors._trigger import Trigger
 from tests.plugins.test_presets_warnings_gauge import langchain_run, pydantic_ai_run, spec
 
@@ -145,6 +145,39 @@ def test_langchain_agent_pipeline_spans_nest_in_the_applications_span(spans: Any
         assert_span_has_the_reports_figures(span, report)
         assert span.parent is not None and span.parent.span_id == request.get_span_context().span_id
     assert any(r.markers for r in reports), "the run wrote no compaction marker"
+
+
+@pytest.mark.parametrize("framework", ["pydantic-ai", "langchain"])
+@pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view"])
+def test_a_clearing_is_a_marker_of_the_report_and_an_event_of_the_span(
+    spans: Any, framework: str, persist: bool
+) -> None:
+    """A pipeline that only clears tool results: each clearing is in its call's report markers and a
+    `historykit.compaction` event of its span (issue 24: the markers were empty, so no event)."""
+    from historykit.plugins.langchain import HistoryKitMiddleware
+    from historykit.plugins.pydantic_ai import HistoryKit
+
+    clearing = historykit.Pipeline(
+        [ClearToolResults(keep=2, min_gain=200, trigger=Trigger(max_fraction=0.5)), Repair()]
+    )
+    reports: list[Report] = []
+    if framework == "pydantic-ai":
+        pydantic_ai_run(
+            HistoryKit(clearing, context_window=WINDOW, persist=persist, on_report=reports.append), 12, 25
+        )
+    else:
+        middleware = HistoryKitMiddleware(
+            clearing, context_window=WINDOW, persist=persist, on_report=reports.append
+        )
+        langchain_run(middleware, turns=12, lines=25)
+    strategies = {m.strategy for r in reports for m in r.markers}
+    assert strategies == {"clear_tool_results"}, strategies
+    mine = ours(spans)
+    assert len(mine) == len(reports)
+    for span, report in zip(mine, reports):
+        assert_span_has_the_reports_figures(span, report)
+    events = [e for span in mine for e in span.events if e.name == "historykit.compaction"]
+    assert events and all(e.attributes["historykit.strategy"] == "clear_tool_results" for e in events)
 
 
 @pytest.mark.parametrize("framework", ["pydantic-ai", "langchain"])

@@ -42,7 +42,7 @@ window's `<!-- quality-table:WINDOW:start/end -->` markers in `benchmarks/README
 `docs/quality.md` (generated, not typed).
 
 Run: `make bench-quality` (the table, `benchmarks/results/quality.json` and the Pareto plot
-`benchmarks/results/quality.png`: quality, the mean over the kinds, against cost relative to the
+`docs/assets/quality.png`: quality, the mean over the kinds, against cost relative to the
 full context), or `python benchmarks/bench_quality.py` (each window in a process of its own, side
 by side: about 70 minutes on 2 cores, LangChain's `ContextEditingMiddleware` the longest); `--help`
 for the options. The table and the command are in `docs/quality.md`.

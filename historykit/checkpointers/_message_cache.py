@@ -47,7 +47,7 @@ import copy
 import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from historykit.checkpointers._refs import Run
@@ -92,6 +92,48 @@ def private_copy(message: Any) -> Any:
     return copied
 
 
+class StoredForm:
+    """The private form of a message a read decoded, kept as the way to decode it again from the
+    row's bytes until something compares with it (`value`) or needs a new copy of it (`fresh`).
+
+    A cold read decodes each message once: the form is decoded only when a later `put`,
+    `update_state` or read compares an object with it, so a thread that is read and never written
+    back (a server answering `get_state`) never pays for it. The bytes do not change, so whenever
+    the form is decoded it is what the row holds, and the decoded object belongs to nobody else.
+    The bytes are kept after that: decoding them again is cheaper than copying the form, and works
+    for any message the row decodes to (a copy may fail on an artifact that refuses copying)."""
+
+    __slots__ = ("_again", "_value", "id")
+
+    def __init__(self, decode_again: Callable[[], Any], message_id: str | None) -> None:
+        self._again = decode_again
+        self._value: Any = None
+        self.id = message_id
+        """The message's id as stored (what `Known.message_id` records)."""
+
+    def value(self) -> Any:
+        """The form, decoded the first time it is asked for."""
+        value = self._value
+        if value is None:
+            # Two threads may decode it at once: both objects are equal and private; one is kept.
+            value = self._value = self._again()
+        return value
+
+    def fresh(self) -> Any:
+        """A new object equal to the form, shared with nobody."""
+        return self._again()
+
+
+def form_of(form: Any) -> Any:
+    """The message object a cached form stands for (`StoredForm` decoded when first needed)."""
+    return form.value() if type(form) is StoredForm else form
+
+
+def fresh_copy(form: Any) -> Any:
+    """A new object equal to a cached form, shared with nobody."""
+    return form.fresh() if type(form) is StoredForm else private_copy(form)
+
+
 def snapshot(message: Any) -> Any | None:
     """A private copy of `message` as it is now (`private_copy`; `None` when it cannot be
     copied: such a message is never cached, so it is serialized at every `put`)."""
@@ -103,6 +145,7 @@ def snapshot(message: Any) -> Any | None:
 
 def same(message: Any, form: Any) -> bool:
     """`message` holds exactly what `form` holds (its fields compared deeply)."""
+    form = form_of(form)
     return bool(message.__dict__ == form.__dict__) and _extra(message) == _extra(form)
 
 
@@ -110,8 +153,7 @@ def _all_same(messages: Sequence[Any], forms: Sequence[Any]) -> int:
     """How many leading `messages` equal their `forms`: all of them in two C-level comparisons
     when nothing changed (the dicts share their strings with the forms, compared by identity)."""
     count = len(messages)
-    if count < len(forms):
-        forms = forms[:count]
+    forms = list(map(form_of, forms[:count]))
     if list(map(_fields, messages)) == list(map(_fields, forms)) and list(map(_extras, messages)) == list(
         map(_extras, forms)
     ):
@@ -282,7 +324,7 @@ class MessageCache:
             rows = [row for row in map(entry.by_seq.get, tail) if row is not None]
             if len(rows) < len(tail):  # the row holds another form of it (`_Found.same`): read it
                 return None
-            fresh = [private_copy(row.form) for row in rows]
+            fresh = [fresh_copy(row.form) for row in rows]
             out = known.messages[:shared] + fresh
             forms = known.forms[:shared] + [row.form for row in rows]
             entry.lists[key] = KnownList(out, known.seqs, known.runs, forms, len(out))
@@ -325,7 +367,7 @@ class MessageCache:
             if row.handed is not None and same(row.handed, row.form):
                 out[seq] = row.handed
             else:  # edited in place by whoever holds it: that is not what the row holds
-                fresh = private_copy(row.form)
+                fresh = fresh_copy(row.form)
                 out[seq] = fresh
                 refreshed.append((seq, _Row(row.form, fresh)))
         if refreshed:

@@ -17,7 +17,7 @@ from historykit.checkpointers._database import (
     Plan,
     Query,
 )
-from historykit.checkpointers._message_cache import KnownList, snapshot
+from historykit.checkpointers._message_cache import KnownList, StoredForm, snapshot
 from historykit.checkpointers._message_log import LoggedMessage, chunks
 from historykit.checkpointers._refs import (
     Refs,
@@ -420,8 +420,7 @@ class SaverMessages(SaverBase):
                 ]
             fetched: builtins.list[tuple[int, BaseMessage, Any]] = []
             for query in queries:
-                for row in (yield query):
-                    fetched.append((row.seq, *self._decode_message(thread_id, row)))
+                fetched.extend(self._decode_messages(thread_id, (yield query)))
             known.update((seq, message) for seq, message, _ in fetched)
             learned = [(seq, message, form, None, True) for seq, message, form in fetched]
             forms.update((seq, form) for seq, _, form, _, _ in learned if form is not None)
@@ -436,14 +435,33 @@ class SaverMessages(SaverBase):
             out[thread_id] = known
         return out, out_forms
 
-    def _decode_message(self, thread_id: str, row: Row[Any]) -> tuple[BaseMessage, Any]:
-        """A stored message and its private form (`snapshot`; decoded a second time from the
-        row's bytes when they are in historykit's own form, which costs less than a copy)."""
-        where = f"message seq {row.seq} of thread {thread_id!r} (historykit_message)"
-        message, form = self._codec.loads_message(row.encoding, row.data, where=where)
+    def _decode_messages(
+        self, thread_id: str, rows: Sequence[Row[Any]]
+    ) -> builtins.list[tuple[int, BaseMessage, StoredForm]]:
+        """`(seq, message, form)` of stored messages: `_decode_message` of each row, in one pass."""
+        decoded = self._codec.loads_messages(
+            [(row.encoding, row.data) for row in rows], lambda i: _where(rows[i].seq, thread_id)
+        )
+        out: builtins.list[tuple[int, BaseMessage, StoredForm]] = []
+        for row, (message, again) in zip(rows, decoded, strict=True):
+            if not isinstance(message, BaseMessage):
+                where, kind = _where(row.seq, thread_id), type(message).__name__
+                raise CorruptRowError(f"{where} decodes to a {kind}, not a LangChain message")
+            out.append((row.seq, message, StoredForm(again, message.id)))
+        return out
+
+    def _decode_message(self, thread_id: str, row: Row[Any]) -> tuple[BaseMessage, StoredForm]:
+        """A stored message, decoded once, and its private form (`StoredForm`: decoded again from
+        the row's bytes only when something compares with it)."""
+        where = _where(row.seq, thread_id)
+        message, again = self._codec.loads_message(row.encoding, row.data, where=where)
         if not isinstance(message, BaseMessage):
             raise CorruptRowError(f"{where} decodes to a {type(message).__name__}, not a LangChain message")
-        return message, form if form is not None else snapshot(message)
+        return message, StoredForm(again, message.id)
+
+
+def _where(seq: int, thread_id: str) -> str:
+    return f"message seq {seq} of thread {thread_id!r} (historykit_message)"
 
 
 def _is_original(message: BaseMessage) -> bool:

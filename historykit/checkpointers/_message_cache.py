@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 from historykit.checkpointers._refs import Run
 
 _fields = operator.attrgetter("__dict__")
+_new_tuple = tuple.__new__
 _extras = operator.attrgetter("__pydantic_extra__")
 
 
@@ -93,8 +94,8 @@ def private_copy(message: Any) -> Any:
 
 
 class StoredForm:
-    """The private form of a message a read decoded, kept as the way to decode it again from the
-    row's bytes until something compares with it (`value`) or needs a new copy of it (`fresh`).
+    """The private form of a message a read decoded, kept as the row's bytes and the way to decode
+    them until something compares with it (`value`) or needs a new copy of it (`fresh`).
 
     A cold read decodes each message once: the form is decoded only when a later `put`,
     `update_state` or read compares an object with it, so a thread that is read and never written
@@ -103,10 +104,11 @@ class StoredForm:
     The bytes are kept after that: decoding them again is cheaper than copying the form, and works
     for any message the row decodes to (a copy may fail on an artifact that refuses copying)."""
 
-    __slots__ = ("_again", "_value", "id")
+    __slots__ = ("_decode", "_payload", "_value", "id")
 
-    def __init__(self, decode_again: Callable[[], Any], message_id: str | None) -> None:
-        self._again = decode_again
+    def __init__(self, decode: Callable[[bytes], Any], payload: bytes, message_id: str | None) -> None:
+        self._decode = decode
+        self._payload = payload
         self._value: Any = None
         self.id = message_id
         """The message's id as stored (what `Known.message_id` records)."""
@@ -116,12 +118,12 @@ class StoredForm:
         value = self._value
         if value is None:
             # Two threads may decode it at once: both objects are equal and private; one is kept.
-            value = self._value = self._again()
+            value = self._value = self._decode(self._payload)
         return value
 
     def fresh(self) -> Any:
         """A new object equal to the form, shared with nobody."""
-        return self._again()
+        return self._decode(self._payload)
 
 
 def form_of(form: Any) -> Any:
@@ -396,14 +398,17 @@ class MessageCache:
             entry = self._get(thread_id, create=True)
             if entry is None:
                 return
+            by_seq, by_obj = entry.by_seq, entry.by_obj
+            # The tuples built directly (`tuple.__new__`): a cold read adds thousands, and the
+            # named tuples' own constructors are Python functions.
             for seq, message, form, position, same_form in stored:
                 if form is None:
                     continue
                 if entry.anchor is None:
                     entry.anchor = seq
                 if same_form:
-                    entry.by_seq[seq] = _Row(form, None if written else message)
-                entry.by_obj[id(message)] = Known(message, seq, form, form.id, position)
+                    by_seq[seq] = _new_tuple(_Row, (form, None if written else message))
+                by_obj[id(message)] = _new_tuple(Known, (message, seq, form, form.id, position))
 
     def forget(self, thread_id: str) -> None:
         with self._lock:

@@ -48,7 +48,7 @@ from pydantic import BaseModel
 
 from historykit.errors import InvalidArgumentError
 
-__all__ = ["MESSAGE_ENCODING", "pack_message", "unpack_message"]
+__all__ = ["MESSAGE_CLASSES", "MESSAGE_ENCODING", "pack_message", "unpack_message"]
 
 MESSAGE_ENCODING = "historykit.message"
 """The `encoding` of a message row in this form (before compression or encryption suffixes)."""
@@ -74,6 +74,8 @@ _CLASSES: dict[str, type[BaseMessage]] = {
 """The classes this form holds, by tag: exactly these, never a subclass (its own fields, methods
 or validators would be skipped)."""
 _FIELDS = {name: frozenset(cls.model_fields) for name, cls in _CLASSES.items()}
+MESSAGE_CLASSES: frozenset[type[BaseMessage]] = frozenset(_CLASSES.values())
+"""The only classes `unpack_message` builds."""
 
 # Anything but plain data is refused by msgpack instead of being converted (a tuple would come back
 # as a list, an enum as its value, a datetime as a string): such a message keeps the serializer.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -18,6 +19,7 @@ from historykit.checkpointers._database import (
     Query,
 )
 from historykit.checkpointers._message_cache import KnownList, StoredForm, snapshot
+from historykit.checkpointers._message_form import MESSAGE_CLASSES
 from historykit.checkpointers._message_log import LoggedMessage, chunks
 from historykit.checkpointers._refs import (
     Refs,
@@ -439,25 +441,33 @@ class SaverMessages(SaverBase):
         self, thread_id: str, rows: Sequence[Row[Any]]
     ) -> builtins.list[tuple[int, BaseMessage, StoredForm]]:
         """`(seq, message, form)` of stored messages: `_decode_message` of each row, in one pass."""
+        if not rows:
+            return []
+        # Columns by position, found by name once: a `Row`'s attribute access costs more than
+        # decoding a small message.
+        index = rows[0]._fields.index
+        seqs = builtins.list(map(itemgetter(index("seq")), rows))
         decoded = self._codec.loads_messages(
-            [(row.encoding, row.data) for row in rows], lambda i: _where(rows[i].seq, thread_id)
+            builtins.list(map(itemgetter(index("encoding"), index("data")), rows)),
+            lambda i: _where(seqs[i], thread_id),
         )
         out: builtins.list[tuple[int, BaseMessage, StoredForm]] = []
-        for row, (message, again) in zip(rows, decoded, strict=True):
-            if not isinstance(message, BaseMessage):
-                where, kind = _where(row.seq, thread_id), type(message).__name__
+        for seq, (message, decode, payload) in zip(seqs, decoded, strict=True):
+            # historykit's own form only builds LangChain's classes: `isinstance` is for the others.
+            if type(message) not in MESSAGE_CLASSES and not isinstance(message, BaseMessage):
+                where, kind = _where(seq, thread_id), type(message).__name__
                 raise CorruptRowError(f"{where} decodes to a {kind}, not a LangChain message")
-            out.append((row.seq, message, StoredForm(again, message.id)))
+            out.append((seq, message, StoredForm(decode, payload, message.id)))
         return out
 
     def _decode_message(self, thread_id: str, row: Row[Any]) -> tuple[BaseMessage, StoredForm]:
         """A stored message, decoded once, and its private form (`StoredForm`: decoded again from
         the row's bytes only when something compares with it)."""
         where = _where(row.seq, thread_id)
-        message, again = self._codec.loads_message(row.encoding, row.data, where=where)
+        message, decode, payload = self._codec.loads_message(row.encoding, row.data, where=where)
         if not isinstance(message, BaseMessage):
             raise CorruptRowError(f"{where} decodes to a {type(message).__name__}, not a LangChain message")
-        return message, StoredForm(again, message.id)
+        return message, StoredForm(decode, payload, message.id)
 
 
 def _where(seq: int, thread_id: str) -> str:

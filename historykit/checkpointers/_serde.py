@@ -368,36 +368,33 @@ class RowCodec:
 
     def loads_message(
         self, encoding: str, data: bytes | None, *, where: str
-    ) -> tuple[Any, Callable[[], Any]]:
-        """A stored message, and how to decode the same bytes again into a new, equal object (the
-        private form the saver's cache compares with, decoded only if something compares)."""
+    ) -> tuple[Any, Callable[[bytes], Any], bytes]:
+        """A stored message, and how to decode it again: `decode(payload)` is a new object equal to
+        it (the private form the saver's cache compares with, decoded only if something compares)."""
         plain_encoding, payload = self._plain_payload(encoding, data, where=where)
         if plain_encoding == MESSAGE_ENCODING:
-            return self._unpack(payload, where), functools.partial(unpack_message, payload)
-        return (
-            self._decode(plain_encoding, payload, where=where),
-            functools.partial(self._decode, plain_encoding, payload, where=where),
-        )
+            return self._unpack(payload, where), unpack_message, payload
+        decode = functools.partial(self._decode, plain_encoding, where=where)
+        return decode(payload), decode, payload
 
     def loads_messages(
         self, rows: Sequence[tuple[str, bytes | None]], where: Callable[[int], str]
-    ) -> list[tuple[Any, Callable[[], Any]]]:
+    ) -> list[tuple[Any, Callable[[bytes], Any], bytes]]:
         """`loads_message` of each `(encoding, data)` row; `where(i)` names row `i` in an error.
 
         A cold read decodes thousands of rows: the ones in historykit's own form (compressed or
         not, unencrypted) skip the general path's per-row steps (the error text, the pickle and
         cipher checks); any other row, or one that fails to decode here, takes the general path,
         which says what is wrong with it."""
-        out: list[tuple[Any, Callable[[], Any]]] = []
+        out: list[tuple[Any, Callable[[bytes], Any], bytes]] = []
         own_zstd = MESSAGE_ENCODING + ZSTD_SUFFIX
         own_forms = (own_zstd, MESSAGE_ENCODING)
         decompress = _unzstd().decompress if self._cipher is None else None
-        partial = functools.partial
         for i, (encoding, data) in enumerate(rows):
             if decompress is not None and data is not None and encoding in own_forms:
                 try:
                     payload: bytes = decompress(data) if encoding == own_zstd else data
-                    out.append((unpack_message(payload), partial(unpack_message, payload)))
+                    out.append((unpack_message(payload), unpack_message, payload))
                     continue
                 except Exception:  # the general path below reports it, naming the row
                     pass

@@ -11,10 +11,12 @@ message 2,000. The same map serves reads: a message decoded once is not decoded 
 The cache never disagrees with the database:
 - each stored message has a private copy of its stored form (`Known.form`), which nobody else
   ever sees. An object is only taken for a stored message while its fields equal that form (one
-  C-level dict comparison, shared strings compare by identity): a message edited in place since
-  it was stored or read is a new message to `put`, and a read hands out a fresh copy instead of
-  the edited object. So an edit is written when it is `put`, older checkpoints keep what they
-  had, and a caller reusing an object in another thread changes nothing stored;
+  C-level dict comparison, shared strings compare by identity; for a message a read decoded, the
+  form is the row's bytes, `StoredForm`, and the message packed again is compared with them): a
+  message edited in place since it was stored or read is a new message to `put`, and a read hands
+  out a fresh copy instead of the edited object. So an edit is written when it is `put`, older
+  checkpoints keep what they had, and a caller reusing an object in another thread changes
+  nothing stored;
 - a running graph is the exception, by identity and without comparing: LangGraph's reducers
   replace messages and never edit them. Its steps (`known_prefix(verify=False)`) take the
   previous step's objects, and a run's first read (`read_list`) hands it the objects the last
@@ -50,6 +52,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, NamedTuple
 
+from historykit.checkpointers._message_form import pack_message, unpack_message
 from historykit.checkpointers._refs import Run
 
 _fields = operator.attrgetter("__dict__")
@@ -94,41 +97,43 @@ def private_copy(message: Any) -> Any:
 
 
 class StoredForm:
-    """The private form of a message a read decoded, kept as the row's bytes and the way to decode
-    them until something compares with it (`value`) or needs a new copy of it (`fresh`).
+    """The private form of a message a read decoded: the row's bytes and the way to decode them.
 
-    A cold read decodes each message once: the form is decoded only when a later `put`,
-    `update_state` or read compares an object with it, so a thread that is read and never written
-    back (a server answering `get_state`) never pays for it. The bytes do not change, so whenever
-    the form is decoded it is what the row holds, and the decoded object belongs to nobody else.
-    The bytes are kept after that: decoding them again is cheaper than copying the form, and works
-    for any message the row decodes to (a copy may fail on an artifact that refuses copying)."""
+    A cold read decodes each message once, and the forms are never decoded: whatever compares a
+    message with its form (a `put`, an `update_state`, the next read checking that what the last
+    one handed out was not edited in place) packs the message again and compares the bytes with
+    the row's, which costs less than decoding the form (but about 1.8x a comparison with a decoded
+    one). A row in the serializer's form is decoded at its first comparison. A new copy (`fresh`)
+    is decoded from the bytes, which costs less than copying an object and works for any message
+    the row decodes to (a copy may fail on an artifact that refuses copying). The bytes never
+    change, and nothing decoded from them is shared with anyone."""
 
     __slots__ = ("_decode", "_payload", "_value", "id")
 
-    def __init__(self, decode: Callable[[bytes], Any], payload: bytes, message_id: str | None) -> None:
+    def __init__(self, decode: Callable[[bytes], Any] | None, payload: bytes, message_id: str | None) -> None:
         self._decode = decode
+        """How the serializer decodes the row; `None`: the row is in historykit's own form."""
         self._payload = payload
         self._value: Any = None
         self.id = message_id
         """The message's id as stored (what `Known.message_id` records)."""
 
-    def value(self) -> Any:
-        """The form, decoded the first time it is asked for."""
-        value = self._value
-        if value is None:
-            # Two threads may decode it at once: both objects are equal and private; one is kept.
-            value = self._value = self._decode(self._payload)
-        return value
-
     def fresh(self) -> Any:
         """A new object equal to the form, shared with nobody."""
+        if self._decode is None:
+            return unpack_message(self._payload)
         return self._decode(self._payload)
 
-
-def form_of(form: Any) -> Any:
-    """The message object a cached form stands for (`StoredForm` decoded when first needed)."""
-    return form.value() if type(form) is StoredForm else form
+    def holds(self, message: Any) -> bool:
+        """`message` holds exactly what the row holds (as `same` compares a message with a form)."""
+        if self._decode is None:
+            # Historykit's own form: the same plain data packs to the row's bytes exactly, anything
+            # else differently or not at all (an edit that only changes a type, 1 to 1.0, counts).
+            return pack_message(message) == self._payload
+        form = self._value
+        if form is None:  # two threads may decode it at once: equal objects, one is kept
+            form = self._value = self.fresh()
+        return bool(message.__dict__ == form.__dict__) and _extra(message) == _extra(form)
 
 
 def fresh_copy(form: Any) -> Any:
@@ -147,7 +152,8 @@ def snapshot(message: Any) -> Any | None:
 
 def same(message: Any, form: Any) -> bool:
     """`message` holds exactly what `form` holds (its fields compared deeply)."""
-    form = form_of(form)
+    if type(form) is StoredForm:
+        return form.holds(message)
     return bool(message.__dict__ == form.__dict__) and _extra(message) == _extra(form)
 
 
@@ -155,7 +161,9 @@ def _all_same(messages: Sequence[Any], forms: Sequence[Any]) -> int:
     """How many leading `messages` equal their `forms`: all of them in two C-level comparisons
     when nothing changed (the dicts share their strings with the forms, compared by identity)."""
     count = len(messages)
-    forms = list(map(form_of, forms[:count]))
+    forms = forms[:count]
+    if any(type(form) is StoredForm for form in forms):  # compared one by one, as bytes mostly
+        return next((i for i, pair in enumerate(zip(messages, forms)) if not same(*pair)), count)
     if list(map(_fields, messages)) == list(map(_fields, forms)) and list(map(_extras, messages)) == list(
         map(_extras, forms)
     ):

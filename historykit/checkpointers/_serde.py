@@ -368,25 +368,26 @@ class RowCodec:
 
     def loads_message(
         self, encoding: str, data: bytes | None, *, where: str
-    ) -> tuple[Any, Callable[[bytes], Any], bytes]:
-        """A stored message, and how to decode it again: `decode(payload)` is a new object equal to
-        it (the private form the saver's cache compares with, decoded only if something compares)."""
+    ) -> tuple[Any, Callable[[bytes], Any] | None, bytes]:
+        """A stored message, how to decode it again, and the bytes to decode: `decode(payload)` is a
+        new object equal to it; `decode` is `None` when the row is in historykit's own form
+        (`unpack_message(payload)`, and `pack_message` of an unchanged message gives `payload`)."""
         plain_encoding, payload = self._plain_payload(encoding, data, where=where)
         if plain_encoding == MESSAGE_ENCODING:
-            return self._unpack(payload, where), unpack_message, payload
+            return self._unpack(payload, where), None, payload
         decode = functools.partial(self._decode, plain_encoding, where=where)
         return decode(payload), decode, payload
 
     def loads_messages(
         self, rows: Sequence[tuple[str, bytes | None]], where: Callable[[int], str]
-    ) -> list[tuple[Any, Callable[[bytes], Any], bytes]]:
+    ) -> list[tuple[Any, Callable[[bytes], Any] | None, bytes]]:
         """`loads_message` of each `(encoding, data)` row; `where(i)` names row `i` in an error.
 
         A cold read decodes thousands of rows: the ones in historykit's own form (compressed or
         not, unencrypted) skip the general path's per-row steps (the error text, the pickle and
         cipher checks); any other row, or one that fails to decode here, takes the general path,
         which says what is wrong with it."""
-        out: list[tuple[Any, Callable[[bytes], Any], bytes]] = []
+        out: list[tuple[Any, Callable[[bytes], Any] | None, bytes]] = []
         own_zstd = MESSAGE_ENCODING + ZSTD_SUFFIX
         own_forms = (own_zstd, MESSAGE_ENCODING)
         decompress = _unzstd().decompress if self._cipher is None else None
@@ -394,7 +395,7 @@ class RowCodec:
             if decompress is not None and data is not None and encoding in own_forms:
                 try:
                     payload: bytes = decompress(data) if encoding == own_zstd else data
-                    out.append((unpack_message(payload), unpack_message, payload))
+                    out.append((unpack_message(payload), None, payload))
                     continue
                 except Exception:  # the general path below reports it, naming the row
                     pass

@@ -135,7 +135,8 @@ def test_rows_decoded_together_name_the_bad_one() -> None:
     decoded = codec.loads_messages(rows, lambda i: f"row {i}")
     assert [message for message, _, _ in decoded][:2] == messages[:2]
     assert decoded[2][0].additional_kwargs == {"t": [1, 2]}  # LangGraph's round trip of a tuple
-    again = [decode(payload) for _, decode, payload in decoded]
+    assert [decode is None for _, decode, _ in decoded] == [True, True, False]
+    again = [(decode or unpack_message)(payload) for _, decode, payload in decoded]
     assert again == [message for message, _, _ in decoded]
     assert all(a is not b for a, (b, _, _) in zip(again, decoded, strict=True))
     for bad in ((rows[1][0], rows[1][1][:-3]), (MESSAGE_ENCODING, b"\xc1 not msgpack"), ("pickle", b"x")):

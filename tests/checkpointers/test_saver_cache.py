@@ -219,11 +219,18 @@ def test_a_cold_read_decodes_each_message_once_and_still_sees_edits(
     before = cold.get_state(config)
     plain = [m for m in before.values["messages"] if m.id != "h2"]
     assert len(decoded) == len(plain) == len({*decoded}) == 3  # h1, a1 and the echo, once each
+    # The next read checks that what the first handed out is unchanged, without decoding again.
+    again = cold.get_state(config).values["messages"]
+    assert len(decoded) == 3 and all(a is b for a, b in zip(again, before.values["messages"], strict=True))
 
     go, deploy, read_odd = before.values["messages"][:3]
     go.content = "went"
     deploy.tool_calls[0]["args"]["target"] = "staging"
     read_odd.additional_kwargs["when"] = (2027, 1)
+    # Edited in place but not given back: a read gets what is stored, not the edited objects.
+    stored = cold.get_state(config).values["messages"]
+    assert [stored[0].content, stored[1].tool_calls[0]["args"]] == ["go", {"target": "prod"}]
+    assert stored[0] is not go and stored[1] is not deploy and stored[2] is not read_odd
     cold.update_state(config, {"messages": [go, deploy, read_odd]})
 
     fresh = _echo_graph(SQLModelSaver(database_url))

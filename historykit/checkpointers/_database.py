@@ -274,7 +274,9 @@ def create_engine(
         engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
         _configure_sqlite(engine, busy_timeout, why)
         return engine
-    return sa.create_engine(parsed, **_server_kwargs(parsed, kwargs, connect_timeout))
+    engine = sa.create_engine(parsed, **_server_kwargs(parsed, kwargs, connect_timeout))
+    dialect_of(parsed.drivername).configure_engine(engine)
+    return engine
 
 
 def create_async_engine(
@@ -298,7 +300,9 @@ def create_async_engine(
         engine = sa_create_async_engine(parsed, connect_args=connect_args, **kwargs)
         _configure_sqlite(engine.sync_engine, busy_timeout, why)
         return engine
-    return sa_create_async_engine(parsed, **_server_kwargs(parsed, kwargs, connect_timeout))
+    async_engine = sa_create_async_engine(parsed, **_server_kwargs(parsed, kwargs, connect_timeout))
+    dialect_of(parsed.drivername).configure_engine(async_engine.sync_engine)
+    return async_engine
 
 
 @contextmanager

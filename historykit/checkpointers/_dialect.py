@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -32,11 +32,17 @@ from sqlalchemy.engine import URL
 
 from historykit.errors import InvalidArgumentError
 
-__all__ = ["Dialect", "MySQL", "PostgreSQL", "SQLite", "dialect_of", "supported_urls"]
+__all__ = ["BINARY_RESULTS", "Dialect", "MySQL", "PostgreSQL", "SQLite", "dialect_of", "supported_urls"]
 
 SCHEMA_LOCK = 7307720213
 """The advisory lock `prepare_database` holds ("historykit"), so processes starting together do not
 race to create the same tables."""
+
+BINARY_RESULTS = "historykit_binary_results"
+"""An execution option: fetch the statement's rows in the driver's binary format where the backend
+has one. psycopg reads PostgreSQL's text format by default, in which a `bytea` value arrives as
+hex text, twice its size, to be decoded: for a long thread's message rows that is most of the
+client's fetching (7.4 ms of CPU against 2.5 ms in binary for 1.9 MB)."""
 
 STORE_LOCK = 7307720214
 """The conversation store's advisory lock: writers hold it shared, `delete` exclusively (see
@@ -74,6 +80,10 @@ class Dialect:
         """Connection arguments that make every session read-only (the inspection API's engines);
         SQLite opens the file read-only instead (`historykit.checkpointers._inspection`)."""
         return {}
+
+    def configure_engine(self, sync_engine: Engine) -> None:
+        """What this backend adds to an engine historykit made (for an asyncio engine: its
+        `sync_engine`), such as honouring `BINARY_RESULTS`."""
 
     # -- statements ----------------------------------------------------------------------------
 
@@ -208,6 +218,20 @@ class PostgreSQL(Dialect):
 
     def read_only_connect_args(self) -> dict[str, Any]:
         return {"options": "-c default_transaction_read_only=on"}
+
+    def configure_engine(self, sync_engine: Engine) -> None:
+        from psycopg import pq
+
+        binary = pq.Format.BINARY
+
+        @event.listens_for(sync_engine, "before_cursor_execute")
+        def _binary_results(
+            conn: Connection, cursor: Any, statement: str, params: Any, context: Any, many: bool
+        ) -> None:
+            if context is not None and context.execution_options.get(BINARY_RESULTS):
+                # SQLAlchemy's asyncio adapter wraps psycopg's cursor; the cursor is this
+                # statement's alone, so the format lasts for it only.
+                getattr(cursor, "_cursor", cursor).format = binary
 
     def connect_args(self, connect_args: Mapping[str, Any], connect_timeout: float) -> dict[str, Any]:
         out = dict(connect_args)

@@ -11,10 +11,12 @@ message 2,000. The same map serves reads: a message decoded once is not decoded 
 The cache never disagrees with the database:
 - each stored message has a private copy of its stored form (`Known.form`), which nobody else
   ever sees. An object is only taken for a stored message while its fields equal that form (one
-  C-level dict comparison, shared strings compare by identity): a message edited in place since
-  it was stored or read is a new message to `put`, and a read hands out a fresh copy instead of
-  the edited object. So an edit is written when it is `put`, older checkpoints keep what they
-  had, and a caller reusing an object in another thread changes nothing stored;
+  C-level dict comparison, shared strings compare by identity; for a message a read decoded, the
+  form is the row's bytes, `StoredForm`, and the message packed again is compared with them): a
+  message edited in place since it was stored or read is a new message to `put`, and a read hands
+  out a fresh copy instead of the edited object. So an edit is written when it is `put`, older
+  checkpoints keep what they had, and a caller reusing an object in another thread changes
+  nothing stored;
 - a running graph is the exception, by identity and without comparing: LangGraph's reducers
   replace messages and never edit them. Its steps (`known_prefix(verify=False)`) take the
   previous step's objects, and a run's first read (`read_list`) hands it the objects the last
@@ -47,12 +49,14 @@ import copy
 import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, NamedTuple
 
+from historykit.checkpointers._message_form import pack_message, unpack_message
 from historykit.checkpointers._refs import Run
 
 _fields = operator.attrgetter("__dict__")
+_new_tuple = tuple.__new__
 _extras = operator.attrgetter("__pydantic_extra__")
 
 
@@ -92,6 +96,51 @@ def private_copy(message: Any) -> Any:
     return copied
 
 
+class StoredForm:
+    """The private form of a message a read decoded: the row's bytes and the way to decode them.
+
+    A cold read decodes each message once, and the forms are never decoded: whatever compares a
+    message with its form (a `put`, an `update_state`, the next read checking that what the last
+    one handed out was not edited in place) packs the message again and compares the bytes with
+    the row's, which costs less than decoding the form (but about 1.8x a comparison with a decoded
+    one). A row in the serializer's form is decoded at its first comparison. A new copy (`fresh`)
+    is decoded from the bytes, which costs less than copying an object and works for any message
+    the row decodes to (a copy may fail on an artifact that refuses copying). The bytes never
+    change, and nothing decoded from them is shared with anyone."""
+
+    __slots__ = ("_decode", "_payload", "_value", "id")
+
+    def __init__(self, decode: Callable[[bytes], Any] | None, payload: bytes, message_id: str | None) -> None:
+        self._decode = decode
+        """How the serializer decodes the row; `None`: the row is in historykit's own form."""
+        self._payload = payload
+        self._value: Any = None
+        self.id = message_id
+        """The message's id as stored (what `Known.message_id` records)."""
+
+    def fresh(self) -> Any:
+        """A new object equal to the form, shared with nobody."""
+        if self._decode is None:
+            return unpack_message(self._payload)
+        return self._decode(self._payload)
+
+    def holds(self, message: Any) -> bool:
+        """`message` holds exactly what the row holds (as `same` compares a message with a form)."""
+        if self._decode is None:
+            # Historykit's own form: the same plain data packs to the row's bytes exactly, anything
+            # else differently or not at all (an edit that only changes a type, 1 to 1.0, counts).
+            return pack_message(message) == self._payload
+        form = self._value
+        if form is None:  # two threads may decode it at once: equal objects, one is kept
+            form = self._value = self.fresh()
+        return bool(message.__dict__ == form.__dict__) and _extra(message) == _extra(form)
+
+
+def fresh_copy(form: Any) -> Any:
+    """A new object equal to a cached form, shared with nobody."""
+    return form.fresh() if type(form) is StoredForm else private_copy(form)
+
+
 def snapshot(message: Any) -> Any | None:
     """A private copy of `message` as it is now (`private_copy`; `None` when it cannot be
     copied: such a message is never cached, so it is serialized at every `put`)."""
@@ -103,6 +152,8 @@ def snapshot(message: Any) -> Any | None:
 
 def same(message: Any, form: Any) -> bool:
     """`message` holds exactly what `form` holds (its fields compared deeply)."""
+    if type(form) is StoredForm:
+        return form.holds(message)
     return bool(message.__dict__ == form.__dict__) and _extra(message) == _extra(form)
 
 
@@ -110,8 +161,9 @@ def _all_same(messages: Sequence[Any], forms: Sequence[Any]) -> int:
     """How many leading `messages` equal their `forms`: all of them in two C-level comparisons
     when nothing changed (the dicts share their strings with the forms, compared by identity)."""
     count = len(messages)
-    if count < len(forms):
-        forms = forms[:count]
+    forms = forms[:count]
+    if any(type(form) is StoredForm for form in forms):  # compared one by one, as bytes mostly
+        return next((i for i, pair in enumerate(zip(messages, forms)) if not same(*pair)), count)
     if list(map(_fields, messages)) == list(map(_fields, forms)) and list(map(_extras, messages)) == list(
         map(_extras, forms)
     ):
@@ -282,7 +334,7 @@ class MessageCache:
             rows = [row for row in map(entry.by_seq.get, tail) if row is not None]
             if len(rows) < len(tail):  # the row holds another form of it (`_Found.same`): read it
                 return None
-            fresh = [private_copy(row.form) for row in rows]
+            fresh = [fresh_copy(row.form) for row in rows]
             out = known.messages[:shared] + fresh
             forms = known.forms[:shared] + [row.form for row in rows]
             entry.lists[key] = KnownList(out, known.seqs, known.runs, forms, len(out))
@@ -325,7 +377,7 @@ class MessageCache:
             if row.handed is not None and same(row.handed, row.form):
                 out[seq] = row.handed
             else:  # edited in place by whoever holds it: that is not what the row holds
-                fresh = private_copy(row.form)
+                fresh = fresh_copy(row.form)
                 out[seq] = fresh
                 refreshed.append((seq, _Row(row.form, fresh)))
         if refreshed:
@@ -354,14 +406,17 @@ class MessageCache:
             entry = self._get(thread_id, create=True)
             if entry is None:
                 return
+            by_seq, by_obj = entry.by_seq, entry.by_obj
+            # The tuples built directly (`tuple.__new__`): a cold read adds thousands, and the
+            # named tuples' own constructors are Python functions.
             for seq, message, form, position, same_form in stored:
                 if form is None:
                     continue
                 if entry.anchor is None:
                     entry.anchor = seq
                 if same_form:
-                    entry.by_seq[seq] = _Row(form, None if written else message)
-                entry.by_obj[id(message)] = Known(message, seq, form, form.id, position)
+                    by_seq[seq] = _new_tuple(_Row, (form, None if written else message))
+                by_obj[id(message)] = _new_tuple(Known, (message, seq, form, form.id, position))
 
     def forget(self, thread_id: str) -> None:
         with self._lock:

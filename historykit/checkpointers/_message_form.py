@@ -44,10 +44,11 @@ from langchain_core.messages import (
     ToolMessage,
     ToolMessageChunk,
 )
+from pydantic import BaseModel
 
 from historykit.errors import InvalidArgumentError
 
-__all__ = ["MESSAGE_ENCODING", "pack_message", "unpack_message"]
+__all__ = ["MESSAGE_CLASSES", "MESSAGE_ENCODING", "pack_message", "unpack_message"]
 
 MESSAGE_ENCODING = "historykit.message"
 """The `encoding` of a message row in this form (before compression or encryption suffixes)."""
@@ -73,6 +74,8 @@ _CLASSES: dict[str, type[BaseMessage]] = {
 """The classes this form holds, by tag: exactly these, never a subclass (its own fields, methods
 or validators would be skipped)."""
 _FIELDS = {name: frozenset(cls.model_fields) for name, cls in _CLASSES.items()}
+MESSAGE_CLASSES: frozenset[type[BaseMessage]] = frozenset(_CLASSES.values())
+"""The only classes `unpack_message` builds."""
 
 # Anything but plain data is refused by msgpack instead of being converted (a tuple would come back
 # as a list, an enum as its value, a datetime as a string): such a message keeps the serializer.
@@ -86,6 +89,12 @@ _PLAIN_ONLY = (
     | ormsgpack.OPT_PASSTHROUGH_UUID
 )
 _set_attr = object.__setattr__
+_new = object.__new__
+# `BaseModel`'s slots, set through their descriptors: a cold read builds thousands of messages,
+# and this skips the attribute lookup `object.__setattr__` makes for each.
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def pack_message(message: Any) -> bytes | None:
@@ -128,11 +137,11 @@ def unpack_message(data: bytes) -> BaseMessage:
     if fields.keys() != _FIELDS[name]:
         # Written by another LangChain version (or edited): built and validated as LangGraph would.
         return cls.model_validate({**fields, **(extra or {})})
-    message = cls.__new__(cls)
+    message = _new(cls)
     _set_attr(message, "__dict__", fields)
-    _set_attr(message, "__pydantic_extra__", extra)
+    _set_extra(message, extra)
     # Every field counts as set, as when LangGraph's reader builds the message from all its fields
     # (which fields were set is not stored: a message given an id later is still the same row).
-    _set_attr(message, "__pydantic_fields_set__", set(fields))
-    _set_attr(message, "__pydantic_private__", None)
+    _set_fields_set(message, set(fields))
+    _set_private(message, None)
     return message

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -17,7 +18,8 @@ from historykit.checkpointers._database import (
     Plan,
     Query,
 )
-from historykit.checkpointers._message_cache import KnownList, snapshot
+from historykit.checkpointers._message_cache import KnownList, StoredForm, snapshot
+from historykit.checkpointers._message_form import MESSAGE_CLASSES
 from historykit.checkpointers._message_log import LoggedMessage, chunks
 from historykit.checkpointers._refs import (
     Refs,
@@ -420,8 +422,7 @@ class SaverMessages(SaverBase):
                 ]
             fetched: builtins.list[tuple[int, BaseMessage, Any]] = []
             for query in queries:
-                for row in (yield query):
-                    fetched.append((row.seq, *self._decode_message(thread_id, row)))
+                fetched.extend(self._decode_messages(thread_id, (yield query)))
             known.update((seq, message) for seq, message, _ in fetched)
             learned = [(seq, message, form, None, True) for seq, message, form in fetched]
             forms.update((seq, form) for seq, _, form, _, _ in learned if form is not None)
@@ -436,14 +437,41 @@ class SaverMessages(SaverBase):
             out[thread_id] = known
         return out, out_forms
 
-    def _decode_message(self, thread_id: str, row: Row[Any]) -> tuple[BaseMessage, Any]:
-        """A stored message and its private form (`snapshot`; decoded a second time from the
-        row's bytes when they are in historykit's own form, which costs less than a copy)."""
-        where = f"message seq {row.seq} of thread {thread_id!r} (historykit_message)"
-        message, form = self._codec.loads_message(row.encoding, row.data, where=where)
+    def _decode_messages(
+        self, thread_id: str, rows: Sequence[Row[Any]]
+    ) -> builtins.list[tuple[int, BaseMessage, StoredForm]]:
+        """`(seq, message, form)` of stored messages: `_decode_message` of each row, in one pass."""
+        if not rows:
+            return []
+        # Columns by position, found by name once: a `Row`'s attribute access costs more than
+        # decoding a small message.
+        index = rows[0]._fields.index
+        seqs = builtins.list(map(itemgetter(index("seq")), rows))
+        decoded = self._codec.loads_messages(
+            builtins.list(map(itemgetter(index("encoding"), index("data")), rows)),
+            lambda i: _where(seqs[i], thread_id),
+        )
+        out: builtins.list[tuple[int, BaseMessage, StoredForm]] = []
+        for seq, (message, decode, payload) in zip(seqs, decoded, strict=True):
+            # historykit's own form only builds LangChain's classes: `isinstance` is for the others.
+            if type(message) not in MESSAGE_CLASSES and not isinstance(message, BaseMessage):
+                where, kind = _where(seq, thread_id), type(message).__name__
+                raise CorruptRowError(f"{where} decodes to a {kind}, not a LangChain message")
+            out.append((seq, message, StoredForm(decode, payload, message.id)))
+        return out
+
+    def _decode_message(self, thread_id: str, row: Row[Any]) -> tuple[BaseMessage, StoredForm]:
+        """A stored message, decoded once, and its private form (`StoredForm`: decoded again from
+        the row's bytes only when something compares with it)."""
+        where = _where(row.seq, thread_id)
+        message, decode, payload = self._codec.loads_message(row.encoding, row.data, where=where)
         if not isinstance(message, BaseMessage):
             raise CorruptRowError(f"{where} decodes to a {type(message).__name__}, not a LangChain message")
-        return message, form if form is not None else snapshot(message)
+        return message, StoredForm(decode, payload, message.id)
+
+
+def _where(seq: int, thread_id: str) -> str:
+    return f"message seq {seq} of thread {thread_id!r} (historykit_message)"
 
 
 def _is_original(message: BaseMessage) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
-from historykit.checkpointers._dialect import dialect_of
+from historykit.checkpointers._dialect import BINARY_RESULTS, dialect_of
 from historykit.checkpointers._message_log import message_log
 from historykit.checkpointers._refs import REFS_ENCODING
 from historykit.checkpointers._schema import (
@@ -283,8 +283,10 @@ class _Statements:
             .where(COMPACTIONS.c.thread_id == bp("thread_id"), COMPACTIONS.c.framework == FRAMEWORK)
             .order_by(COMPACTIONS.c.summary_seq, COMPACTIONS.c.id)
         )
-        self.messages_in = sa.select(MESSAGES.c.seq, MESSAGES.c.encoding, MESSAGES.c.data).where(
-            MESSAGES.c.thread_id == bp("thread_id"), MESSAGES.c.seq.in_(bp("seqs", expanding=True))
+        self.messages_in = (
+            sa.select(MESSAGES.c.seq, MESSAGES.c.encoding, MESSAGES.c.data)
+            .where(MESSAGES.c.thread_id == bp("thread_id"), MESSAGES.c.seq.in_(bp("seqs", expanding=True)))
+            .execution_options(**{BINARY_RESULTS: True})  # a long thread's rows: most of a read's bytes
         )
 
     @staticmethod
@@ -308,7 +310,8 @@ class _Statements:
             )
             for first, length in runs
         ]
-        return selects[0] if len(selects) == 1 else sa.union_all(*selects)
+        statement = selects[0] if len(selects) == 1 else sa.union_all(*selects)
+        return statement.execution_options(**{BINARY_RESULTS: True})
 
     @functools.cache  # noqa: B019 - one instance per dialect, kept for the process
     def delta_history(self, n_channels: int) -> sa.TextClause:

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import importlib
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import ormsgpack
@@ -365,14 +366,41 @@ class RowCodec:
                 f"{where} cannot be decoded (encoding {encoding!r}): {type(exc).__name__}: {exc}"
             ) from exc
 
-    def loads_message(self, encoding: str, data: bytes | None, *, where: str) -> tuple[Any, Any | None]:
-        """A stored message, and a second object decoded from the same bytes when the row holds
-        historykit's own form (cheaper than copying the first); `None` for a row in the
-        serializer's form."""
+    def loads_message(
+        self, encoding: str, data: bytes | None, *, where: str
+    ) -> tuple[Any, Callable[[bytes], Any] | None, bytes]:
+        """A stored message, how to decode it again, and the bytes to decode: `decode(payload)` is a
+        new object equal to it; `decode` is `None` when the row is in historykit's own form
+        (`unpack_message(payload)`, and `pack_message` of an unchanged message gives `payload`)."""
         plain_encoding, payload = self._plain_payload(encoding, data, where=where)
         if plain_encoding == MESSAGE_ENCODING:
-            return self._unpack(payload, where), self._unpack(payload, where)
-        return self._decode(plain_encoding, payload, where=where), None
+            return self._unpack(payload, where), None, payload
+        decode = functools.partial(self._decode, plain_encoding, where=where)
+        return decode(payload), decode, payload
+
+    def loads_messages(
+        self, rows: Sequence[tuple[str, bytes | None]], where: Callable[[int], str]
+    ) -> list[tuple[Any, Callable[[bytes], Any] | None, bytes]]:
+        """`loads_message` of each `(encoding, data)` row; `where(i)` names row `i` in an error.
+
+        A cold read decodes thousands of rows: the ones in historykit's own form (compressed or
+        not, unencrypted) skip the general path's per-row steps (the error text, the pickle and
+        cipher checks); any other row, or one that fails to decode here, takes the general path,
+        which says what is wrong with it."""
+        out: list[tuple[Any, Callable[[bytes], Any] | None, bytes]] = []
+        own_zstd = MESSAGE_ENCODING + ZSTD_SUFFIX
+        own_forms = (own_zstd, MESSAGE_ENCODING)
+        decompress = _unzstd().decompress if self._cipher is None else None
+        for i, (encoding, data) in enumerate(rows):
+            if decompress is not None and data is not None and encoding in own_forms:
+                try:
+                    payload: bytes = decompress(data) if encoding == own_zstd else data
+                    out.append((unpack_message(payload), None, payload))
+                    continue
+                except Exception:  # the general path below reports it, naming the row
+                    pass
+            out.append(self.loads_message(encoding, data, where=where(i)))
+        return out
 
     @staticmethod
     def _unpack(payload: bytes, where: str) -> Any:

@@ -120,6 +120,30 @@ def test_a_row_names_only_langchain_message_classes() -> None:
             codec.loads(MESSAGE_ENCODING, payload, where=where)
 
 
+def test_rows_decoded_together_name_the_bad_one() -> None:
+    """A cold read decodes its rows in one pass: good rows (compressed or not, and one in the
+    serializer's form) come back as written, and a bad row is named as the general path names it."""
+    codec = RowCodec(default_serializer())
+    long = ToolMessage("source text " * 100, tool_call_id="c", id="t1")
+    messages = [HumanMessage("hi", id="h1"), long, HumanMessage("x", additional_kwargs={"t": (1, 2)})]
+    rows = []
+    for message in messages:
+        packed = codec.dumps_message(message)
+        encoding, data = (packed[1], packed[2]) if packed is not None else codec.dumps(message)
+        rows.append((encoding, data))
+    assert rows[1][0].endswith(";zstd") and not rows[2][0].startswith(MESSAGE_ENCODING)
+    decoded = codec.loads_messages(rows, lambda i: f"row {i}")
+    assert [message for message, _, _ in decoded][:2] == messages[:2]
+    assert decoded[2][0].additional_kwargs == {"t": [1, 2]}  # LangGraph's round trip of a tuple
+    assert [decode is None for _, decode, _ in decoded] == [True, True, False]
+    again = [(decode or unpack_message)(payload) for _, decode, payload in decoded]
+    assert again == [message for message, _, _ in decoded]
+    assert all(a is not b for a, (b, _, _) in zip(again, decoded, strict=True))
+    for bad in ((rows[1][0], rows[1][1][:-3]), (MESSAGE_ENCODING, b"\xc1 not msgpack"), ("pickle", b"x")):
+        with pytest.raises(CorruptRowError, match="row 1"):
+            codec.loads_messages([rows[0], bad], lambda i: f"row {i}")
+
+
 def test_a_row_of_other_fields_is_validated() -> None:
     # Another LangChain version's fields (one missing, one unknown): built through validation.
     data = ormsgpack.packb(["HumanMessage", {"content": "hi", "id": "h1", "novel": 1}, {}])

@@ -191,6 +191,63 @@ def test_an_edit_of_what_get_state_returned_never_reaches_a_run(database_url: st
     assert _contents(graph.get_state(config).values["messages"])[:2] == ["human:one", "ai:echo: one"]
 
 
+def test_a_cold_read_decodes_each_message_once_and_still_sees_edits(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new process's `get_state` decodes each stored message once: the private form an edit is
+    detected against is decoded from the row's bytes only when a write compares with it. An edit
+    made in place on what that read returned (a plain message, one the serializer stores, and one
+    deep inside a tool call) is still written by `update_state`, and the older checkpoint keeps
+    what it had."""
+    from historykit.checkpointers import _serde
+
+    config = {"configurable": {"thread_id": "cold"}}
+    call = AIMessage("", id="a1", tool_calls=[{"name": "deploy", "args": {"target": "prod"}, "id": "c1"}])
+    odd = HumanMessage("odd", id="h2", additional_kwargs={"when": (2026, 11)})  # a tuple: serializer form
+    written = _echo_graph(SQLModelSaver(database_url))
+    written.invoke({"messages": [HumanMessage("go", id="h1"), call, odd]}, config)
+
+    decoded: list[bytes] = []
+    unpack = _serde.unpack_message
+
+    def counting(data: bytes) -> Any:
+        decoded.append(data)
+        return unpack(data)
+
+    monkeypatch.setattr(_serde, "unpack_message", counting)
+    cold = _echo_graph(SQLModelSaver(database_url))
+    before = cold.get_state(config)
+    plain = [m for m in before.values["messages"] if m.id != "h2"]
+    assert len(decoded) == len(plain) == len({*decoded}) == 3  # h1, a1 and the echo, once each
+    # The next read checks that what the first handed out is unchanged, without decoding again.
+    again = cold.get_state(config).values["messages"]
+    assert len(decoded) == 3 and all(a is b for a, b in zip(again, before.values["messages"], strict=True))
+
+    go, deploy, read_odd = before.values["messages"][:3]
+    go.content = "went"
+    deploy.tool_calls[0]["args"]["target"] = "staging"
+    read_odd.additional_kwargs["when"] = (2027, 1)
+    # Edited in place but not given back: a read gets what is stored, not the edited objects.
+    stored = cold.get_state(config).values["messages"]
+    assert [stored[0].content, stored[1].tool_calls[0]["args"]] == ["go", {"target": "prod"}]
+    assert stored[0] is not go and stored[1] is not deploy and stored[2] is not read_odd
+    cold.update_state(config, {"messages": [go, deploy, read_odd]})
+
+    fresh = _echo_graph(SQLModelSaver(database_url))
+    now = fresh.get_state(config).values["messages"]
+    assert [now[0].content, now[1].tool_calls[0]["args"], now[2].additional_kwargs] == [
+        "went",
+        {"target": "staging"},
+        {"when": [2027, 1]},
+    ]
+    older = fresh.get_state(before.config).values["messages"]
+    assert [older[0].content, older[1].tool_calls[0]["args"], older[2].additional_kwargs] == [
+        "go",
+        {"target": "prod"},
+        {"when": [2026, 11]},
+    ]
+
+
 def test_the_private_copy_shares_nothing_mutable() -> None:
     """The copy the cache keeps of a stored message (and hands out) is `copy.deepcopy`'s, made
     faster: equal, of the same type, and no dict or list of it is the original's."""

@@ -792,3 +792,38 @@ def test_large_messages_are_stored_compressed_and_older_rows_still_read(sqlite_u
     cold = SQLModelSaver(sqlite_url, cached_threads=0)
     assert Thread(cold, thread.thread_id).messages_at(thread.config) == history
     assert cold.transcript(thread.thread_id).messages == history
+
+
+@pytest.mark.postgres
+async def test_postgres_message_rows_arrive_in_binary_format(postgres_url: str) -> None:
+    """psycopg reads PostgreSQL's text format unless told otherwise, in which a `bytea` arrives as
+    hex, twice its size, to be decoded. A statement with `BINARY_RESULTS` (the saver's message
+    reads) is read in binary format, by the sync and the asyncio engine alike, and its values come
+    back the same; other statements keep the text format."""
+    from historykit.checkpointers._database import create_async_engine
+    from historykit.checkpointers._dialect import BINARY_RESULTS
+
+    def listen(engine: sa.Engine, formats: list[int]) -> None:
+        def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+            result = getattr(cursor, "_cursor", cursor).pgresult
+            if result is not None and result.nfields:
+                formats.append(result.fformat(0))
+
+        sa.event.listen(engine, "after_cursor_execute", seen)
+
+    plain = sa.select(
+        sa.literal(b"\x00\xff" * 300, sa.LargeBinary), sa.literal("h\u00e9"), sa.literal(2**40, sa.BigInteger)
+    )
+    binary = plain.execution_options(**{BINARY_RESULTS: True})
+    engine, formats = create_engine(postgres_url), []
+    listen(engine, formats)
+    with engine.connect() as conn:
+        rows = [conn.execute(plain).one(), conn.execute(binary).one()]
+    async_engine, async_formats = create_async_engine(postgres_url), []
+    listen(async_engine.sync_engine, async_formats)
+    async with async_engine.connect() as conn:
+        rows += [(await conn.execute(plain)).one(), (await conn.execute(binary)).one()]
+    await async_engine.dispose()
+    engine.dispose()
+    assert formats == async_formats == [0, 1]
+    assert [tuple(row) for row in rows] == [(b"\x00\xff" * 300, "h\u00e9", 2**40)] * 4

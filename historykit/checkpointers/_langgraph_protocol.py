@@ -894,4 +894,4 @@ class LangGraphProtocol(SaverMessages):
             yield Query(self._sql.lock_thread_exclusive, {"thread_id": thread_id})
         for statement in self._sql.delete_thread:
             yield Query(statement, {"thread_id": thread_id})
-        txn.after_commit(lambda: self._forget(thread_id))
+        txn.after_commit(lambda: self._forget(thread_id, deleted=True))

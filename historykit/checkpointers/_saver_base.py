@@ -60,6 +60,9 @@ from historykit.checkpointers._saver_values import (
 
 __all__ = []
 
+_DELETED_REMEMBERED = 10_000
+"""Deleted threads a process remembers (`_Connections.deleted_threads`): a run still writing to one is rare
+and brief, so the oldest can go."""
 _SETTLE_SECONDS = 30.0
 """How long a write waits for its checkpoint under the single-writer guard (then it is written)."""
 _SETTLE_POLL = 0.005
@@ -115,6 +118,10 @@ class _Connections:
         """The single-writer guard's memory of this process's checkpoints (`_writer_guard`)."""
         self.cache = MessageCache(cache_threads)
         self.known_threads: set[str] = set()
+        self.deleted_threads: dict[str, None] = {}
+        """Threads this process saw deleted (by itself, or under a run by another process), oldest
+        first, up to `_DELETED_REMEMBERED`: a node's writes that arrive after the delete must not
+        bring the thread back, even once nothing else of it is cached (`_check_thread_plan`)."""
         self.counted: dict[str, set[tuple[str, bytes]]] = defaultdict(set)
         """The token counts (`(method, digest)`) each thread holds, as far as this process knows."""
         self.count_positions: dict[str, int] = {}
@@ -351,16 +358,21 @@ class SaverBase(BaseCheckpointSaver[str]):
         db, cache = self._db, self._db.cache
         anchor = cache.anchor(thread_id)
         locks_rows = self._sql.dialect.locks_rows
-        if not locks_rows and anchor is None and thread_id not in db.known_threads:
+        deleted = thread_id in db.deleted_threads
+        if not locks_rows and anchor is None and thread_id not in db.known_threads and not deleted:
             rows: Sequence[Row[Any]] = ()
         else:
             rows = yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": anchor or -1})
         if rows and (anchor is None or rows[0].anchored):
+            db.deleted_threads.pop(thread_id, None)  # started again (by another process)
             return True
-        known = anchor is not None or thread_id in db.known_threads
+        known = anchor is not None or thread_id in db.known_threads or deleted
         if known:
             self._forget(thread_id)  # deleted by another process: nothing cached holds any more
         if not rows and not create and known:
+            # Remembered as deleted: the run's later writes (its next task's, another node's) find
+            # nothing cached either, and must not create the thread again (found by the delete race test).
+            self._forget(thread_id, deleted=True)
             return False
         if not rows:
             yield Query(
@@ -369,10 +381,22 @@ class SaverBase(BaseCheckpointSaver[str]):
             )
             if locks_rows:
                 yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": -1})
-        txn.after_commit(lambda: db.known_threads.add(thread_id))
+
+        def created() -> None:
+            db.known_threads.add(thread_id)
+            db.deleted_threads.pop(thread_id, None)
+
+        txn.after_commit(created)
         return True
 
-    def _forget(self, thread_id: str) -> None:
+    def _forget(self, thread_id: str, *, deleted: bool = False) -> None:
+        """Drop what this process knows of the thread; `deleted`: and remember it was deleted."""
+        if deleted:
+            tombstones = self._db.deleted_threads
+            tombstones.pop(thread_id, None)
+            tombstones[thread_id] = None
+            while len(tombstones) > _DELETED_REMEMBERED:
+                del tombstones[next(iter(tombstones))]
         self._db.cache.forget(thread_id)
         self._db.known_threads.discard(thread_id)
         self._db.counted.pop(thread_id, None)

@@ -370,6 +370,9 @@ def test_a_write_after_the_thread_was_deleted_leaves_no_orphan(database_url: str
     )
     deleter.delete_thread("deleted")
     writer.put_writes(saved, [("messages", [AIMessage("late", id="late")])], "task")
+    # The run's next writes (another task's), once the first ones found the thread gone and this
+    # process forgot it: they must not start it again (the race test below found one in ~15 runs).
+    writer.put_writes(saved, [("messages", [AIMessage("later", id="later")])], "other task")
     fresh = SQLModelSaver(database_url)
     assert fresh.get_tuple(config) is None
     assert list(fresh.list(config)) == []

@@ -366,7 +366,7 @@ def rows_written(answer: Sequence[Row[Any]]) -> int:
     """How many rows the statement a plan was sent `answer` for wrote (its DBAPI `rowcount`: the
     rows an `UPDATE` matched, on every backend historykit supports)."""
     if not isinstance(answer, NoRows):
-        raise TypeError("rows_written: the statement returned rows, not a count")
+        raise ArgumentTypeError("rows_written: the statement returned rows, not a count of written rows")
     return answer.rowcount
 
 

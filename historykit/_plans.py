@@ -10,6 +10,11 @@ a summary's requests (`historykit.processors._summarize`), recall's look-up (`hi
 the compact-and-retry after an overflow (`historykit.plugins._overflow`) and the single-writer
 guard's wait (`historykit.checkpointers._saver_base`) are all plans.
 
+An answer that fails is raised inside the plan, where it made the request: a plan handles a failed
+request as code handles a failed call (the conversation store turns a duplicate key into its
+conflict error), and its `with` and `finally` blocks run at once rather than when the abandoned
+generator is collected.
+
 Example:
     ```python
     from historykit._plans import adrive, drive
@@ -38,7 +43,12 @@ def drive(plan: Generator[Request, Answer, Result], answer: Callable[[Request], 
     try:
         request = next(plan)
         while True:
-            request = plan.send(answer(request))
+            try:
+                reply = answer(request)
+            except Exception as exc:
+                request = plan.throw(exc)
+            else:
+                request = plan.send(reply)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
@@ -50,6 +60,11 @@ async def adrive(
     try:
         request = next(plan)
         while True:
-            request = plan.send(await answer(request))
+            try:
+                reply = await answer(request)
+            except Exception as exc:
+                request = plan.throw(exc)
+            else:
+                request = plan.send(reply)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]

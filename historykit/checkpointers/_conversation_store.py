@@ -27,7 +27,6 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from functools import partial
 from typing import Any, Protocol, TypeVar, cast
 
 import anyio.to_thread
@@ -58,7 +57,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import RunUsage
-from sqlalchemy import Connection, Engine, Table
+from sqlalchemy import Engine, Table
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -76,14 +75,18 @@ from historykit.checkpointers._conversation_schema import (
 )
 from historykit.checkpointers._database import (
     CorruptRowError,
+    Plan,
+    Query,
     create_engine,
     prepare_database,
     read_only_reason,
+    rows_written,
     run_plan,
+    run_plan_async,
     schema_is_current,
     unreachable_error,
 )
-from historykit.checkpointers._dialect import dialect_of
+from historykit.checkpointers._dialect import Dialect
 from historykit.checkpointers._message_log import CHUNK, LoggedMessage, MessageLog, chunks, message_log
 from historykit.checkpointers._schema import CORE, CompactionRow, MessageRow, ThreadRow, TokenCountRow
 from historykit.checkpointers._transcript import StoredCompaction, Transcript
@@ -97,6 +100,10 @@ FRAMEWORK = "pydantic_ai"
 JSON_ENCODING = "json"
 """`MessageRow.encoding` of a message stored as plain `ModelMessagesTypeAdapter` JSON."""
 
+# Every store method is a `Plan` of queries (`_database.Plan`), written once: `_run` drives it with
+# `run_plan_async` on an asyncio engine's connection, or with `run_plan` in a worker thread on a
+# blocking engine's.
+#
 # Writers hold the store's lock shared, `delete` exclusively (`Dialect.store_lock`: an advisory lock
 # on PostgreSQL; SQLite serializes writers with `BEGIN IMMEDIATE`). A delete decides which entries
 # no other conversation reaches: a fork created, or a message reused, while it decides would
@@ -240,6 +247,8 @@ class SQLModelConversationStore(ViewSaving):
             self._engine = database
         else:
             self._engine = create_engine(database)
+        self._log = message_log(self.engine.dialect.name)
+        """The message log's statements and plans for the engine's SQL dialect."""
         if self._engine is not None:
             # Eagerly, so a database from a newer historykit is refused when the store is made;
             # checked in a read transaction (a SQLite reader never waits behind a writer), and only
@@ -267,7 +276,7 @@ class SQLModelConversationStore(ViewSaving):
         what is new."""
         conversation = await super().load(conversation_id, limit=limit, scope=scope)
         if conversation is not None:
-            by_method = await self._run(partial(_read_counts, thread_id=conversation_id))
+            by_method = await self._run(self._log.read_counts_plan(conversation_id))
             for method, counts in by_method.items():
                 remember_counts(method, counts)
         return conversation
@@ -292,8 +301,7 @@ class SQLModelConversationStore(ViewSaving):
                 counts[digest] = counter.count_message(message) if known is None else known
         if counts:
             await self._run(
-                partial(_write_counts, thread_id=conversation.conversation_id, method=method, counts=counts),
-                write=True,
+                _write_counts(self._log, conversation.conversation_id, method, counts), write=True
             )
             remember_counts(method, counts)
         return entries
@@ -308,12 +316,12 @@ class SQLModelConversationStore(ViewSaving):
     # ---- ConversationStore primitives -------------------------------------------------------
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
-        return await self._run(partial(_read_record, conversation_id=conversation_id))
+        return await self._run(_read_record(conversation_id))
 
     async def read_records(
         self, *, scope: str | None = None, limit: int | None = None
     ) -> Sequence[ConversationRecord]:
-        return await self._run(partial(_read_records, scope=scope, limit=limit))
+        return await self._run(_read_records(scope, limit))
 
     async def write_record(
         self,
@@ -324,19 +332,13 @@ class SQLModelConversationStore(ViewSaving):
     ) -> None:
         # Encoded before the transaction: a malformed marker fails the save before it writes anything.
         encoded = [_EncodedEntry.of(entry, record.conversation_id, self.serde) for entry in new_entries]
-        await self._run(
-            partial(_write_record, record=record, entries=encoded, expected_revision=expected_revision),
-            write=True,
-        )
+        await self._run(_write_record(self._log, record, encoded, expected_revision), write=True)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
-        await self._run(
-            partial(_delete_record, conversation_id=conversation_id, expected_revision=expected_revision),
-            write=True,
-        )
+        await self._run(_delete_record(self._log.dialect, conversation_id, expected_revision), write=True)
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
-        return await self._run(partial(_read_entry, entry_id=entry_id, serde=self.serde))
+        return await self._run(_read_entry(entry_id, self.serde))
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
         """The entries up to `head_id`, in order (only the last `limit`), read in one query.
@@ -346,7 +348,7 @@ class SQLModelConversationStore(ViewSaving):
         """
         if head_id is None or limit == 0:
             return []
-        return await self._run(partial(_read_history, head_id=head_id, limit=limit, serde=self.serde))
+        return await self._run(_read_history(head_id, limit, self.serde))
 
     # ---- beyond the protocol ----------------------------------------------------------------
 
@@ -359,9 +361,7 @@ class SQLModelConversationStore(ViewSaving):
         it shares with the conversation it was forked from. Read in one query after the record.
         `None` if the store doesn't have the conversation, or has it under another `scope`.
         """
-        return await self._run(
-            partial(_read_transcript, conversation_id=conversation_id, scope=scope, serde=self.serde)
-        )
+        return await self._run(_read_transcript(conversation_id, scope, self.serde))
 
     async def aclose(self) -> None:
         """Dispose of the engine's connections."""
@@ -370,8 +370,8 @@ class SQLModelConversationStore(ViewSaving):
         elif self._engine is not None:
             self._engine.dispose()
 
-    async def _run(self, work: Callable[[Connection], _T], *, write: bool = False) -> _T:
-        """Run `work` in one transaction: on the event loop for an asyncio engine, else in a thread."""
+    async def _run(self, plan: Plan[_T], *, write: bool = False) -> _T:
+        """Run `plan` in one transaction: on the event loop for an asyncio engine, else in a thread."""
         if self._async_engine is not None:
             engine = self._async_engine.execution_options(historykit_write=write)
             if not self._prepared:
@@ -387,27 +387,22 @@ class SQLModelConversationStore(ViewSaving):
                     raise unreachable_error(self._async_engine.url, exc) from None
                 self._prepared = True
             async with engine.begin() as conn:
-                return await conn.run_sync(work)
+                return await run_plan_async(conn, plan)
         assert self._engine is not None
-        return await anyio.to_thread.run_sync(_in_transaction, self._engine, work, write)
+        return await anyio.to_thread.run_sync(_in_transaction, self._engine, plan, write)
 
 
-def _read_counts(conn: Connection, *, thread_id: str) -> dict[str, dict[bytes, int]]:
-    return run_plan(conn, _log(conn).read_counts_plan(thread_id))
+def _in_transaction(engine: Engine, plan: Plan[_T], write: bool) -> _T:
+    with engine.execution_options(historykit_write=write).begin() as conn:
+        return run_plan(conn, plan)
 
 
-def _write_counts(conn: Connection, *, thread_id: str, method: str, counts: dict[bytes, int]) -> None:
-    log = _log(conn)
-    run_plan(conn, log.record_counts_plan(thread_id, {method: counts}))
+def _write_counts(log: MessageLog, thread_id: str, method: str, counts: dict[bytes, int]) -> Plan[None]:
+    yield from log.record_counts_plan(thread_id, {method: counts})
     if len(counts) <= CHUNK:
         # Keep the counts of the current history only (what the next load gives back), so a load
         # reads about as many counts as messages, however long the conversation was.
-        run_plan(conn, log.keep_counts_plan(thread_id, method, list(counts)))
-
-
-def _in_transaction(engine: Engine, work: Callable[[Connection], _T], write: bool) -> _T:
-    with engine.execution_options(historykit_write=write).begin() as conn:
-        return work(conn)
+        yield from log.keep_counts_plan(thread_id, method, list(counts))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,13 +652,13 @@ def _record_query(conversations: sa.FromClause) -> sa.Select[Any]:
     )
 
 
-def _read_record(conn: Connection, *, conversation_id: str) -> ConversationRecord | None:
+def _read_record(conversation_id: str) -> Plan[ConversationRecord | None]:
     query = _record_query(_CONVERSATION).where(_CONVERSATION.c.conversation_id == conversation_id)
-    records = _records_from_rows(conn.execute(query))
+    records = _records_from_rows((yield Query(query)))
     return records[0] if records else None
 
 
-def _read_records(conn: Connection, *, scope: str | None, limit: int | None) -> list[ConversationRecord]:
+def _read_records(scope: str | None, limit: int | None) -> Plan[list[ConversationRecord]]:
     chosen = sa.select(_CONVERSATION)
     if scope is not None:
         chosen = chosen.where(_CONVERSATION.c.scope == scope)
@@ -671,7 +666,7 @@ def _read_records(conn: Connection, *, scope: str | None, limit: int | None) -> 
         chosen = chosen.order_by(_CONVERSATION.c.updated_at.desc(), _CONVERSATION.c.conversation_id).limit(
             limit
         )
-    return _records_from_rows(conn.execute(_record_query(chosen.subquery("conversation"))))
+    return _records_from_rows((yield Query(_record_query(chosen.subquery("conversation")))))
 
 
 def _record_values(record: ConversationRecord) -> dict[str, Any]:
@@ -692,47 +687,52 @@ def _record_values(record: ConversationRecord) -> dict[str, Any]:
     }
 
 
+def _store_lock(dialect: Dialect, *, exclusive: bool) -> Plan[None]:
+    statement = dialect.store_lock(exclusive=exclusive)
+    if statement is not None:
+        yield Query(statement)
+
+
 def _write_record(
-    conn: Connection,
-    *,
+    log: MessageLog,
     record: ConversationRecord,
     entries: Sequence[_EncodedEntry],
     expected_revision: str | None,
-) -> None:
+) -> Plan[None]:
     conversation_id = record.conversation_id
-    dialect_of(conn.dialect.name).store_lock(conn, exclusive=False)
+    yield from _store_lock(log.dialect, exclusive=False)
     # The record first: on PostgreSQL its row lock (or the primary key, for a new record) makes a
     # concurrent writer of the same conversation wait here, then fail the revision check.
     values = _record_values(record)
     if expected_revision is None:
         try:
-            conn.execute(sa.insert(_CONVERSATION).values(conversation_id=conversation_id, **values))
+            yield Query(sa.insert(_CONVERSATION).values(conversation_id=conversation_id, **values))
         except IntegrityError:
             raise ConversationConflict(conversation_id) from None
-        _claim_thread(conn, conversation_id)
+        yield from _claim_thread(conversation_id)
     else:
-        updated = conn.execute(
+        updated = yield Query(
             sa.update(_CONVERSATION)
             .where(_CONVERSATION.c.conversation_id == conversation_id)
             .where(_CONVERSATION.c.revision == expected_revision)
             .values(**values)
         )
-        if updated.rowcount != 1:
+        if rows_written(updated) != 1:
             raise ConversationConflict(conversation_id)
 
     new_ids = {encoded.entry.id for encoded in entries}
     if (
         record.head_id is not None
         and record.head_id not in new_ids
-        and not _entry_exists(conn, record.head_id)
+        and not (yield from _entry_exists(record.head_id))
     ):
         raise ConversationConflict(conversation_id)
     if entries:
-        _insert_entries(conn, conversation_id, entries)
+        yield from _insert_entries(log, conversation_id, entries)
 
-    conn.execute(sa.delete(_BRANCH).where(_BRANCH.c.conversation_id == conversation_id))
+    yield Query(sa.delete(_BRANCH).where(_BRANCH.c.conversation_id == conversation_id))
     if record.branches:
-        conn.execute(
+        yield Query(
             sa.insert(_BRANCH),
             [
                 {"conversation_id": conversation_id, "idx": idx, "entry_id": entry_id}
@@ -741,11 +741,12 @@ def _write_record(
         )
 
 
-def _claim_thread(conn: Connection, thread_id: str) -> None:
+def _claim_thread(thread_id: str) -> Plan[None]:
     """Make sure the conversation's thread exists and is not a LangGraph thread of the same id."""
-    framework = conn.execute(sa.select(_THREAD.c.framework).where(_THREAD.c.thread_id == thread_id)).scalar()
+    rows = yield Query(sa.select(_THREAD.c.framework).where(_THREAD.c.thread_id == thread_id))
+    framework = rows[0][0] if rows else None
     if framework is None:
-        conn.execute(sa.insert(_THREAD).values(thread_id=thread_id, framework=FRAMEWORK, created_at=_now()))
+        yield Query(sa.insert(_THREAD).values(thread_id=thread_id, framework=FRAMEWORK, created_at=_now()))
     elif framework != FRAMEWORK:
         raise InvalidArgumentError(
             f"conversation id {thread_id!r} is already the id of a {framework} thread in this database; "
@@ -757,29 +758,24 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _entry_exists(conn: Connection, entry_id: str) -> bool:
-    return conn.execute(sa.select(_ENTRY.c.row).where(_ENTRY.c.id == entry_id)).first() is not None
+def _entry_exists(entry_id: str) -> Plan[bool]:
+    return bool((yield Query(sa.select(_ENTRY.c.row).where(_ENTRY.c.id == entry_id))))
 
 
-def _insert_entries(conn: Connection, thread_id: str, entries: Sequence[_EncodedEntry]) -> None:
+def _insert_entries(log: MessageLog, thread_id: str, entries: Sequence[_EncodedEntry]) -> Plan[None]:
     """Store new entries (each after the one it points at) and the messages the thread lacks."""
     first_parent = entries[0].entry.parent_id
     position = 0
     if first_parent is not None:
-        parent_position = conn.execute(
-            sa.select(_ENTRY.c.position).where(_ENTRY.c.id == first_parent)
-        ).scalar()
-        if parent_position is None:
+        found = yield Query(sa.select(_ENTRY.c.position).where(_ENTRY.c.id == first_parent))
+        if not found:
             # Released by a delete since the history was read.
             raise ConversationConflict(thread_id)
-        position = parent_position + 1
+        position = found[0].position + 1
 
-    log = _log(conn)
-    run_plan(conn, log.lock_plan(thread_id, framework=FRAMEWORK))
-    seqs = {
-        digest: row.seq
-        for digest, row in run_plan(conn, log.find_plan(thread_id, [e.hash for e in entries])).items()
-    }
+    yield from log.lock_plan(thread_id, framework=FRAMEWORK)
+    logged = yield from log.find_plan(thread_id, [e.hash for e in entries])
+    seqs = {digest: row.seq for digest, row in logged.items()}
     new: dict[str, LoggedMessage] = {}
     for encoded in entries:
         if encoded.hash not in seqs and encoded.hash not in new:
@@ -791,12 +787,11 @@ def _insert_entries(conn: Connection, thread_id: str, entries: Sequence[_Encoded
                 marker=encoded.marker,
             )
     stored = {digest: seqs[digest] for digest in seqs}
-    seqs.update(
-        zip(new, run_plan(conn, log.append_plan(thread_id, FRAMEWORK, list(new.values()))), strict=True)
-    )
+    appended = yield from log.append_plan(thread_id, FRAMEWORK, list(new.values()))
+    seqs.update(zip(new, appended, strict=True))
     # A message stored before without its marker (another conversation's copy of a summary) gets it now.
     markers = {stored[e.hash]: e.marker for e in entries if e.marker is not None and e.hash in stored}
-    run_plan(conn, log.mark_plan(thread_id, FRAMEWORK, markers))
+    yield from log.mark_plan(thread_id, FRAMEWORK, markers)
 
     positions: dict[str | None, int] = {first_parent: position - 1}
     rows = []
@@ -813,11 +808,7 @@ def _insert_entries(conn: Connection, thread_id: str, entries: Sequence[_Encoded
                 "message_seq": seqs[encoded.hash],
             }
         )
-    conn.execute(sa.insert(_ENTRY), rows)
-
-
-def _log(conn: Connection) -> MessageLog:
-    return message_log(conn.dialect.name)
+    yield Query(sa.insert(_ENTRY), rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -845,13 +836,13 @@ ORDER BY chain.depth DESC
 
 
 def _read_history(
-    conn: Connection, *, head_id: str, limit: int | None, serde: MessageSerializer | None
-) -> list[ConversationEntry]:
+    head_id: str, limit: int | None, serde: MessageSerializer | None
+) -> Plan[list[ConversationEntry]]:
     sql = _HISTORY_SQL.format(limit="" if limit is None else "WHERE chain.depth < :limit")
     params: dict[str, Any] = {"head_id": head_id}
     if limit is not None:
         params["limit"] = limit
-    rows = conn.execute(sa.text(sql), params).all()
+    rows = yield Query(sa.text(sql), params)
     if not rows:
         raise KeyError(head_id)
     if rows[0].parent_id is not None and (limit is None or len(rows) < limit):
@@ -879,7 +870,7 @@ def _present(rows: Sequence[Any], referrer: Callable[[Any], str]) -> Sequence[An
     return rows
 
 
-def _read_entry(conn: Connection, *, entry_id: str, serde: MessageSerializer | None) -> ConversationEntry:
+def _read_entry(entry_id: str, serde: MessageSerializer | None) -> Plan[ConversationEntry]:
     query = (
         sa.select(
             _ENTRY.c.id,
@@ -898,7 +889,7 @@ def _read_entry(conn: Connection, *, entry_id: str, serde: MessageSerializer | N
         )
         .where(_ENTRY.c.id == entry_id)
     )
-    rows = conn.execute(query).all()
+    rows = yield Query(query)
     if not rows:
         raise KeyError(entry_id)
     return _entries_from_rows(rows, serde)[0]
@@ -930,16 +921,17 @@ ORDER BY f.first_row
 
 
 def _read_transcript(
-    conn: Connection, *, conversation_id: str, scope: str | None, serde: MessageSerializer | None
-) -> Transcript | None:
-    stored = conn.execute(
+    conversation_id: str, scope: str | None, serde: MessageSerializer | None
+) -> Plan[Transcript | None]:
+    records = yield Query(
         sa.select(_CONVERSATION.c.scope, _CONVERSATION.c.head_id).where(
             _CONVERSATION.c.conversation_id == conversation_id
         )
-    ).first()
+    )
+    stored = records[0] if records else None
     if stored is None or (scope is not None and stored.scope != scope):
         return None
-    rows = conn.execute(sa.text(_TRANSCRIPT_SQL), {"conversation_id": conversation_id}).all()
+    rows = yield Query(sa.text(_TRANSCRIPT_SQL), {"conversation_id": conversation_id})
     logged = _decode_messages(_present(rows, lambda row: f"{_E} row #{row.first_row}"), serde)
     originals: list[ModelMessage] = []
     compactions: list[StoredCompaction] = []
@@ -955,7 +947,7 @@ def _read_transcript(
     view = (
         []
         if stored.head_id is None
-        else [entry.message for entry in _read_history(conn, head_id=stored.head_id, limit=None, serde=serde)]
+        else [entry.message for entry in (yield from _read_history(stored.head_id, None, serde))]
     )
     return Transcript(thread_id=conversation_id, messages=originals, compactions=compactions, view=view)
 
@@ -1069,29 +1061,29 @@ WHERE thread_id = :thread_id AND framework = :framework
 """
 
 
-def _delete_record(conn: Connection, *, conversation_id: str, expected_revision: str) -> None:
+def _delete_record(dialect: Dialect, conversation_id: str, expected_revision: str) -> Plan[None]:
     # Exclusive: no save or fork is halfway through while this decides what nobody reaches.
-    dialect_of(conn.dialect.name).store_lock(conn, exclusive=True)
-    deleted = conn.execute(
+    yield from _store_lock(dialect, exclusive=True)
+    deleted = yield Query(
         sa.delete(_CONVERSATION)
         .where(_CONVERSATION.c.conversation_id == conversation_id)
         .where(_CONVERSATION.c.revision == expected_revision)
         .returning(_CONVERSATION.c.head_id)
-    ).first()
-    if deleted is None:
+    )
+    if not deleted:
         raise ConversationConflict(conversation_id)
     # Selected, then deleted: MySQL cannot delete from a recursive query's result.
-    released = conn.execute(
-        sa.text(_RELEASED_ENTRIES_SQL), {"conversation_id": conversation_id, "head_id": deleted.head_id}
-    ).all()
+    released = yield Query(
+        sa.text(_RELEASED_ENTRIES_SQL), {"conversation_id": conversation_id, "head_id": deleted[0].head_id}
+    )
     for chunk in chunks([row.id for row in released]):
-        conn.execute(sa.delete(_ENTRY).where(_ENTRY.c.id.in_(chunk)))
+        yield Query(sa.delete(_ENTRY).where(_ENTRY.c.id.in_(chunk)))
     threads = {conversation_id, *(row.thread_id for row in released)}
-    conn.execute(sa.delete(_BRANCH).where(_BRANCH.c.conversation_id == conversation_id))
+    yield Query(sa.delete(_BRANCH).where(_BRANCH.c.conversation_id == conversation_id))
     for thread_id in sorted(threads):
         params = {"thread_id": thread_id, "framework": FRAMEWORK}
-        conn.execute(sa.text(_DELETE_MESSAGES_SQL), params)
-        conn.execute(sa.text(_DELETE_MARKERS_SQL), params)
-        conn.execute(sa.text(_DELETE_THREAD_SQL), params)
+        yield Query(sa.text(_DELETE_MESSAGES_SQL), params)
+        yield Query(sa.text(_DELETE_MARKERS_SQL), params)
+        yield Query(sa.text(_DELETE_THREAD_SQL), params)
     # Counts are a cache of what the deleted conversation was sent; its forks count their own.
-    conn.execute(sa.delete(_COUNT).where(_COUNT.c.thread_id == conversation_id))
+    yield Query(sa.delete(_COUNT).where(_COUNT.c.thread_id == conversation_id))

@@ -61,6 +61,7 @@ __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "CorruptRowError",
+    "NoRows",
     "Plan",
     "Query",
     "ReadOnlyDatabaseError",
@@ -73,6 +74,7 @@ __all__ = [
     "normalize_url",
     "prepare_database",
     "read_only_reason",
+    "rows_written",
     "run_plan",
     "run_plan_async",
     "schema_is_current",
@@ -347,9 +349,29 @@ class Query:
 
 
 Plan = Generator[Query, Sequence[Row[Any]], T]
-"""A generator that yields `Query`s, receives each one's rows (empty when it returns none) and
-returns its result. The same plan runs on a `Connection` (`run_plan`) or an `AsyncConnection`
-(`run_plan_async`), so every store method is written once for both."""
+"""A generator that yields `Query`s, receives each one's rows (`NoRows`, empty, when it returns
+none; `rows_written` says how many rows it wrote) and returns its result. A query that fails raises
+inside the plan, where it yielded it. The same plan runs on a `Connection` (`run_plan`) or an
+`AsyncConnection` (`run_plan_async`), so every store method is written once for both."""
+
+
+class NoRows(tuple[Row[Any], ...]):
+    """The answer to a statement that returns no rows: empty, and the rows it wrote (`rowcount`)."""
+
+    rowcount: int
+
+    def __new__(cls, rowcount: int) -> NoRows:
+        answer = super().__new__(cls)
+        answer.rowcount = rowcount
+        return answer
+
+
+def rows_written(answer: Sequence[Row[Any]]) -> int:
+    """How many rows the statement a plan was sent `answer` for wrote (its DBAPI `rowcount`: the
+    rows an `UPDATE` matched, on every backend historykit supports)."""
+    if not isinstance(answer, NoRows):
+        raise ArgumentTypeError("rows_written: the statement returned rows, not a count of written rows")
+    return answer.rowcount
 
 
 def run_plan(conn: Connection, plan: Plan[T]) -> T:
@@ -357,7 +379,7 @@ def run_plan(conn: Connection, plan: Plan[T]) -> T:
 
     def rows(query: Query) -> Sequence[Row[Any]]:
         result = conn.execute(query.statement, query.params)  # type: ignore[arg-type]
-        return result.all() if result.returns_rows else ()
+        return result.all() if result.returns_rows else NoRows(result.rowcount)
 
     return drive(plan, rows)
 
@@ -367,7 +389,7 @@ async def run_plan_async(conn: AsyncConnection, plan: Plan[T]) -> T:
 
     async def rows(query: Query) -> Sequence[Row[Any]]:
         result = await conn.execute(query.statement, query.params)  # type: ignore[arg-type]
-        return result.all() if result.returns_rows else ()
+        return result.all() if result.returns_rows else NoRows(result.rowcount)
 
     return await adrive(plan, rows)
 

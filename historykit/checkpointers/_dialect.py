@@ -136,8 +136,10 @@ class Dialect:
         """Hold the schema lock (see `SCHEMA_LOCK`) while the body runs in `conn`'s transaction."""
         yield
 
-    def store_lock(self, conn: Connection, *, exclusive: bool) -> None:
-        """Take the conversation store's lock (see `STORE_LOCK`) until the transaction ends."""
+    def store_lock(self, *, exclusive: bool) -> sa.Executable | None:
+        """The statement that takes the conversation store's lock (see `STORE_LOCK`) until the
+        transaction ends; `None` where the transaction itself serializes writers (SQLite)."""
+        return None
 
     def adapt_tables(self, metadata: sa.MetaData) -> None:
         """Give the tables of `metadata` the types this backend needs (idempotent)."""
@@ -267,9 +269,9 @@ class PostgreSQL(Dialect):
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
         yield
 
-    def store_lock(self, conn: Connection, *, exclusive: bool) -> None:
+    def store_lock(self, *, exclusive: bool) -> sa.Executable | None:
         function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
-        conn.execute(sa.text(f"SELECT {function}(:key)"), {"key": STORE_LOCK})
+        return sa.text(f"SELECT {function}(:key)").bindparams(key=STORE_LOCK)
 
 
 MYSQL_KEY_CHARS = 191
@@ -329,12 +331,12 @@ class MySQL(Dialect):
     def lock_for_writer(self, select: sa.Select[Any], table: sa.Table) -> sa.Select[Any]:
         return select.with_for_update()
 
-    def store_lock(self, conn: Connection, *, exclusive: bool) -> None:
+    def store_lock(self, *, exclusive: bool) -> sa.Executable | None:
         # MySQL has no transaction-scoped advisory lock: the conversation store's row of the
         # schema table serves as one (shared: LOCK IN SHARE MODE; exclusive: FOR UPDATE).
         schema = sa.table("historykit_schema", sa.column("component"))
         select = sa.select(schema.c.component).where(schema.c.component == "pydantic_ai")
-        conn.execute(select.with_for_update(read=not exclusive))
+        return select.with_for_update(read=not exclusive)
 
     @contextmanager
     def schema_lock(self, conn: Connection) -> Iterator[None]:

@@ -15,9 +15,9 @@ way, through a `MessageLog`:
 - token counts are kept by message content and counting method (`record_counts_plan`,
   `read_counts_plan`), so a cold load gives them back to `historykit._tokens.remember_counts`.
 
-Every method is a `Plan`: the saver runs them inside its own plans, the conversation store with
-`run_plan` on its connection. (The saver's first statement of a write also checks what its cache
-knows of the thread; it takes the same lock, through `Dialect.lock_for_writer`.)
+Every method is a `Plan`: both stores run them inside their own plans. (The saver's first
+statement of a write also checks what its cache knows of the thread; it takes the same lock,
+through `Dialect.lock_for_writer`.)
 
 Example:
     ```python

@@ -680,6 +680,8 @@ class HistoryKit(_CapabilityBase, _Glue):  # type: ignore[misc]
             # 1.x view-only: what the handler gets here is sent to the model and never written back.
             given = list(request_context.messages)
             result, neutral, call = await self.process(given, model, _conversation(ctx))
+            # What a step wrote (a summary's recall index) exists nowhere else, in this mode too.
+            self._keep_originals(ctx, result)
             step = _Step(given, neutral, call)
             sent = replace(
                 request_context, messages=with_provider_compaction(_as_sent_in_1x(result.messages))

@@ -839,7 +839,8 @@ class ExtractiveSummarizer:
     """
 
     max_items: int = 6
-    """Bullets kept in each of decisions, done and pending (the latest win)."""
+    """Bullets kept in each of decisions, done and pending (the latest win; pending keeps every open
+    item of the agent's latest plan, and sentences fill what room is left)."""
     max_item_chars: int = 200
     """Longer sentences are clipped (constraints are never clipped: longer ones are skipped)."""
     max_files: int = 25

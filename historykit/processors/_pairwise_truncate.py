@@ -469,14 +469,14 @@ class CompactionState:
                 )
             return False
         before = point.tokens
-        index = None
+        call = None
         if self.recall_tool is not None:
             kept = {id(m) for piece in cut.kept for m in piece.messages}
             removed = [m for m in self.messages[self.head : cut.start] if id(m) not in kept]
             index = truncation_index(removed, self.recall_tool)
-        if index is not None:
-            self.notes.originals[index[0]] = index[1]
-        call = recall_call(self.recall_tool, index[0]) if index is not None and self.recall_tool else None
+            if index is not None:
+                self.notes.originals[index[0]] = index[1]
+                call = recall_call(self.recall_tool, index[0])
         self.apply(cut, truncation_notice(cut.prior_notice + cut.dropped, call))
         after = self.point(point.end).tokens
         if point.end == len(self.messages):

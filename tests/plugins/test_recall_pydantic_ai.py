@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,16 @@ async def test_a_new_capability_recalls_from_the_conversation_store(tmp_path: Pa
     assert ran.count(path) == 1
 
 
+def request_texts(messages: list[pai.ModelMessage]) -> Iterator[str]:
+    """The text of each part of the requests: a summary is one (Pydantic AI 2.x: a `CompactionPart`;
+    1.x: a user prompt whose content is a list of text items)."""
+    for message in messages:
+        for part in message.parts if isinstance(message, pai.ModelRequest) else ():
+            content = getattr(part, "content", "")
+            items = content if isinstance(content, list) else [content]
+            yield "\n".join(str(getattr(item, "content", item)) for item in items)
+
+
 SUMMARY_ITEM = re.compile(r"^- read_file\(path='([^']+)'\): recall\(handle='([0-9a-f]+)'\)$", re.MULTILINE)
 
 
@@ -234,16 +245,10 @@ class SummaryRecallingModel:
         if returns:
             self.recalled.append(str(returns[0].content))
             return pai.ModelResponse([pai.TextPart("Recalled it.")])
-        for message in messages:
-            # The summary is a part of a request (Pydantic AI 2.x: a `CompactionPart`; 1.x: a user
-            # prompt whose content is a list of text items).
-            for part in message.parts if isinstance(message, pai.ModelRequest) else ():
-                content = getattr(part, "content", "")
-                items = content if isinstance(content, list) else [content]
-                text = "\n".join(str(getattr(item, "content", item)) for item in items)
-                if found := SUMMARY_ITEM.findall(text):
-                    self.named = found
-                    return self._call("recall", {"handle": found[0][1]})
+        for text in request_texts(messages):
+            if found := SUMMARY_ITEM.findall(text):
+                self.named = found
+                return self._call("recall", {"handle": found[0][1]})
         done = len(tool_returns(messages, "read_file"))
         if done < READS:
             return self._call("read_file", {"path": f"src/f{done}.py"})
@@ -301,13 +306,9 @@ class IndexFollowingModel:
                 listed = SUMMARY_ITEM.findall(self.recalled[0])
                 return self._call("recall", {"handle": listed[0][1]})
             return pai.ModelResponse([pai.TextPart("Recalled it.")])
-        for message in messages:
-            for part in message.parts if isinstance(message, pai.ModelRequest) else ():
-                content = getattr(part, "content", "")
-                items = content if isinstance(content, list) else [content]
-                text = "\n".join(str(getattr(item, "content", item)) for item in items)
-                if found := INDEX_ITEM.search(text):
-                    return self._call("recall", {"handle": found[1]})
+        for text in request_texts(messages):
+            if found := INDEX_ITEM.search(text):
+                return self._call("recall", {"handle": found[1]})
         done = len(tool_returns(messages, "read_file"))
         if done < self.files:
             return self._call("read_file", {"path": f"src/f{done}.py"})

@@ -49,7 +49,7 @@ from historykit.checkpointers._database import Plan, Query
 from historykit.checkpointers._dialect import Dialect, dialect_of
 from historykit.checkpointers._schema import CompactionRow, MessageRow, ThreadRow, TokenCountRow, utcnow
 
-__all__ = ["CHUNK", "LoggedMessage", "MessageLog", "chunks", "message_log"]
+__all__ = ["CHUNK", "LogTop", "LoggedMessage", "MessageLog", "chunks", "message_log"]
 
 THREADS: sa.Table = ThreadRow.__table__  # type: ignore[attr-defined]
 MESSAGES: sa.Table = MessageRow.__table__  # type: ignore[attr-defined]
@@ -88,6 +88,14 @@ class LoggedMessage:
     """The hash of the message without its id (`MessageRow.anonymous_hash`)."""
     marker: CompactionMarker | None = None
     """The marker of the compaction that wrote it; `None` for an original."""
+
+
+@dataclass(slots=True)
+class LogTop:
+    """The last number of a thread's log, as read by a writer holding the thread."""
+
+    seq: int | None
+    """`None`: the log is empty."""
 
 
 class MessageLog:
@@ -153,18 +161,27 @@ class MessageLog:
         return found
 
     def append_plan(
-        self, thread_id: str, framework: str, messages: Sequence[LoggedMessage]
+        self,
+        thread_id: str,
+        framework: str,
+        messages: Sequence[LoggedMessage],
+        *,
+        top: LogTop | None = None,
     ) -> Plan[list[int]]:
         """Add `messages` (new to the thread, distinct) to its log with their markers; their numbers.
 
-        Run it holding the thread (`lock_plan`): numbers are allocated per thread.
+        Run it holding the thread (`lock_plan`): numbers are allocated per thread. `top`: the
+        log's last number, read under that hold (saves asking again); it moves past the new ones.
         """
         if not messages:
             return []
-        (row,) = yield Query(self.max_seq, {"thread_id": thread_id})
+        if top is None:
+            (row,) = yield Query(self.max_seq, {"thread_id": thread_id})
+            top = LogTop(row[0])
         # An empty log starts at the current time (µs), so a re-created thread never reuses a
         # number an earlier thread of the same id had (see `MessageRow.seq`).
-        first = row[0] + 1 if row[0] is not None else time.time_ns() // 1000
+        first = top.seq + 1 if top.seq is not None else time.time_ns() // 1000
+        top.seq = first + len(messages) - 1
         seqs = list(range(first, first + len(messages)))
         now = utcnow()
         yield Query(

@@ -107,6 +107,11 @@ class _Connections:
         self.busy_timeout = busy_timeout
         self.connect_timeout = connect_timeout
         self.engine_kwargs = dict(engine_kwargs)
+        if self.dialect.locks_rows:
+            # A connection the server dropped is found by the statement that uses it, and the
+            # transaction runs again on a new one (`SaverBase._run`): pinging the server before
+            # every transaction would add a round trip to each of a step's eight.
+            self.engine_kwargs.setdefault("pool_pre_ping", False)
         self.lock = threading.Lock()
         self.engines: tuple[Engine, Engine] | None = None
         self.async_engines: weakref.WeakKeyDictionary[
@@ -257,20 +262,38 @@ class SaverBase(BaseCheckpointSaver[str]):
         return self._codec_cache
 
     def _run(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
-        engine = self._db.sync(write)
-        txn = _Transaction()
-        with self._db.writer(write), engine.begin() as conn:
-            value = run_plan(conn, build(txn))
-        txn.committed()
-        return value
+        for attempt in range(_ATTEMPTS):
+            engine = self._db.sync(write)
+            txn = _Transaction()
+            with self._db.writer(write), engine.connect() as conn:
+                transaction = conn.begin()
+                try:
+                    value = run_plan(conn, build(txn))
+                except sa.exc.DBAPIError as exc:
+                    if not _dropped(exc) or attempt + 1 == _ATTEMPTS:
+                        raise
+                    continue  # nothing was committed: the plan runs again on a new connection
+                transaction.commit()
+            txn.committed()
+            return value
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _arun(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
-        engine = await self._db.asynchronous(write)
-        txn = _Transaction()
-        async with self._db.async_writer(write), engine.begin() as conn:
-            value = await run_plan_async(conn, build(txn))
-        txn.committed()
-        return value
+        for attempt in range(_ATTEMPTS):
+            engine = await self._db.asynchronous(write)
+            txn = _Transaction()
+            async with self._db.async_writer(write), engine.connect() as conn:
+                transaction = await conn.begin()
+                try:
+                    value = await run_plan_async(conn, build(txn))
+                except sa.exc.DBAPIError as exc:
+                    if not _dropped(exc) or attempt + 1 == _ATTEMPTS:
+                        raise
+                    continue
+                await transaction.commit()
+            txn.committed()
+            return value
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _settle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
         """Under the single-writer guard, wait until the checkpoint a write is for is stored or
@@ -402,6 +425,17 @@ class SaverBase(BaseCheckpointSaver[str]):
         self._db.counted.pop(thread_id, None)
         self._db.count_positions.pop(thread_id, None)
         self._db.counts_loaded.discard(thread_id)
+
+
+_ATTEMPTS = 2
+"""A transaction whose connection the server dropped (restarted, idle timeout, a proxy) runs once
+more on a new connection; a second drop is an outage, and raises."""
+
+
+def _dropped(exc: sa.exc.DBAPIError) -> bool:
+    """Whether the statement failed because its connection is gone (SQLAlchemy invalidated it,
+    so the pool hands out a new one): the transaction never reached its commit."""
+    return bool(exc.connection_invalidated)
 
 
 def _just(plan: Plan[T]) -> Callable[[_Transaction], Plan[T]]:

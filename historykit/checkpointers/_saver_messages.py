@@ -20,7 +20,7 @@ from historykit.checkpointers._database import (
 )
 from historykit.checkpointers._message_cache import KnownList, StoredForm, snapshot
 from historykit.checkpointers._message_form import MESSAGE_CLASSES
-from historykit.checkpointers._message_log import LoggedMessage, chunks
+from historykit.checkpointers._message_log import LoggedMessage, LogTop, chunks
 from historykit.checkpointers._refs import (
     Refs,
     Run,
@@ -240,13 +240,29 @@ class SaverMessages(SaverBase):
         markers)."""
         # Numbers are allocated per thread: on a server, concurrent writers of one thread take
         # turns on the thread row, locked by `_check_thread_plan` at the start of the write.
-        log = self._sql.log
-        rows = yield from log.find_plan(thread_id, list(pending))
-        found: dict[str, _Found] = {digest: _Found(row.seq, row.position) for digest, row in rows.items()}
+        found: dict[str, _Found] = {}
+        others: builtins.list[Row[Any]] = []
+        top = LogTop(None)
+        for chunk in chunks(builtins.list(pending)):
+            rows = yield Query(
+                self._sql.find_logged,
+                {
+                    "thread_id": thread_id,
+                    "hashes": builtins.list(chunk),
+                    "anonymous": sorted({pending[digest].anonymous for digest in chunk}),
+                },
+            )
+            for row in rows:
+                if row.top:
+                    top.seq = row.seq
+                    continue
+                if row.hash in pending:
+                    found[row.hash] = _Found(row.seq, row.position)
+                others.append(row)
         new = [digest for digest in pending if digest not in found]
         inherited: dict[str, str] = {}
         if new:
-            inherited = yield from self._match_other_form_plan(thread_id, pending, new, found)
+            inherited = yield from self._match_other_form_plan(thread_id, pending, new, found, others)
             new = [digest for digest in new if digest not in found]
         if not new:
             return found
@@ -265,9 +281,9 @@ class SaverMessages(SaverBase):
                     marker=self._marker_of(message, thread_id),
                 )
             )
-        seqs = yield from log.append_plan(thread_id, FRAMEWORK, logged)
-        for seq, row in zip(seqs, logged, strict=True):
-            found[row.hash] = _Found(seq, row.position)
+        seqs = yield from self._sql.log.append_plan(thread_id, FRAMEWORK, logged, top=top)
+        for seq, entry in zip(seqs, logged, strict=True):
+            found[entry.hash] = _Found(seq, entry.position)
         return found
 
     def _match_other_form_plan(
@@ -276,6 +292,7 @@ class SaverMessages(SaverBase):
         pending: Mapping[str, _Pending],
         new: Sequence[str],
         found: dict[str, _Found],
+        rows: Sequence[Row[Any]],
     ) -> Plan[dict[str, str]]:
         """Find the messages logged in their other form: without the id they have now, or with
         the id they do not have yet.
@@ -294,12 +311,11 @@ class SaverMessages(SaverBase):
         by_anonymous: dict[str, builtins.list[str]] = defaultdict(list)
         for digest in new:
             by_anonymous[pending[digest].anonymous].append(digest)
-        rows = yield Query(self._sql.find_anonymous, {"thread_id": thread_id, "hashes": list(by_anonymous)})
         completions: dict[str, int] = {}
         taken: set[int] = set()
         inherited: dict[str, str] = {}
         for row in sorted(rows, key=lambda r: r.seq):
-            for digest in by_anonymous[row.anonymous_hash]:
+            for digest in by_anonymous.get(row.anonymous_hash, ()):
                 if digest in found or digest in completions:
                     continue
                 # Only the race described above, not an older message that merely reads the same:

@@ -87,12 +87,29 @@ class _Statements:
         )
         self.lock_thread_exclusive = log.lock_thread_exclusive
         self.find_hashes = log.find_hashes
-        self.find_anonymous = sa.select(
-            MESSAGES.c.seq, MESSAGES.c.anonymous_hash, MESSAGES.c.native_id, MESSAGES.c.position
-        ).where(
-            MESSAGES.c.thread_id == bp("thread_id"),
-            MESSAGES.c.framework == FRAMEWORK,
-            MESSAGES.c.anonymous_hash.in_(bp("hashes", expanding=True)),
+        # What a write needs to know of the log before adding to it, in one round trip: the rows
+        # holding its messages (by hash), the rows holding them in their other form (by hash
+        # without the id: `_match_other_form_plan`), and the log's last number (`top`, its own row).
+        # Read after the thread's lock, so the number is the one this writer may continue from.
+        m = MESSAGES.c
+        self.find_logged = sa.union_all(
+            sa.select(
+                sa.literal(False).label("top"), m.seq, m.hash, m.anonymous_hash, m.native_id, m.position
+            ).where(
+                m.thread_id == bp("thread_id"),
+                sa.or_(
+                    m.hash.in_(bp("hashes", expanding=True)),
+                    sa.and_(m.framework == FRAMEWORK, m.anonymous_hash.in_(bp("anonymous", expanding=True))),
+                ),
+            ),
+            sa.select(
+                sa.literal(True).label("top"),
+                sa.func.max(m.seq),
+                sa.null(),
+                sa.null(),
+                sa.null(),
+                sa.null(),
+            ).where(m.thread_id == bp("thread_id")),
         )
         # UPDATE reserves the column names as bind names: these use their own.
         self.complete_message = (

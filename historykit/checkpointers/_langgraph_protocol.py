@@ -1,12 +1,12 @@
-"""The LangGraph checkpointer protocol of `SQLModelSaver`: checkpoints, writes, listing, delta
-channels and deleting a thread, on the message log (`_saver_messages`) and the saver's tables.
+"""The LangGraph checkpointer protocol of `SQLModelSaver`, as plans: checkpoints, writes, listing,
+delta channels and deleting a thread, on the message log (`_saver_messages`) and the saver's tables.
 """
 
 from __future__ import annotations
 
 import builtins
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import islice, repeat
 from typing import Any, cast
@@ -46,10 +46,11 @@ from historykit.checkpointers._refs import (
     to_runs,
 )
 from historykit.checkpointers._saver_base import (
+    SaverDatabase,
     _Transaction,
 )
 from historykit.checkpointers._saver_messages import (
-    SaverMessages,
+    MessagePlans,
 )
 from historykit.checkpointers._saver_sql import (
     _LIST_PAGE,
@@ -58,7 +59,6 @@ from historykit.checkpointers._saver_sql import (
 from historykit.checkpointers._saver_values import (
     _check_json,
     _configurable,
-    _key,
     _ListQuery,
     _matches,
     _MessageChannel,
@@ -69,11 +69,12 @@ from historykit.checkpointers._saver_values import (
     _thread_of,
     _written_value,
 )
+from historykit.checkpointers._serde import RowCodec
 from historykit.checkpointers._versions import loaded_checkpoint, stored_checkpoint, stored_version
 from historykit.checkpointers._writer_guard import RUN_SILENCE, has_steps_to_run, saved_within
 from historykit.errors import ArgumentTypeError, ConcurrentRunError, InvalidArgumentError, WriteConflictError
 
-__all__ = ["EXPECTED_CHECKPOINT"]
+__all__ = ["EXPECTED_CHECKPOINT", "CheckpointPlans"]
 
 EXPECTED_CHECKPOINT = "historykit_expected_checkpoint"
 """A `configurable` key: a `put` with it is written only while the thread's latest checkpoint (in its
@@ -86,36 +87,30 @@ _RUN_KEY = "__pregel_runtime"
 a `get_tuple` with it is a run's first read, not a caller's `get_state`."""
 
 
-class LangGraphProtocol(SaverMessages):
-    """`BaseCheckpointSaver`'s methods, sync and async, each written once as a plan: `put`,
-    `put_writes`, `get_tuple`, `list`, `get_delta_channel_history`, `delete_thread`."""
+class CheckpointPlans:
+    """`BaseCheckpointSaver`'s methods, each written once as a plan that `SaverDatabase.run` or
+    `.arun` drives: `put`, `put_writes`, `get_tuple`, `list`, `get_delta_channel_history`,
+    `delete_thread`, on the message log (`MessagePlans`) and the saver's tables.
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        with self._guarded_put(config, checkpoint):
-            return self._run(
-                lambda txn: self._put_plan(txn, config, checkpoint, metadata, new_versions), write=True
-            )
+    Example:
+        ```python
+        checkpoints = CheckpointPlans(base, MessagePlans(base))
+        latest = base.run(lambda txn: checkpoints.get_tuple_plan(txn, config), write=False)
+        ```
+    """
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        with self._guarded_put(config, checkpoint):
-            return await self._arun(
-                lambda txn: self._put_plan(txn, config, checkpoint, metadata, new_versions), write=True
-            )
+    def __init__(self, base: SaverDatabase, messages: MessagePlans) -> None:
+        self._db = base.db
+        self._sql = base.sql
+        self._base = base
+        self._messages = messages
+
+    @property
+    def _codec(self) -> RowCodec:
+        return self._base.codec
 
     @contextmanager
-    def _guarded_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> Iterator[None]:
+    def guarded_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> Iterator[None]:
         """Tell the single-writer guard (when on) that this checkpoint is being stored, and how it
         ended: the writes LangGraph saves for it meanwhile wait for it (`_settle`)."""
         guard = self._db.guard
@@ -132,7 +127,7 @@ class LangGraphProtocol(SaverMessages):
         finally:
             guard.end_put(thread_id, checkpoint_id, stored=stored)
 
-    def _put_plan(
+    def put_plan(
         self,
         txn: _Transaction,
         config: RunnableConfig,
@@ -141,7 +136,7 @@ class LangGraphProtocol(SaverMessages):
         new_versions: ChannelVersions,
     ) -> Plan[RunnableConfig]:
         thread_id, ns, parent_id = _thread_of(config, "put")
-        yield from self._check_thread_plan(txn, thread_id)
+        yield from self._base.check_thread_plan(txn, thread_id)
         yield from self._check_writer_plan(
             txn,
             config,
@@ -191,10 +186,10 @@ class LangGraphProtocol(SaverMessages):
             blobs.append(self._blob(thread_id, ns, channel, stored_version(version), encoding, data))
 
         if message_channels:
-            stored = yield from self._store_messages_plan(
+            stored = yield from self._messages.store_messages_plan(
                 txn, thread_id, ns, checkpoint["id"], message_channels, parent_id
             )
-            yield from self._record_counts_plan(txn, thread_id, message_channels)
+            yield from self._messages.record_counts_plan(txn, thread_id, message_channels)
             for item, runs in zip(message_channels, stored, strict=True):
                 data = encode_refs(runs, snapshot=item.snapshot)
                 blobs.append(self._blob(thread_id, ns, item.channel, item.version, REFS_ENCODING, data))
@@ -221,7 +216,7 @@ class LangGraphProtocol(SaverMessages):
         }
 
     @staticmethod
-    def _guarded_target(config: RunnableConfig) -> tuple[str, str, str]:
+    def guarded_target(config: RunnableConfig) -> tuple[str, str, str]:
         thread_id, ns, checkpoint_id = _thread_of(config, "put_writes")
         if checkpoint_id is None:
             raise InvalidArgumentError("put_writes: the config has no configurable 'checkpoint_id'")
@@ -241,7 +236,7 @@ class LangGraphProtocol(SaverMessages):
         """Refuse a checkpoint that does not extend the thread's latest one, when asked to: by the
         single-writer guard (`single_writer=True`: the root graph's checkpoints of one run at a
         time), or by a writer that computed it from a given checkpoint (`EXPECTED_CHECKPOINT` in the
-        config: a manual compaction). Run after `_check_thread_plan`, which holds the thread's
+        config: a manual compaction). Run after `SaverDatabase.check_thread_plan`, which holds the thread's
         writers off until the commit (the row lock; SQLite: the file's).
 
         The guard also refuses a run's first checkpoint (`starts_run`) put on a checkpoint another
@@ -312,10 +307,10 @@ class LangGraphProtocol(SaverMessages):
             )
         return latest
 
-    def _refused_writes(self, config: RunnableConfig) -> ConcurrentRunError:
+    def refused_writes(self, config: RunnableConfig) -> ConcurrentRunError:
         """The refusal of a node's writes: its run's checkpoint was refused (LangGraph saves in the
         background, so this is often the error the run raises): it says why."""
-        thread_id, _, checkpoint_id = self._guarded_target(config)
+        thread_id, _, checkpoint_id = self.guarded_target(config)
         why = self._db.guard.why_refused(thread_id, checkpoint_id) if self._db.guard else None
         return self._refused(
             thread_id, f"writes of a refused run (refused: {why or 'an earlier checkpoint of it'})"
@@ -342,25 +337,7 @@ class LangGraphProtocol(SaverMessages):
             "data": data,
         }
 
-    def put_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        if writes:
-            if self._db.guard is not None and not self._settle(*self._guarded_target(config)):
-                raise self._refused_writes(config)
-            self._run(lambda txn: self._put_writes_plan(txn, config, writes, task_id, task_path), write=True)
-
-    async def aput_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        if writes:
-            if self._db.guard is not None and not await self._asettle(*self._guarded_target(config)):
-                raise self._refused_writes(config)
-            await self._arun(
-                lambda txn: self._put_writes_plan(txn, config, writes, task_id, task_path), write=True
-            )
-
-    def _put_writes_plan(
+    def put_writes_plan(
         self,
         txn: _Transaction,
         config: RunnableConfig,
@@ -409,7 +386,7 @@ class LangGraphProtocol(SaverMessages):
                     "data": data,
                 }
             )
-        if logged and not (yield from self._check_thread_plan(txn, thread_id, create=False)):
+        if logged and not (yield from self._base.check_thread_plan(txn, thread_id, create=False)):
             # The thread was deleted while its run went on: the writes are kept as values, as
             # LangGraph's own savers keep them, and nothing enters the message log, so no message
             # outlives the delete.
@@ -418,7 +395,7 @@ class LangGraphProtocol(SaverMessages):
             logged, as_refs = [], []
         if logged:
             without_id: builtins.list[bool] = []
-            seqs, _ = yield from self._log_plan(
+            seqs, _ = yield from self._messages.log_plan(
                 txn, thread_id, logged, positions, without_id, written_to=(ns, checkpoint_id)
             )
             for row_index, first, count, single in as_refs:
@@ -433,13 +410,7 @@ class LangGraphProtocol(SaverMessages):
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         yield Query(self._sql.upsert_writes if replace else self._sql.insert_writes, rows)
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._run(lambda txn: self._get_tuple_plan(txn, config), write=False)
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._arun(lambda txn: self._get_tuple_plan(txn, config), write=False)
-
-    def _get_tuple_plan(self, txn: _Transaction, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+    def get_tuple_plan(self, txn: _Transaction, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         thread_id, ns, checkpoint_id = _thread_of(config, "get_tuple")
         if self._db.guard is not None and ns == "":
             # How a run starts: a run this process refused earlier is no reason to refuse its writes.
@@ -456,51 +427,12 @@ class LangGraphProtocol(SaverMessages):
         # the last run ended with; any other caller (`get_state`, `update_state`) may edit what it
         # gets, and gets objects of its own.
         run = _RUN_KEY in _configurable(config, "get_tuple")
-        (loaded,) = yield from self._load_plan(rows, remember="run" if run else "other")
+        (loaded,) = yield from self.load_plan(rows, remember="run" if run else "other")
         if thread_id not in self._db.counts_loaded:
-            yield from self._restore_counts_plan(txn, thread_id)
+            yield from self._messages.restore_counts_plan(txn, thread_id)
         return loaded
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        query = self._list_query(config, filter, before, limit)
-        cursor: tuple[str, str, str] | None = None
-        remaining = query.limit
-        while remaining is None or remaining > 0:
-            page, cursor, full = self._run(self._list_page(query, cursor, remaining), write=False)
-            yield from page
-            if remaining is not None:
-                remaining -= len(page)
-            if not full:
-                return
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        query = self._list_query(config, filter, before, limit)
-        cursor: tuple[str, str, str] | None = None
-        remaining = query.limit
-        while remaining is None or remaining > 0:
-            page, cursor, full = await self._arun(self._list_page(query, cursor, remaining), write=False)
-            for item in page:
-                yield item
-            if remaining is not None:
-                remaining -= len(page)
-            if not full:
-                return
-
-    def _list_query(
+    def list_query(
         self, config: RunnableConfig | None, filter: Any, before: RunnableConfig | None, limit: Any
     ) -> _ListQuery:
         """Validate `list`'s arguments and turn them into SQL conditions (and a Python filter for
@@ -552,7 +484,7 @@ class LangGraphProtocol(SaverMessages):
         """A condition every checkpoint whose metadata matches `{key: value}` meets, or `None`."""
         return self._db.dialect.metadata_condition(meta, key, value)
 
-    def _list_page(
+    def list_page(
         self, query: _ListQuery, cursor: tuple[str, str, str] | None, remaining: int | None
     ) -> Callable[[_Transaction], Plan[_Page]]:
         return lambda txn: self._list_page_plan(query, cursor, remaining)
@@ -603,7 +535,7 @@ class LangGraphProtocol(SaverMessages):
                     query.python_filter,
                 )
             ]
-        loaded = (yield from self._load_plan(rows)) if rows else []
+        loaded = (yield from self.load_plan(rows)) if rows else []
         if remaining is not None:
             loaded = loaded[:remaining]
         if not fetched:
@@ -611,7 +543,7 @@ class LangGraphProtocol(SaverMessages):
         last = fetched[-1]
         return loaded, (last.checkpoint_id, last.thread_id, last.checkpoint_ns), len(fetched) == size
 
-    def _load_plan(
+    def load_plan(
         self, rows: Sequence[Row[Any]], *, remember: str = ""
     ) -> Plan[builtins.list[CheckpointTuple]]:
         """Rebuild checkpoint tuples from checkpoint rows: their blobs, writes and messages.
@@ -670,7 +602,7 @@ class LangGraphProtocol(SaverMessages):
         list_runs: dict[str, builtins.list[Run]] = defaultdict(list)
         for key, (encoding, data) in blobs.items():
             if encoding == REFS_ENCODING:
-                decoded = self._decode_refs(
+                decoded = self._messages.refs_of(
                     f"blob {key[2]!r}@{key[3]} of thread {key[0]!r} (historykit_blob)", data
                 )
                 refs[key] = decoded
@@ -695,10 +627,10 @@ class LangGraphProtocol(SaverMessages):
                 if w.encoding == REFS_ENCODING:
                     where = f"write {w.task_id}/{w.idx} of checkpoint {checkpoint_id} of thread {thread_id!r}"
                     decoded = write_refs[(thread_id, ns, checkpoint_id, w.task_id, w.idx)] = (
-                        self._decode_refs(where, w.data)
+                        self._messages.refs_of(where, w.data)
                     )
                     needed[thread_id].update(expand_runs(decoded.runs))
-        messages, forms = (yield from self._messages_plan(needed)) if needed else ({}, {})
+        messages, forms = (yield from self._messages.messages_plan(needed)) if needed else ({}, {})
         sliced = {thread_id: RunValues(merged, messages[thread_id]) for thread_id, merged in ranges.items()}
         cache = self._db.cache
 
@@ -775,21 +707,7 @@ class LangGraphProtocol(SaverMessages):
             )
         return out
 
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        if not channels:
-            return {}
-        return self._run(lambda txn: self._delta_history_plan(config, channels), write=False)
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        if not channels:
-            return {}
-        return await self._arun(lambda txn: self._delta_history_plan(config, channels), write=False)
-
-    def _delta_history_plan(
+    def delta_history_plan(
         self, config: RunnableConfig, channels: Sequence[str]
     ) -> Plan[Mapping[str, DeltaChannelHistory]]:
         thread_id, ns, checkpoint_id = _thread_of(config, "get_delta_channel_history")
@@ -820,7 +738,7 @@ class LangGraphProtocol(SaverMessages):
         refs: dict[str, tuple[Refs, builtins.list[int]]] = {}
         for name, row in seed_rows.items():
             if row.encoding == REFS_ENCODING:
-                decoded = self._decode_refs(
+                decoded = self._messages.refs_of(
                     f"blob {name!r} (seed) of thread {thread_id!r} (historykit_blob)", row.data
                 )
                 refs[name] = (decoded, expand_runs(decoded.runs))
@@ -829,13 +747,13 @@ class LangGraphProtocol(SaverMessages):
             for r in channel_rows:
                 if r.encoding == REFS_ENCODING:
                     where = f"write {r.task_id}/{r.idx} on {name!r} of thread {thread_id!r}"
-                    write_refs[(r.task_id, r.idx, r.checkpoint_id)] = self._decode_refs(where, r.data)
+                    write_refs[(r.task_id, r.idx, r.checkpoint_id)] = self._messages.refs_of(where, r.data)
         needed = {seq for _, seqs in refs.values() for seq in seqs} | {
             seq for decoded in write_refs.values() for seq in expand_runs(decoded.runs)
         }
         thread_messages: dict[int, BaseMessage] = {}
         if needed:
-            thread_messages = (yield from self._messages_plan({thread_id: needed}))[0][thread_id]
+            thread_messages = (yield from self._messages.messages_plan({thread_id: needed}))[0][thread_id]
 
         result: dict[str, DeltaChannelHistory] = {}
         for name in names:
@@ -874,24 +792,11 @@ class LangGraphProtocol(SaverMessages):
             result[name] = entry
         return result
 
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread's checkpoints, writes, blobs, messages and compaction markers."""
-        self._run(
-            lambda txn: self._delete_thread_plan(txn, _key(thread_id, "thread id", "delete_thread")),
-            write=True,
-        )
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self._arun(
-            lambda txn: self._delete_thread_plan(txn, _key(thread_id, "thread id", "delete_thread")),
-            write=True,
-        )
-
-    def _delete_thread_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
+    def delete_thread_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
         if self._sql.dialect.locks_rows:
-            # Waits for the writers that hold the thread (`_check_thread_plan`), so none of their
+            # Waits for the writers that hold the thread (`SaverDatabase.check_thread_plan`), so none of their
             # rows is left referring to a message deleted here.
             yield Query(self._sql.lock_thread_exclusive, {"thread_id": thread_id})
         for statement in self._sql.delete_thread:
             yield Query(statement, {"thread_id": thread_id})
-        txn.after_commit(lambda: self._forget(thread_id, deleted=True))
+        txn.after_commit(lambda: self._base.forget(thread_id, deleted=True))

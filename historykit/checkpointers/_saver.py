@@ -21,10 +21,12 @@ yields statements, run by `run_plan` on a connection or `run_plan_async` on an a
 `get_delta_channel_history` walks the ancestors of a `DeltaChannel` checkpoint in one recursive
 query (plus one for the messages its writes refer to that the cache does not hold).
 
-The class is assembled from one module per concern: `_saver_base` (connections and the plan
-runners), `_saver_sql` (statements per dialect), `_saver_messages` (the message log's LangChain
-side, with token counts), `_langgraph_protocol` (the checkpointer protocol) and
-`_saver_maintenance` (pruning, copying, garbage collection); this module adds `transcript()`.
+The class is the public face of collaborators, one module each: `_saver_base` (`SaverDatabase`:
+connections, caches and the plan runners), `_saver_sql` (statements per dialect),
+`_saver_messages` (`MessagePlans`: the message log's LangChain side, token counts, the
+transcript), `_langgraph_protocol` (`CheckpointPlans`: the checkpointer protocol) and
+`_saver_maintenance` (`MaintenancePlans`: pruning, copying, garbage collection). Each public
+method builds a plan from one of them and runs it, sync or async.
 
 Caveats: messages are shared, not copied, between the checkpoints (and calls) that hold them, as
 LangGraph's channels share them: treat them as immutable. A run starts from the message objects
@@ -48,53 +50,47 @@ Example:
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Mapping, Sequence
+import random
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from sqlalchemy.engine import URL, Row
+from sqlalchemy.engine import URL
 
 from historykit.checkpointers._database import (
     DEFAULT_BUSY_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
-    CorruptRowError,
-    Plan,
-    Query,
 )
-from historykit.checkpointers._langgraph_protocol import (
-    LangGraphProtocol,
-)
-from historykit.checkpointers._saver_base import (
-    _Connections,
-)
-from historykit.checkpointers._saver_maintenance import (
-    PruneStrategy,
-    SaverMaintenance,
-)
+from historykit.checkpointers._langgraph_protocol import CheckpointPlans
+from historykit.checkpointers._saver_base import SaverDatabase, _Connections
+from historykit.checkpointers._saver_maintenance import MaintenancePlans, PruneStrategy
+from historykit.checkpointers._saver_messages import MessagePlans
 from historykit.checkpointers._saver_sql import (
     FRAMEWORK,
     _statements,
 )
 from historykit.checkpointers._saver_values import (
-    _calls_before_results,
-    _Checkpoint,
+    _Done,
     _key,
-    _parse_json,
-    _transcript_order,
     _with_view,
 )
-from historykit.checkpointers._schema import (
-    CompactionRow,
-)
-from historykit.checkpointers._serde import RowCodec, default_serializer
-from historykit.checkpointers._transcript import StoredCompaction, Transcript
+from historykit.checkpointers._serde import default_serializer
+from historykit.checkpointers._transcript import Transcript
+from historykit.checkpointers._versions import new_version
 
 __all__ = ["FRAMEWORK", "PruneStrategy", "SQLModelSaver"]
 
 
-class SQLModelSaver(LangGraphProtocol, SaverMaintenance):
+class SQLModelSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer on SQLModel tables (SQLite, PostgreSQL, MySQL) that stores each message once.
 
     Every method is available sync and async on the same instance (`put`/`aput`, `list`/`alist`,
@@ -148,11 +144,24 @@ class SQLModelSaver(LangGraphProtocol, SaverMaintenance):
             killed process or a static interrupt is resumed with `None` as input meanwhile.
         """
         super().__init__(serde=serde or default_serializer())
-        self._codec_cache = RowCodec(self.serde)
         self._db = _Connections(
             url, busy_timeout, engine_kwargs or {}, cached_threads, connect_timeout, single_writer
         )
-        self._sql = _statements(self._db.dialect.name)
+        self._assemble()
+
+    def _assemble(self) -> None:
+        """Build the collaborators on this instance's connections; each follows this instance's
+        `serde` (a `with_allowlist` clone gets its own, sharing the connections and caches)."""
+        self._base = SaverDatabase(self._db, _statements(self._db.dialect.name), lambda: self.serde)
+        self._messages = MessagePlans(self._base)
+        self._checkpoints = CheckpointPlans(self._base, self._messages)
+        self._maintenance = MaintenancePlans(self._base)
+
+    def __copy__(self) -> SQLModelSaver:
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone._assemble()
+        return clone
 
     def __enter__(self) -> SQLModelSaver:
         return self
@@ -166,82 +175,232 @@ class SQLModelSaver(LangGraphProtocol, SaverMaintenance):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    def setup(self) -> _Done:
+        """Create or migrate the tables now (otherwise the first call does it).
+
+        `await saver.setup()` works too, as with LangGraph's async savers (the work is done when
+        `setup()` returns; `asetup()` does it on the event loop's engine).
+        """
+        self._db.sync(write=True)
+        return _Done()
+
+    async def asetup(self) -> None:
+        await self._db.asynchronous(write=True)
+
+    def close(self) -> None:
+        """Dispose of the synchronous engine (the async one: `aclose`)."""
+        self._db.close()
+
+    async def aclose(self) -> None:
+        await self._db.aclose()
+
+    def get_next_version(self, current: str | int | float | None, channel: None) -> str:
+        """`"<counter>.<random>"`: ordered, and distinct on two branches forked from one checkpoint.
+
+        Zero-padded to the official savers' width (32 digits), which LangGraph's Agent Server
+        writes too, so versions of either compare as strings; stored shortened (`_versions`).
+        """
+        if current is None:
+            counter = 0
+        elif isinstance(current, (int, float)):
+            counter = int(current)
+        else:
+            counter = int(str(current).split(".")[0])
+        return new_version(counter + 1, random.getrandbits(32))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        with self._checkpoints.guarded_put(config, checkpoint):
+            return self._base.run(
+                lambda txn: self._checkpoints.put_plan(txn, config, checkpoint, metadata, new_versions),
+                write=True,
+            )
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        with self._checkpoints.guarded_put(config, checkpoint):
+            return await self._base.arun(
+                lambda txn: self._checkpoints.put_plan(txn, config, checkpoint, metadata, new_versions),
+                write=True,
+            )
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        if writes:
+            if self._db.guard is not None and not self._base.settle(
+                *self._checkpoints.guarded_target(config)
+            ):
+                raise self._checkpoints.refused_writes(config)
+            self._base.run(
+                lambda txn: self._checkpoints.put_writes_plan(txn, config, writes, task_id, task_path),
+                write=True,
+            )
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        if writes:
+            if self._db.guard is not None and not await self._base.asettle(
+                *self._checkpoints.guarded_target(config)
+            ):
+                raise self._checkpoints.refused_writes(config)
+            await self._base.arun(
+                lambda txn: self._checkpoints.put_writes_plan(txn, config, writes, task_id, task_path),
+                write=True,
+            )
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._base.run(lambda txn: self._checkpoints.get_tuple_plan(txn, config), write=False)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._base.arun(lambda txn: self._checkpoints.get_tuple_plan(txn, config), write=False)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        query = self._checkpoints.list_query(config, filter, before, limit)
+        cursor: tuple[str, str, str] | None = None
+        remaining = query.limit
+        while remaining is None or remaining > 0:
+            page, cursor, full = self._base.run(
+                self._checkpoints.list_page(query, cursor, remaining), write=False
+            )
+            yield from page
+            if remaining is not None:
+                remaining -= len(page)
+            if not full:
+                return
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        query = self._checkpoints.list_query(config, filter, before, limit)
+        cursor: tuple[str, str, str] | None = None
+        remaining = query.limit
+        while remaining is None or remaining > 0:
+            page, cursor, full = await self._base.arun(
+                self._checkpoints.list_page(query, cursor, remaining), write=False
+            )
+            for item in page:
+                yield item
+            if remaining is not None:
+                remaining -= len(page)
+            if not full:
+                return
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        return self._base.run(lambda txn: self._checkpoints.delta_history_plan(config, channels), write=False)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        return await self._base.arun(
+            lambda txn: self._checkpoints.delta_history_plan(config, channels), write=False
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints, writes, blobs, messages and compaction markers."""
+        self._base.run(
+            lambda txn: self._checkpoints.delete_thread_plan(
+                txn, _key(thread_id, "thread id", "delete_thread")
+            ),
+            write=True,
+        )
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._base.arun(
+            lambda txn: self._checkpoints.delete_thread_plan(
+                txn, _key(thread_id, "thread id", "delete_thread")
+            ),
+            write=True,
+        )
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, write and blob, the message log and the markers to a new thread."""
+        self._base.run(
+            lambda txn: self._maintenance.copy_thread_plan(txn, str(source_thread_id), str(target_thread_id)),
+            write=True,
+        )
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._base.arun(
+            lambda txn: self._maintenance.copy_thread_plan(txn, str(source_thread_id), str(target_thread_id)),
+            write=True,
+        )
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) made by these runs; messages stay in the log."""
+        ids = self._maintenance.run_ids(run_ids)
+        if ids:
+            self._base.run(lambda txn: self._maintenance.delete_for_runs_plan(ids), write=True)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        ids = self._maintenance.run_ids(run_ids)
+        if ids:
+            await self._base.arun(lambda txn: self._maintenance.delete_for_runs_plan(ids), write=True)
+
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None
+    ) -> None:
+        """Delete old checkpoints of these threads; their messages stay in the log (`transcript`).
+
+        Strategies: `keep_latest` keeps the newest checkpoint of each namespace; `keep_last` keeps
+        the `keep_last` newest; `delete` (or `delete_all`, what LangGraph's Agent Server asks for)
+        removes every checkpoint, write and blob. With a
+        `DeltaChannel`, the ancestors (and writes) a kept checkpoint needs to rebuild its state,
+        back to the nearest stored snapshot, are kept too.
+        """
+        keep, ids = self._maintenance.prune_args(thread_ids, strategy, keep_last)
+        for thread_id in ids:
+            self._base.run(lambda txn, t=thread_id: self._maintenance.prune_plan(t, keep), write=True)  # type: ignore[misc]
+
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None
+    ) -> None:
+        keep, ids = self._maintenance.prune_args(thread_ids, strategy, keep_last)
+        for thread_id in ids:
+            await self._base.arun(lambda txn, t=thread_id: self._maintenance.prune_plan(t, keep), write=True)  # type: ignore[misc]
+
     def transcript(self, thread_id: str) -> Transcript | None:
         """The thread's original messages in first-seen order, every compaction made over them (with
         the message it wrote), and the view: the `messages` of its latest checkpoint (`Transcript`).
         `None` for a thread the saver does not have, as `SQLModelConversationStore.transcript`."""
         key = _key(thread_id, "thread id", "transcript")
-        transcript = self._run(lambda txn: self._transcript_plan(key), write=False)
+        transcript = self._base.run(lambda txn: self._messages.transcript_plan(key), write=False)
         if transcript is None:
             return None
         return _with_view(transcript, self.get_tuple({"configurable": {"thread_id": key}}))
 
     async def atranscript(self, thread_id: str) -> Transcript | None:
         key = _key(thread_id, "thread id", "transcript")
-        transcript = await self._arun(lambda txn: self._transcript_plan(key), write=False)
+        transcript = await self._base.arun(lambda txn: self._messages.transcript_plan(key), write=False)
         if transcript is None:
             return None
         return _with_view(transcript, await self.aget_tuple({"configurable": {"thread_id": key}}))
-
-    def _in_conversation_order(
-        self, thread_id: str, rows: Sequence[Row[Any]]
-    ) -> Plan[builtins.list[Row[Any]]]:
-        """The thread's message rows in conversation order (`_transcript_order`): read with the
-        tree of its checkpoints and the reference lists of their states."""
-        tree = yield Query(self._sql.checkpoint_tree, {"thread_id": thread_id})
-        blobs = yield Query(self._sql.message_lists, {"thread_id": thread_id})
-        lists = {
-            (row.checkpoint_ns, row.channel, row.version): self._decode_refs(
-                f"blob {row.channel!r}@{row.version} of thread {thread_id!r} (historykit_blob)", row.data
-            ).runs
-            for row in blobs
-        }
-        checkpoints = []
-        for row in tree:
-            where = f"channel_versions of checkpoint {row.checkpoint_id} of thread {thread_id!r}"
-            versions = _parse_json(row.channel_versions, where)
-            held = [
-                (row.checkpoint_ns, channel, str(version)) for channel, version in sorted(versions.items())
-            ]
-            checkpoints.append(
-                _Checkpoint(row.checkpoint_id, row.parent_checkpoint_id, held, row.checkpoint_ns)
-            )
-        order = _transcript_order(checkpoints, lists)
-        return sorted(rows, key=lambda row: (order(row.seq, row.position), row.seq))
-
-    def _transcript_plan(self, thread_id: str) -> Plan[Transcript | None]:
-        thread = yield Query(self._sql.thread_known, {"thread_id": thread_id})
-        if not thread:
-            return None
-        rows = yield Query(self._sql.transcript_messages, {"thread_id": thread_id})
-        rows = yield from self._in_conversation_order(thread_id, rows)
-        compaction_rows = yield Query(self._sql.transcript_compactions, {"thread_id": thread_id})
-        cache = self._db.cache
-        known, _, _ = cache.lookup(thread_id, {row.seq for row in rows})
-        decoded: builtins.list[tuple[int, BaseMessage, Any, None, bool]] = []
-        entries: builtins.list[tuple[int, BaseMessage]] = []
-        for row in rows:
-            message = known.get(row.seq)
-            if message is None:
-                message, form = self._decode_message(thread_id, row)
-                decoded.append((row.seq, message, form, None, True))
-            entries.append((row.seq, message))
-        cache.add(thread_id, decoded)
-        markers = {row.summary_seq: row for row in compaction_rows}
-        known_seqs = {seq for seq, _ in entries}
-        for seq, row in markers.items():
-            if seq not in known_seqs:
-                raise CorruptRowError(
-                    f"compaction marker {row.id} of thread {thread_id!r} (historykit_compaction) refers to "
-                    f"message seq {seq}, which is not in historykit_message"
-                )
-        originals: builtins.list[BaseMessage] = []
-        compactions: builtins.list[StoredCompaction] = []
-        for seq, message in _calls_before_results(entries, markers):
-            marker_row = markers.get(seq)
-            if marker_row is None:
-                originals.append(message)
-            else:
-                marker = CompactionRow.model_validate(marker_row._mapping).to_marker()
-                compactions.append(StoredCompaction(marker=marker, message=message, at=len(originals)))
-        return Transcript(thread_id=thread_id, messages=originals, compactions=compactions)

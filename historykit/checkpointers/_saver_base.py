@@ -1,12 +1,11 @@
 """The plumbing of the LangGraph saver: engines (one sync, one async per event loop) shared by a
-saver and its `with_allowlist` clones, transactions that act once committed, and `SaverBase`, the
-class that runs plans on them.
+saver and its `with_allowlist` clones, transactions that act once committed, and `SaverDatabase`,
+which runs plans on them for the saver's collaborators.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 import time
 import weakref
@@ -16,9 +15,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, null
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from langgraph.checkpoint.base import (
-    BaseCheckpointSaver,
-)
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL, Row
 
@@ -42,7 +39,6 @@ from historykit.checkpointers._schema import (
     utcnow,
 )
 from historykit.checkpointers._serde import RowCodec
-from historykit.checkpointers._versions import new_version
 from historykit.checkpointers._writer_guard import Verdict, WriterGuard
 from historykit.errors import UnreachableDatabaseError
 
@@ -54,11 +50,8 @@ from historykit.checkpointers._saver_sql import (
     T,
     _Statements,
 )
-from historykit.checkpointers._saver_values import (
-    _Done,
-)
 
-__all__ = []
+__all__ = ["SaverDatabase"]
 
 _DELETED_REMEMBERED = 10_000
 """Deleted threads a process remembers (`_Connections.deleted_threads`): a run still writing to one is rare
@@ -109,7 +102,7 @@ class _Connections:
         self.engine_kwargs = dict(engine_kwargs)
         if self.dialect.locks_rows:
             # A connection the server dropped is found by the statement that uses it, and the
-            # transaction runs again on a new one (`SaverBase._run`): pinging the server before
+            # transaction runs again on a new one (`SaverDatabase.run`): pinging the server before
             # every transaction would add a round trip to each of a step's eight.
             self.engine_kwargs.setdefault("pool_pre_ping", False)
         self.lock = threading.Lock()
@@ -126,7 +119,7 @@ class _Connections:
         self.deleted_threads: dict[str, None] = {}
         """Threads this process saw deleted (by itself, or under a run by another process), oldest
         first, up to `_DELETED_REMEMBERED`: a node's writes that arrive after the delete must not
-        bring the thread back, even once nothing else of it is cached (`_check_thread_plan`)."""
+        bring the thread back, even once nothing else of it is cached (`SaverDatabase.check_thread_plan`)."""
         self.counted: dict[str, set[tuple[str, bytes]]] = defaultdict(set)
         """The token counts (`(method, digest)`) each thread holds, as far as this process knows."""
         self.count_positions: dict[str, int] = {}
@@ -246,26 +239,37 @@ class _Connections:
             await engines[1].dispose()
 
 
-class SaverBase(BaseCheckpointSaver[str]):
-    """What every part of `SQLModelSaver` stands on: its connections, statements and codec, and
-    the runners that drive a plan on a sync or an async connection."""
+class SaverDatabase:
+    """What every collaborator of `SQLModelSaver` stands on: its connections (with the caches),
+    its statements and codec, the runners that drive a plan in a transaction on a sync or an
+    async connection, and the check that keeps the cache true to the thread's rows.
 
-    _db: _Connections
-    _sql: _Statements
-    _codec_cache: RowCodec
+    Example:
+        ```python
+        base = SaverDatabase(connections, _statements("sqlite"), lambda: saver.serde)
+        checkpoint = base.run(lambda txn: plans.get_tuple_plan(txn, config), write=False)
+        ```
+    """
+
+    def __init__(self, db: _Connections, sql: _Statements, serde: Callable[[], SerializerProtocol]) -> None:
+        self.db = db
+        self.sql = sql
+        self._serde = serde
+        self._codec = RowCodec(serde())
 
     @property
-    def _codec(self) -> RowCodec:
+    def codec(self) -> RowCodec:
         # `with_allowlist` clones the saver with a new `serde`: follow it.
-        if self._codec_cache.serde is not self.serde:
-            self._codec_cache = RowCodec(self.serde)
-        return self._codec_cache
+        serde = self._serde()
+        if self._codec.serde is not serde:
+            self._codec = RowCodec(serde)
+        return self._codec
 
-    def _run(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
+    def run(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
         for attempt in range(_ATTEMPTS):
-            engine = self._db.sync(write)
+            engine = self.db.sync(write)
             txn = _Transaction()
-            with self._db.writer(write), engine.connect() as conn:
+            with self.db.writer(write), engine.connect() as conn:
                 transaction = conn.begin()
                 try:
                     value = run_plan(conn, build(txn))
@@ -278,11 +282,11 @@ class SaverBase(BaseCheckpointSaver[str]):
             return value
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def _arun(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
+    async def arun(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
         for attempt in range(_ATTEMPTS):
-            engine = await self._db.asynchronous(write)
+            engine = await self.db.asynchronous(write)
             txn = _Transaction()
-            async with self._db.async_writer(write), engine.connect() as conn:
+            async with self.db.async_writer(write), engine.connect() as conn:
                 transaction = await conn.begin()
                 try:
                     value = await run_plan_async(conn, build(txn))
@@ -295,7 +299,7 @@ class SaverBase(BaseCheckpointSaver[str]):
             return value
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _settle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+    def settle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
         """Under the single-writer guard, wait until the checkpoint a write is for is stored or
         refused (`_writer_guard`); whether the write may be saved."""
 
@@ -303,23 +307,23 @@ class SaverBase(BaseCheckpointSaver[str]):
             if step is None:
                 time.sleep(_SETTLE_POLL)
                 return None
-            return self._run(_just(step), write=False)
+            return self.run(_just(step), write=False)
 
         return bool(drive(self._settle_steps(thread_id, ns, checkpoint_id), answer))
 
-    async def _asettle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+    async def asettle(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
         async def answer(step: Any) -> Any:
             if step is None:
                 await asyncio.sleep(_SETTLE_POLL)
                 return None
-            return await self._arun(_just(step), write=False)
+            return await self.arun(_just(step), write=False)
 
         return bool(await adrive(self._settle_steps(thread_id, ns, checkpoint_id), answer))
 
     def _settle_steps(self, thread_id: str, ns: str, checkpoint_id: str) -> Generator[Any, Any, bool]:
-        """The wait of `_settle`, written once: yields a plan to ask the database whether the
+        """The wait of `settle`, written once: yields a plan to ask the database whether the
         checkpoint is stored (sent back its answer), or `None` to sleep a moment."""
-        guard = self._db.guard
+        guard = self.db.guard
         assert guard is not None
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
         deadline = time.monotonic() + _SETTLE_SECONDS
@@ -327,46 +331,13 @@ class SaverBase(BaseCheckpointSaver[str]):
             verdict = guard.verdict(thread_id, checkpoint_id)
             if verdict is not Verdict.WAIT and verdict is not Verdict.ASK_DATABASE:
                 return verdict is Verdict.WRITE
-            if verdict is Verdict.ASK_DATABASE and (yield _exists(self._sql.checkpoint_exists, params)):
+            if verdict is Verdict.ASK_DATABASE and (yield _exists(self.sql.checkpoint_exists, params)):
                 return True
             if time.monotonic() > deadline:
                 return True
             yield None
 
-    def setup(self) -> _Done:
-        """Create or migrate the tables now (otherwise the first call does it).
-
-        `await saver.setup()` works too, as with LangGraph's async savers (the work is done when
-        `setup()` returns; `asetup()` does it on the event loop's engine).
-        """
-        self._db.sync(write=True)
-        return _Done()
-
-    async def asetup(self) -> None:
-        await self._db.asynchronous(write=True)
-
-    def close(self) -> None:
-        """Dispose of the synchronous engine (the async one: `aclose`)."""
-        self._db.close()
-
-    async def aclose(self) -> None:
-        await self._db.aclose()
-
-    def get_next_version(self, current: str | int | float | None, channel: None) -> str:
-        """`"<counter>.<random>"`: ordered, and distinct on two branches forked from one checkpoint.
-
-        Zero-padded to the official savers' width (32 digits), which LangGraph's Agent Server
-        writes too, so versions of either compare as strings; stored shortened (`_versions`).
-        """
-        if current is None:
-            counter = 0
-        elif isinstance(current, (int, float)):
-            counter = int(current)
-        else:
-            counter = int(str(current).split(".")[0])
-        return new_version(counter + 1, random.getrandbits(32))
-
-    def _check_thread_plan(self, txn: _Transaction, thread_id: str, *, create: bool = True) -> Plan[bool]:
+    def check_thread_plan(self, txn: _Transaction, thread_id: str, *, create: bool = True) -> Plan[bool]:
         """Make sure the thread's row exists, and that what the cache knows of it still holds.
 
         Another process may have deleted the thread (and maybe started it again) since this
@@ -378,32 +349,32 @@ class SaverBase(BaseCheckpointSaver[str]):
         a thread deleted under its run); a thread it does not know is created (a run's first writes
         can reach the saver before its first checkpoint). Returns whether the thread is there.
         """
-        db, cache = self._db, self._db.cache
+        db, cache = self.db, self.db.cache
         anchor = cache.anchor(thread_id)
-        locks_rows = self._sql.dialect.locks_rows
+        locks_rows = self.sql.dialect.locks_rows
         deleted = thread_id in db.deleted_threads
         if not locks_rows and anchor is None and thread_id not in db.known_threads and not deleted:
             rows: Sequence[Row[Any]] = ()
         else:
-            rows = yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": anchor or -1})
+            rows = yield Query(self.sql.check_thread, {"thread_id": thread_id, "anchor": anchor or -1})
         if rows and (anchor is None or rows[0].anchored):
             db.deleted_threads.pop(thread_id, None)  # started again (by another process)
             return True
         known = anchor is not None or thread_id in db.known_threads or deleted
         if known:
-            self._forget(thread_id)  # deleted by another process: nothing cached holds any more
+            self.forget(thread_id)  # deleted by another process: nothing cached holds any more
         if not rows and not create and known:
             # Remembered as deleted: the run's later writes (its next task's, another node's) find
             # nothing cached either, and must not create the thread again (found by the delete race test).
-            self._forget(thread_id, deleted=True)
+            self.forget(thread_id, deleted=True)
             return False
         if not rows:
             yield Query(
-                self._sql.insert_thread,
+                self.sql.insert_thread,
                 {"thread_id": thread_id, "framework": FRAMEWORK, "created_at": utcnow()},
             )
             if locks_rows:
-                yield Query(self._sql.check_thread, {"thread_id": thread_id, "anchor": -1})
+                yield Query(self.sql.check_thread, {"thread_id": thread_id, "anchor": -1})
 
         def created() -> None:
             db.known_threads.add(thread_id)
@@ -412,19 +383,19 @@ class SaverBase(BaseCheckpointSaver[str]):
         txn.after_commit(created)
         return True
 
-    def _forget(self, thread_id: str, *, deleted: bool = False) -> None:
+    def forget(self, thread_id: str, *, deleted: bool = False) -> None:
         """Drop what this process knows of the thread; `deleted`: and remember it was deleted."""
         if deleted:
-            tombstones = self._db.deleted_threads
+            tombstones = self.db.deleted_threads
             tombstones.pop(thread_id, None)
             tombstones[thread_id] = None
             while len(tombstones) > _DELETED_REMEMBERED:
                 del tombstones[next(iter(tombstones))]
-        self._db.cache.forget(thread_id)
-        self._db.known_threads.discard(thread_id)
-        self._db.counted.pop(thread_id, None)
-        self._db.count_positions.pop(thread_id, None)
-        self._db.counts_loaded.discard(thread_id)
+        self.db.cache.forget(thread_id)
+        self.db.known_threads.discard(thread_id)
+        self.db.counted.pop(thread_id, None)
+        self.db.count_positions.pop(thread_id, None)
+        self.db.counts_loaded.discard(thread_id)
 
 
 _ATTEMPTS = 2

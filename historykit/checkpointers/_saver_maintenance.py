@@ -15,7 +15,7 @@ from historykit.checkpointers._database import (
 )
 from historykit.checkpointers._message_log import chunks
 from historykit.checkpointers._saver_base import (
-    SaverBase,
+    SaverDatabase,
     _Transaction,
 )
 from historykit.checkpointers._saver_sql import (
@@ -30,29 +30,28 @@ from historykit.checkpointers._schema import (
 )
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["PruneStrategy"]
+__all__ = ["MaintenancePlans", "PruneStrategy"]
 
 
 PruneStrategy = Literal["keep_latest", "keep_last", "delete", "delete_all"]
 """What `prune` keeps of each thread (`delete_all`, LangGraph's Agent Server's name, is `delete`)."""
 
 
-class SaverMaintenance(SaverBase):
+class MaintenancePlans:
     """The extended operations: `copy_thread`, `delete_for_runs` and `prune`, and the garbage
-    collection of the blobs only deleted checkpoints used. Messages stay in the log."""
+    collection of the blobs only deleted checkpoints used. Messages stay in the log.
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint, write and blob, the message log and the markers to a new thread."""
-        self._run(
-            lambda txn: self._copy_thread_plan(txn, str(source_thread_id), str(target_thread_id)), write=True
-        )
+    Example:
+        ```python
+        maintenance = MaintenancePlans(base)
+        base.run(lambda txn: maintenance.prune_plan("t1", keep=10), write=True)
+        ```
+    """
 
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._arun(
-            lambda txn: self._copy_thread_plan(txn, str(source_thread_id), str(target_thread_id)), write=True
-        )
+    def __init__(self, base: SaverDatabase) -> None:
+        self._sql = base.sql
 
-    def _copy_thread_plan(self, txn: _Transaction, source: str, target: str) -> Plan[None]:
+    def copy_thread_plan(self, txn: _Transaction, source: str, target: str) -> Plan[None]:
         if source == target:
             raise InvalidArgumentError(
                 f"copy_thread: the source and the target are the same thread {source!r}"
@@ -72,24 +71,13 @@ class SaverMaintenance(SaverBase):
         for statement in self._sql.copy_thread:
             yield Query(statement, {"source": source, "target": target})
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the checkpoints (and their writes) made by these runs; messages stay in the log."""
-        ids = self._run_ids(run_ids)
-        if ids:
-            self._run(lambda txn: self._delete_for_runs_plan(ids), write=True)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        ids = self._run_ids(run_ids)
-        if ids:
-            await self._arun(lambda txn: self._delete_for_runs_plan(ids), write=True)
-
     @staticmethod
-    def _run_ids(run_ids: Sequence[str]) -> builtins.list[str]:
+    def run_ids(run_ids: Sequence[str]) -> builtins.list[str]:
         if isinstance(run_ids, (str, bytes)):
             raise ArgumentTypeError("delete_for_runs expects a sequence of run ids, not a single string")
         return [str(run_id) for run_id in run_ids]
 
-    def _delete_for_runs_plan(self, run_ids: builtins.list[str]) -> Plan[None]:
+    def delete_for_runs_plan(self, run_ids: builtins.list[str]) -> Plan[None]:
         doomed: dict[tuple[str, str], dict[str, dict[str, str]]] = defaultdict(dict)
         for chunk in chunks(run_ids):
             rows = yield Query(self._sql.runs_checkpoints, {"run_ids": list(chunk)})
@@ -136,30 +124,8 @@ class SaverMaintenance(SaverBase):
                     {"thread_id": thread_id, "ns": ns, "channel": channel, "versions": list(chunk)},
                 )
 
-    def prune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None
-    ) -> None:
-        """Delete old checkpoints of these threads; their messages stay in the log (`transcript`).
-
-        Strategies: `keep_latest` keeps the newest checkpoint of each namespace; `keep_last` keeps
-        the `keep_last` newest; `delete` (or `delete_all`, what LangGraph's Agent Server asks for)
-        removes every checkpoint, write and blob. With a
-        `DeltaChannel`, the ancestors (and writes) a kept checkpoint needs to rebuild its state,
-        back to the nearest stored snapshot, are kept too.
-        """
-        keep, ids = self._prune_args(thread_ids, strategy, keep_last)
-        for thread_id in ids:
-            self._run(lambda txn, t=thread_id: self._prune_plan(t, keep), write=True)  # type: ignore[misc]
-
-    async def aprune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None
-    ) -> None:
-        keep, ids = self._prune_args(thread_ids, strategy, keep_last)
-        for thread_id in ids:
-            await self._arun(lambda txn, t=thread_id: self._prune_plan(t, keep), write=True)  # type: ignore[misc]
-
     @staticmethod
-    def _prune_args(
+    def prune_args(
         thread_ids: Sequence[str], strategy: str, keep_last: int | None
     ) -> tuple[int | None, builtins.list[str]]:
         if isinstance(thread_ids, (str, bytes)):
@@ -188,7 +154,7 @@ class SaverMaintenance(SaverBase):
             )
         return keep, list(dict.fromkeys(_key(t, "thread id", "prune") for t in thread_ids))
 
-    def _prune_plan(self, thread_id: str, keep: int | None) -> Plan[None]:
+    def prune_plan(self, thread_id: str, keep: int | None) -> Plan[None]:
         if keep is None:
             for statement in self._sql.delete_checkpoint_data:
                 yield Query(statement, {"thread_id": thread_id})

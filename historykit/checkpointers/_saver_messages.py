@@ -29,7 +29,7 @@ from historykit.checkpointers._refs import (
     to_runs,
 )
 from historykit.checkpointers._saver_base import (
-    SaverBase,
+    SaverDatabase,
     _exists,
     _Transaction,
 )
@@ -38,22 +38,46 @@ from historykit.checkpointers._saver_sql import (
     FRAMEWORK,
 )
 from historykit.checkpointers._saver_values import (
+    _calls_before_results,
+    _Checkpoint,
     _Found,
     _MessageChannel,
+    _parse_json,
     _Pending,
     _position,
+    _transcript_order,
 )
+from historykit.checkpointers._schema import CompactionRow
+from historykit.checkpointers._serde import RowCodec
+from historykit.checkpointers._transcript import StoredCompaction, Transcript
 from historykit.errors import InvalidArgumentError
 
-__all__ = []
+__all__ = ["MessagePlans"]
 
 
-class SaverMessages(SaverBase):
+class MessagePlans:
     """How the LangGraph saver puts LangChain messages in the shared message log (`_message_log`)
     and reads them back: each message once, recognized without serializing it again when the cache
-    knows it, its marker when a compaction wrote it, and the token counts the process made of it."""
+    knows it, its marker when a compaction wrote it, the token counts the process made of it, and
+    the thread's whole transcript.
 
-    def _store_messages_plan(
+    Example:
+        ```python
+        messages = MessagePlans(base)
+        seqs, forms = base.run(lambda txn: messages.log_plan(txn, "t1", [message], [position]), write=True)
+        ```
+    """
+
+    def __init__(self, base: SaverDatabase) -> None:
+        self._db = base.db
+        self._sql = base.sql
+        self._base = base
+
+    @property
+    def _codec(self) -> RowCodec:
+        return self._base.codec
+
+    def store_messages_plan(
         self,
         txn: _Transaction,
         thread_id: str,
@@ -65,7 +89,7 @@ class SaverMessages(SaverBase):
         """Put every message of these lists in the thread's log (once); return each list's runs.
 
         The head of a list that is the very list stored last time costs nothing; the rest goes
-        through `_log_plan`. `parent_id`: the checkpoint this one follows.
+        through `log_plan`. `parent_id`: the checkpoint this one follows.
         """
         cache = self._db.cache
         tail_seqs: builtins.list[tuple[builtins.list[int], builtins.list[Any]]] = []
@@ -74,7 +98,7 @@ class SaverMessages(SaverBase):
             tail = item.messages[start:]
             positions = [_position(checkpoint_id, 0, ns, item.channel, start + i) for i in range(len(tail))]
             tail_seqs.append(
-                (yield from self._log_plan(txn, thread_id, tail, positions, parent=(ns, parent_id)))
+                (yield from self.log_plan(txn, thread_id, tail, positions, parent=(ns, parent_id)))
                 if tail
                 else ([], [])
             )
@@ -100,7 +124,7 @@ class SaverMessages(SaverBase):
         txn.after_commit(remember)
         return out
 
-    def _log_plan(
+    def log_plan(
         self,
         txn: _Transaction,
         thread_id: str,
@@ -239,7 +263,7 @@ class SaverMessages(SaverBase):
         """Where each hashed message is in the log, adding the ones the log lacks (with their
         markers)."""
         # Numbers are allocated per thread: on a server, concurrent writers of one thread take
-        # turns on the thread row, locked by `_check_thread_plan` at the start of the write.
+        # turns on the thread row, locked by `SaverDatabase.check_thread_plan` at the start of the write.
         found: dict[str, _Found] = {}
         others: builtins.list[Row[Any]] = []
         top = LogTop(None)
@@ -364,7 +388,7 @@ class SaverMessages(SaverBase):
                 f"message {message.id!r} of thread {thread_id!r}: bad compaction marker: {exc}"
             ) from None
 
-    def _restore_counts_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
+    def restore_counts_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
         """Make the thread's stored token counts known to every `TokenCounter` of the same method
         (`historykit._tokens.remember_counts`), once per process: the first model call after a cold
         load then tokenizes only what is new."""
@@ -379,7 +403,7 @@ class SaverMessages(SaverBase):
 
         txn.after_commit(remember)
 
-    def _record_counts_plan(
+    def record_counts_plan(
         self, txn: _Transaction, thread_id: str, channels: Sequence[_MessageChannel]
     ) -> Plan[None]:
         """Keep the token counts this process made (`counts_noted_since`) of the messages of a
@@ -406,13 +430,14 @@ class SaverMessages(SaverBase):
         txn.after_commit(remember)
 
     @staticmethod
-    def _decode_refs(where: str, data: bytes | None) -> Refs:
+    def refs_of(where: str, data: bytes | None) -> Refs:
+        """A reference list read from a row (`where` names it), or `CorruptRowError` saying why not."""
         try:
             return decode_refs(data)
         except ValueError as exc:
             raise CorruptRowError(f"{where}: {exc}") from None
 
-    def _messages_plan(
+    def messages_plan(
         self, needed: Mapping[str, Iterable[int]]
     ) -> Plan[tuple[dict[str, dict[int, BaseMessage]], dict[str, dict[int, Any]]]]:
         """The message objects of the given numbers, from the cache or the log (decoded once), and
@@ -456,7 +481,7 @@ class SaverMessages(SaverBase):
     def _decode_messages(
         self, thread_id: str, rows: Sequence[Row[Any]]
     ) -> builtins.list[tuple[int, BaseMessage, StoredForm]]:
-        """`(seq, message, form)` of stored messages: `_decode_message` of each row, in one pass."""
+        """`(seq, message, form)` of stored messages: `decode_message` of each row, in one pass."""
         if not rows:
             return []
         # Columns by position, found by name once: a `Row`'s attribute access costs more than
@@ -476,7 +501,7 @@ class SaverMessages(SaverBase):
             out.append((seq, message, StoredForm(decode, payload, message.id)))
         return out
 
-    def _decode_message(self, thread_id: str, row: Row[Any]) -> tuple[BaseMessage, StoredForm]:
+    def decode_message(self, thread_id: str, row: Row[Any]) -> tuple[BaseMessage, StoredForm]:
         """A stored message, decoded once, and its private form (`StoredForm`: decoded again from
         the row's bytes only when something compares with it)."""
         where = _where(row.seq, thread_id)
@@ -484,6 +509,71 @@ class SaverMessages(SaverBase):
         if not isinstance(message, BaseMessage):
             raise CorruptRowError(f"{where} decodes to a {type(message).__name__}, not a LangChain message")
         return message, StoredForm(decode, payload, message.id)
+
+    def _in_conversation_order(
+        self, thread_id: str, rows: Sequence[Row[Any]]
+    ) -> Plan[builtins.list[Row[Any]]]:
+        """The thread's message rows in conversation order (`_transcript_order`): read with the
+        tree of its checkpoints and the reference lists of their states."""
+        tree = yield Query(self._sql.checkpoint_tree, {"thread_id": thread_id})
+        blobs = yield Query(self._sql.message_lists, {"thread_id": thread_id})
+        lists = {
+            (row.checkpoint_ns, row.channel, row.version): self.refs_of(
+                f"blob {row.channel!r}@{row.version} of thread {thread_id!r} (historykit_blob)", row.data
+            ).runs
+            for row in blobs
+        }
+        checkpoints = []
+        for row in tree:
+            where = f"channel_versions of checkpoint {row.checkpoint_id} of thread {thread_id!r}"
+            versions = _parse_json(row.channel_versions, where)
+            held = [
+                (row.checkpoint_ns, channel, str(version)) for channel, version in sorted(versions.items())
+            ]
+            checkpoints.append(
+                _Checkpoint(row.checkpoint_id, row.parent_checkpoint_id, held, row.checkpoint_ns)
+            )
+        order = _transcript_order(checkpoints, lists)
+        return sorted(rows, key=lambda row: (order(row.seq, row.position), row.seq))
+
+    def transcript_plan(self, thread_id: str) -> Plan[Transcript | None]:
+        """The thread's original messages in conversation order, with its compactions (`None` for
+        a thread the saver does not have); the view is added by the caller (`_with_view`)."""
+        thread = yield Query(self._sql.thread_known, {"thread_id": thread_id})
+        if not thread:
+            return None
+        rows = yield Query(self._sql.transcript_messages, {"thread_id": thread_id})
+        rows = yield from self._in_conversation_order(thread_id, rows)
+        compaction_rows = yield Query(self._sql.transcript_compactions, {"thread_id": thread_id})
+        cache = self._db.cache
+        known, _, _ = cache.lookup(thread_id, {row.seq for row in rows})
+        decoded: builtins.list[tuple[int, BaseMessage, Any, None, bool]] = []
+        entries: builtins.list[tuple[int, BaseMessage]] = []
+        for row in rows:
+            message = known.get(row.seq)
+            if message is None:
+                message, form = self.decode_message(thread_id, row)
+                decoded.append((row.seq, message, form, None, True))
+            entries.append((row.seq, message))
+        cache.add(thread_id, decoded)
+        markers = {row.summary_seq: row for row in compaction_rows}
+        known_seqs = {seq for seq, _ in entries}
+        for seq, row in markers.items():
+            if seq not in known_seqs:
+                raise CorruptRowError(
+                    f"compaction marker {row.id} of thread {thread_id!r} (historykit_compaction) refers to "
+                    f"message seq {seq}, which is not in historykit_message"
+                )
+        originals: builtins.list[BaseMessage] = []
+        compactions: builtins.list[StoredCompaction] = []
+        for seq, message in _calls_before_results(entries, markers):
+            marker_row = markers.get(seq)
+            if marker_row is None:
+                originals.append(message)
+            else:
+                marker = CompactionRow.model_validate(marker_row._mapping).to_marker()
+                compactions.append(StoredCompaction(marker=marker, message=message, at=len(originals)))
+        return Transcript(thread_id=thread_id, messages=originals, compactions=compactions)
 
 
 def _where(seq: int, thread_id: str) -> str:

@@ -2,7 +2,7 @@
 checkpoints of this process were stored, refused, or are being stored, and so whether a node's
 writes may be saved.
 
-The check itself runs in the write transaction of each `put` (`LangGraphProtocol._check_writer_plan`):
+The check itself runs in the write transaction of each `put` (`CheckpointPlans._check_writer_plan`):
 a root checkpoint that does not extend the thread's latest one is refused. What this module adds is
 for the writes: LangGraph saves in the background, so a node's writes can reach the saver before the
 checkpoint they belong to, and a refused run goes on running its nodes (its error surfaces at the

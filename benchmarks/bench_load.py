@@ -1,8 +1,10 @@
 """Load: many concurrent conversations through a real LangGraph graph, historykit against the official savers.
 
 PostgreSQL: one process, `--conversations` (100) conversations stepping concurrently on one event loop
-(`graph.ainvoke`, a connection pool of `--pool` connections), each `--steps` (200) agent steps of the
-checkpointer benchmark's workload (a tool call and a 2-8 KB tool result a step, `checkpointer_workload.py`).
+(`graph.ainvoke`, a connection pool of `--pool` connections; with `--postgres-processes N`, N client
+processes share the conversations and the pool, each on its own event loop, starting together),
+each `--steps` (200) agent steps of the checkpointer benchmark's workload (a tool call and a 2-8 KB
+tool result a step, `checkpointer_workload.py`).
 historykit's `SQLModelSaver` and `AsyncPostgresSaver` run one after the other in the same run, each on a
 database of its own that is dropped afterwards.
 
@@ -191,15 +193,25 @@ async def open_postgres(kind: str, url: str, pool: int, conversations: int) -> A
             yield official
 
 
-async def drive(result: LoadResult, graphs: list[Any], cap: float) -> None:
-    """Step every conversation concurrently until done or `cap` seconds have passed."""
-    start = time.perf_counter()
+async def drive(
+    result: LoadResult,
+    graphs: list[Any],
+    cap: float,
+    *,
+    names: Sequence[str] | None = None,
+    origin: float | None = None,
+) -> None:
+    """Step every conversation concurrently until done or `cap` seconds have passed (since
+    `origin`, a `time.time()`, when processes share one start; else since now). `names`: the
+    conversations' thread ids (`load-<i>`)."""
+    start = time.perf_counter() - (0.0 if origin is None else time.time() - origin)
     result.finished_at = [[] for _ in graphs]
     result.started_at = [[] for _ in graphs]
     result.done = [0] * len(graphs)
+    threads = names or [f"load-{i}" for i in range(len(graphs))]
 
     async def conversation(i: int, graph: Any) -> None:
-        config = {"configurable": {"thread_id": f"load-{i}"}}
+        config = {"configurable": {"thread_id": threads[i]}}
         for step in range(result.steps):
             began = time.perf_counter()
             if began - start > cap:
@@ -208,7 +220,7 @@ async def drive(result: LoadResult, graphs: list[Any], cap: float) -> None:
             try:
                 await graph.ainvoke(WORKLOAD.graph_input(step), config)
             except Exception as exc:  # counted and reported: an error is a result of the benchmark
-                result.errors.append(f"load-{i} step {step}: {type(exc).__name__}: {exc}"[:300])
+                result.errors.append(f"{threads[i]} step {step}: {type(exc).__name__}: {exc}"[:300])
                 return
             ended = time.perf_counter()
             result.latencies.append(ended - began)
@@ -247,17 +259,73 @@ async def verify(kind: str, saver: Any, result: LoadResult) -> None:
             result.incomplete.append(problem)
 
 
-async def run_postgres(kind: str, conversations: int, steps: int, pool: int, cap: float) -> LoadResult:
+async def run_postgres(
+    kind: str, conversations: int, steps: int, pool: int, cap: float, processes: int = 1
+) -> LoadResult:
     result = LoadResult(kind, "postgres", conversations, steps)
     with postgres_database() as url:
         baseline = postgres_size(url)
-        async with open_postgres(kind, url, pool, conversations) as saver:
-            graphs = [build_graph(saver, "plain") for _ in range(conversations)]
-            await drive(result, graphs, cap)
+        if processes == 1:
+            async with open_postgres(kind, url, pool, conversations) as saver:
+                graphs = [build_graph(saver, "plain") for _ in range(conversations)]
+                await drive(result, graphs, cap)
+        else:
+            shares = [list(range(p, conversations, processes)) for p in range(processes)]
+            start_at = time.time() + 15  # time for every process to import LangGraph and build its graphs
+            jobs = [(kind, url, share, steps, max(pool // processes, 2), cap, start_at) for share in shares]
+            with multiprocessing.get_context("spawn").Pool(processes) as workers:
+                merge(result, workers.map(_postgres_worker_entry, jobs))
         result.database_bytes = postgres_size(url) - baseline
         async with open_postgres(kind, url, 2, conversations) as fresh:
             await verify(kind, fresh, result)
     return result
+
+
+def postgres_worker(
+    kind: str, url: str, threads: list[int], steps: int, pool: int, cap: float, start_at: float
+) -> dict[str, Any]:
+    """One of several client processes: its share of the conversations, concurrently on its own
+    event loop and saver (a pool of `pool` connections), from the same moment as the others."""
+
+    async def run() -> dict[str, Any]:
+        share = LoadResult(kind, "postgres", len(threads), steps)
+        async with open_postgres(kind, url, pool, len(threads)) as saver:
+            graphs = [build_graph(saver, "plain") for _ in threads]
+            await asyncio.sleep(max(start_at - time.time(), 0.0))
+            await drive(share, graphs, cap, names=[f"load-{i}" for i in threads], origin=start_at)
+        return {
+            "done": dict(zip(threads, share.done, strict=True)),
+            "starts": dict(zip(threads, share.started_at, strict=True)),
+            "finished": dict(zip(threads, share.finished_at, strict=True)),
+            "errors": share.errors,
+            "capped": share.capped,
+            "cpu": share.cpu_seconds,
+        }
+
+    return asyncio.run(run())
+
+
+def _postgres_worker_entry(args: tuple[Any, ...]) -> dict[str, Any]:
+    WORKLOAD.prepare(args[3])
+    return postgres_worker(*args)
+
+
+def merge(result: LoadResult, outs: Sequence[dict[str, Any]]) -> None:
+    """The conversations' figures from the processes that stepped them, as one run's."""
+    result.finished_at = [[] for _ in range(result.conversations)]
+    result.started_at = [[] for _ in range(result.conversations)]
+    result.done = [0] * result.conversations
+    for out in outs:
+        for key, times in out["finished"].items():
+            i = int(key)
+            result.finished_at[i] = times
+            result.started_at[i] = out["starts"][key]
+            result.done[i] = out["done"][key]
+            result.latencies += [t - s for t, s in zip(times, out["starts"][key], strict=True)]
+        result.errors += out["errors"]
+        result.cpu_seconds += out["cpu"]
+        result.capped = result.capped or out["capped"]
+    result.elapsed = max((t[-1] for t in result.finished_at if t), default=0.0)
 
 
 # -- SQLite, several processes ------------------------------------------------------------------
@@ -332,20 +400,7 @@ def run_sqlite(kind: str, conversations: int, steps: int, processes: int, cap: f
             outs = pool.map(
                 _sqlite_worker_entry, [(kind, path, share, steps, cap, start_at) for share in shares]
             )
-        result.finished_at = [[] for _ in range(conversations)]
-        result.started_at = [[] for _ in range(conversations)]
-        result.done = [0] * conversations
-        for out in outs:
-            for key, times in out["finished"].items():
-                i = int(key)
-                result.finished_at[i] = times
-                result.started_at[i] = out["starts"][key]
-                result.done[i] = out["done"][key]
-                result.latencies += [t - s for t, s in zip(times, out["starts"][key])]
-            result.errors += out["errors"]
-            result.cpu_seconds += out["cpu"]
-            result.capped = result.capped or out["capped"]
-        result.elapsed = max((t[-1] for t in result.finished_at if t), default=0.0)
+        merge(result, outs)
         result.database_bytes = sum(p.stat().st_size for p in directory.iterdir())
         asyncio.run(verify_sqlite(kind, path, result))
     finally:
@@ -435,6 +490,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pool", type=int, default=20, help="PostgreSQL connections per saver")
     parser.add_argument("--cap", type=float, default=600.0, help="seconds after which a saver starts no step")
     parser.add_argument("--sqlite-processes", type=int, default=8)
+    parser.add_argument(
+        "--postgres-processes",
+        type=int,
+        default=1,
+        help="client processes sharing the PostgreSQL conversations (default 1: one event loop)",
+    )
     parser.add_argument("--only", choices=["postgres", "sqlite"])
     parser.add_argument("--quick", action="store_true", help="16 conversations x 20 steps, 60 s caps")
     parser.add_argument("--json", type=Path, help="write the raw results here")
@@ -450,7 +511,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                 flush=True,
             )
             results[f"postgres-{kind}"] = asyncio.run(
-                run_postgres(kind, options.conversations, options.steps, options.pool, options.cap)
+                run_postgres(
+                    kind,
+                    options.conversations,
+                    options.steps,
+                    options.pool,
+                    options.cap,
+                    options.postgres_processes,
+                )
             )
     if options.only in (None, "sqlite"):
         for kind in (HISTORYKIT, OFFICIAL):
@@ -473,8 +541,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
     for backend in ("postgres", "sqlite"):
         if f"{backend}-historykit" in results and f"{backend}-official" in results:
+            processes = options.postgres_processes
             label = (
-                "PostgreSQL, async, one process"
+                f"PostgreSQL, async, {'one process' if processes == 1 else f'{processes} processes'}"
                 if backend == "postgres"
                 else (f"SQLite, {options.sqlite_processes} processes on one file")
             )

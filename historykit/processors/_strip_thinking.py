@@ -87,6 +87,11 @@ class StripThinking(HistoryProcessor):
         notes = StepNotes()
         if not messages:
             return messages, notes
+        counts = ctx.counter.counts(messages)
+        if self.trigger is not None and not self.trigger.fires(sum(counts), len(messages), ctx):
+            # Under the mark no batch is made (`batch_boundary` checks this first): nothing to strip,
+            # without looking for thinking or counting the stripped copies.
+            return messages, notes
         stripped: list[Message] = []
         turn_starts: list[int] = []
         firsts: list[int] = []  # the first assistant message of each assistant turn...
@@ -122,7 +127,6 @@ class StripThinking(HistoryProcessor):
         if self.trigger is None:
             boundary = cap(len(messages))
         else:
-            count = ctx.counter.count_message
             min_gain = (
                 self.min_gain
                 if self.min_gain is not None
@@ -130,8 +134,8 @@ class StripThinking(HistoryProcessor):
             )
             boundary = batch_boundary(
                 candidates=turn_starts,
-                sizes=prefix_sums(count(m) for m in messages),
-                edited=prefix_sums(count(s) for s in stripped),
+                sizes=prefix_sums(counts),
+                edited=prefix_sums(ctx.counter.counts(stripped)),
                 limit=cap(len(messages)),
                 trigger=self.trigger,
                 ctx=ctx,

@@ -194,7 +194,9 @@ class PydanticAIAdapter:
                 raise ArgumentTypeError(
                     f"message {index} is a {_type_name(msg)}, not a ModelRequest or ModelResponse"
                 )
-            if isinstance(msg.parts, (str, bytes)) or not isinstance(msg.parts, Sequence):
+            parts = msg.parts
+            # A list, nearly always: the ABC check (slow, per message of every call) only otherwise.
+            if type(parts) is not list and (isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence)):
                 raise ArgumentTypeError(
                     f"message {index} ({type(msg).__name__}): parts must be a list of parts, "
                     f"got {type(msg.parts).__name__}"

@@ -196,7 +196,9 @@ class PydanticAIAdapter:
                 )
             parts = msg.parts
             # A list, nearly always: the ABC check (slow, per message of every call) only otherwise.
-            if type(parts) is not list and (isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence)):
+            if type(parts) is not list and (
+                isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence)
+            ):
                 raise ArgumentTypeError(
                     f"message {index} ({type(msg).__name__}): parts must be a list of parts, "
                     f"got {type(msg.parts).__name__}"

@@ -20,8 +20,20 @@ first call of a new pipeline on a freshly loaded history. This measures that cal
 - `harness:TieredCompaction`: pydantic-ai-harness 0.62 on the whole history, one call through its
   capability (its own environment, its own token estimate), as `bench_processors.py` runs it.
 
-Each historykit cell is the fastest of `--repeat` runs (other processes only ever add time).
-Target: the first call after a load at least 5x faster than TieredCompaction on the same history.
+Equal inputs (the second table): each strategy is run persistently over the same calls and works
+on its own compacted history. `warm` is the next call of the run (historykit's `Pipeline.run` as
+the `HistoryKit` capability calls it: under the conversation's key, on the history it kept plus the
+next exchange; TieredCompaction's `before_model_request` on its own); `cold` is a new process that
+loads that history from the same SQLite file (historykit through `SQLModelConversationStore`, the
+anchor a `SELECT` and Pydantic AI's validation) and makes the first call. Both cold children
+collect garbage once everything is imported and set up, before anything is timed: a full
+collection walks every object the process imported and would otherwise land in whichever timed
+step an allocation happened to tip it.
+
+Each cell is CPU time, the fastest of `--repeat` runs (other processes only ever add time).
+Targets (issue 23): on equal inputs, the warm call and the cold load plus first call at least as
+fast as TieredCompaction's; the view-only resume from a stored view at least 2x TieredCompaction on
+the raw history.
 
 Run: `python benchmarks/bench_resume.py` (or `make bench-resume`).
 """

@@ -268,6 +268,10 @@ def history_framework(messages: Sequence[Any]) -> Framework:
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ArgumentTypeError(f"expected a list of messages, got a {_type_name(messages)}")
+    # A history holds a few message classes: look each up once (the loop below names a misfit).
+    owners = {framework_of(cls) for cls in set(map(type, messages))}
+    if len(owners) == 1 and (only := next(iter(owners))) is not None:
+        return only
     first: Framework | None = None
     for index, msg in enumerate(messages):
         framework = framework_of(type(msg))

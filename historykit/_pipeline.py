@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import logging
+import operator
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -673,7 +674,7 @@ class Pipeline(HistoryProcessor):
                 continue  # no step of a vetoed compaction compacts
             before = messages
             messages, notes = yield proc, list(before), ctx
-            if len(messages) == len(before) and all(a is b for a, b in zip(messages, before)):
+            if same_messages(messages, before):
                 messages = before  # unchanged: the very list, so "nothing repaired" is `is`
             elif gate is not None and proc.compacts:
                 # A step that calls no summarizer is asked about once it changed the history (it
@@ -746,7 +747,7 @@ class Pipeline(HistoryProcessor):
         count = ctx.counter.count_message
         offset = ctx.reported_offset
         if before_tokens is None:
-            before_tokens = sum(count(m) for m in before)
+            before_tokens = sum(ctx.counter.counts(before))
         if after is before:
             after_tokens = before_tokens
         else:
@@ -1169,9 +1170,8 @@ def reported_offset(messages: Sequence[Message], counter: TokenCounter) -> int:
     assert usage is not None
     if usage.input_tokens <= 0 or any(_asked_for(m) for m in messages[:at]):
         return 0
-    count = counter.count_message
-    response = count(messages[at])
-    prefix = sum(count(m) for m in messages[:at]) + response
+    response = counter.count_message(messages[at])
+    prefix = sum(counter.counts(messages[:at])) + response
     # A provider that counts less than the counter does not make compaction come later: the larger
     # count stands (test models report rough guesses; another tokenizer may count a little less).
     return max(usage.input_tokens + max(usage.output_tokens, response) - prefix, 0)
@@ -1191,7 +1191,7 @@ def native_result(
     conversion, recorded for the stores (`historykit._provenance`); its `kept` history likewise."""
 
     def native(processed: list[Message]) -> list[Any]:
-        if len(processed) == len(neutral) and all(a is b for a, b in zip(processed, neutral)):
+        if same_messages(processed, neutral):
             return list(original)
         out = adapter.to_native(processed)
         # So a store can keep what this call replaced even if no store saw it before.
@@ -1280,6 +1280,12 @@ async def _aanswer(item: Any) -> Any:
     return await proc.aprocess(messages, ctx)
 
 
+def same_messages(a: Sequence[object], b: Sequence[object]) -> bool:
+    """Whether two histories hold the very same message objects, in order (what "unchanged" means
+    for a step): compared in one C-level pass, as each step of every call asks it."""
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
 def strategy_of(processor: str) -> str:
     """The marker strategy of a processor's report name: `ClearToolResults` -> `clear_tool_results`."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", processor).lower()
@@ -1296,7 +1302,7 @@ def mark_written(
     it; a truncation that a processor reported keeps that strategy. The stores tell originals from
     what a compaction wrote by this marker (`EDIT_KEY`), so the original transcript is never mixed
     with copies."""
-    if len(before) == len(after) and all(a is b for a, b in zip(before, after)):
+    if same_messages(before, after):
         return after
     count = ctx.counter.count_message
     reported = [m for m in notes.markers if m.strategy != "summarize"]
@@ -1326,7 +1332,7 @@ def _batch_marker(
 ) -> CompactionMarker | None:
     """One marker for every message a step wrote: the span of `before` they replaced, and the
     step's tokens before and after; `None` when it wrote none."""
-    if len(before) == len(after) and all(a is b for a, b in zip(before, after)):
+    if same_messages(before, after):
         return None
     replaced = [r for _, r in provenance.written_runs(before, after)]
     if not replaced:

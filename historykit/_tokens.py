@@ -24,7 +24,7 @@ import os
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -312,6 +312,17 @@ class TokenCounter:
             _note_native_count(message.native, method, digest, tokens)
         self._remember(key, message, tokens)
         return tokens
+
+    def counts(self, messages: Iterable[Message]) -> list[int]:
+        """`count_message` of each message, in order: the same counts, with the cached ones read in
+        one loop (a pipeline call sizes its whole history several times; most counts are cached)."""
+        cache = self._cache
+        out: list[int] = []
+        append = out.append
+        for message in messages:
+            hit = cache.get(id(message))
+            append(hit[1] if hit is not None and hit[0] is message else self.count_message(message))
+        return out
 
     def _count_native(self, native: object, convert: Callable[[Sequence[Any]], list[Message]]) -> int:
         key = id(native)

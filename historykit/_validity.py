@@ -339,7 +339,7 @@ def _check_binding(messages: Sequence[Message], sent_before: Sequence[Message], 
 def _check_cache_breakpoints(messages: Sequence[Message], report: Any) -> None:
     marked: list[int] = []
     for i, msg in enumerate(messages):
-        marked.extend(i for part in msg.parts if _has_cache_marker(part.native))
+        marked.extend(i for part in msg.parts if has_cache_marker(part.native))
     if len(marked) > MAX_CACHE_BREAKPOINTS:
         report(
             "R10",
@@ -349,7 +349,8 @@ def _check_cache_breakpoints(messages: Sequence[Message], report: Any) -> None:
         )
 
 
-def _has_cache_marker(native: Any) -> bool:
+def has_cache_marker(native: Any) -> bool:
+    """Whether a native part carries a provider cache breakpoint (R10)."""
     if native is None:
         return False
     if isinstance(native, dict):

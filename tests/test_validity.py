@@ -9,7 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from historykit import Pipeline, check
-from historykit._messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._messages import MediaPart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._pipeline import ProcessContext, StepNotes
+from historykit._tokens import TokenCounter
 from historykit._validity import current_cycle_start, final_request_start
 from historykit.processors import Repair
 from historykit.processors._repair import EMPTY_TEXT
@@ -210,3 +212,80 @@ def test_repair_moves_a_late_result_of_a_parallel_group_before_text() -> None:
     fixed = Repair()(bad)
     assert check(fixed) == []
     assert [m.role for m in fixed[3:]] == ["tool", "tool", "user"]
+
+
+def _damage_more(history: list[Message], data: st.DataObject) -> list[Message]:
+    """`_damage`, and the shapes only a framework or a hand-made history gives: a message twice, a
+    user message of media alone or with text ahead of its results, thinking unsigned or last."""
+    out = _damage(history, data) if data.draw(st.booleans()) else list(history)
+    for _ in range(data.draw(st.integers(0, 3))):
+        if not out:
+            break
+        i = data.draw(st.integers(0, len(out) - 1))
+        msg = out[i]
+        actions = ("twice", "media", "text_first", "unsigned", "reasoning", "system")
+        action = data.draw(st.sampled_from(actions))
+        if action == "twice":
+            out.insert(i, msg)
+        elif action == "media":
+            out.insert(i, Message("user", (MediaPart("image/png", size=10),)))
+        elif action == "text_first" and msg.tool_results:
+            out[i] = Message("user", (TextPart("and then"), *msg.parts))
+        elif action == "unsigned" and msg.role == "assistant":
+            out[i] = replace(msg, parts=(ThinkingPart("hmm", signature=""), *msg.parts))
+        elif action == "reasoning" and msg.role == "assistant":
+            out[i] = replace(msg, parts=(*msg.parts, ThinkingPart("hmm", id="rs_1")))
+        elif action == "system":
+            out.insert(i, Message.system("Be brief."))
+    return out
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(neutral_histories(), st.data())
+def test_repair_vouches_for_a_history_only_when_the_full_path_changes_nothing(
+    history: list[Message], data: st.DataObject
+) -> None:
+    """`Repair` skips its fixes on a history its one pass vouches for (`_plainly_valid`): it must
+    vouch only where every fix leaves the history as it is and `check` finds nothing, so the
+    result is the full path's, whatever the history."""
+    damaged = _damage_more(history, data)
+    ctx = ProcessContext(200_000, "explicit", TokenCounter())
+    quick = Repair()
+    full = Repair()
+    full._plainly_valid = lambda messages, ctx: False  # type: ignore[method-assign]
+    out, notes = quick.process(damaged, ctx)
+    full_out, full_notes = full.process(damaged, ctx)
+    assert out == full_out
+    assert (out is damaged) == (full_out is damaged)
+    assert notes == full_notes
+    if Repair()._plainly_valid(damaged, ctx):
+        assert check(damaged) == []
+        assert full_out is damaged and full_notes == StepNotes()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        # A result after a user message without results is moved before it (`_fix_result_order`),
+        # though `check` finds nothing wrong there.
+        [*BASE[:4], Message("user", (MediaPart("image/png", size=10),)), BASE[4]],
+        [*BASE[:5], Message.assistant("It prints 1."), *BASE[5:]],  # R5
+        BASE[2:],  # R4, and results of calls no longer there
+        [*BASE[:3], BASE[4], BASE[3], *BASE[5:]][:1] + BASE[2:3] + BASE[1:2],  # R4: a call before the task
+        [*BASE[:4], *BASE[5:]],  # R2: a call without its result
+        [*BASE[:3], Message("user", (TextPart("and then"), result("c1"), result("c2"))), *BASE[5:]],  # R3
+        [*BASE[:5], replace(BASE[5], parts=(TextPart("x"), ThinkingPart("t", signature="s"))), BASE[6]],  # R7
+    ],
+)
+def test_repair_does_not_vouch_for_what_a_fix_changes(bad: list[Message]) -> None:
+    ctx = ProcessContext(200_000, "explicit", TokenCounter())
+    assert not Repair()._plainly_valid(bad, ctx)
+    full = Repair()
+    full._plainly_valid = lambda messages, ctx: False  # type: ignore[method-assign]
+    assert Repair().process(bad, ctx) == full.process(bad, ctx)
+
+
+def test_repair_vouches_for_a_valid_history_and_a_call_waiting_for_its_results() -> None:
+    ctx = ProcessContext(200_000, "explicit", TokenCounter())
+    assert Repair()._plainly_valid(BASE, ctx)
+    assert Repair()._plainly_valid(BASE[:3], ctx)

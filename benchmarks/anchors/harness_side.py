@@ -30,6 +30,7 @@ Jobs:
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import shlex
 import sqlite3
@@ -295,6 +296,7 @@ async def cold_timing(job: dict[str, Any]) -> dict[str, Any]:
     extra = ModelMessagesTypeAdapter.validate_python(job["extra"])
     model = FunctionModel(_never_called, model_name="run-model")
     capability = strategy(job["strategy"], job["window"], SummaryModel(job["summary_tokens"]), None)
+    gc.collect()  # the imports' garbage collection is not the load's (as historykit's side does)
     start = clock()
     with sqlite3.connect(job["database"]) as db:
         (blob,) = db.execute("SELECT messages FROM tiered_runs WHERE id = ?", (job["key"],)).fetchone()

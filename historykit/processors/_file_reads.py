@@ -883,6 +883,13 @@ def _unquote(match: re.Match[str]) -> str:
     return match[1] if match[1] is not None else match[2]
 
 
+_SINGLE_QUOTED_END = re.compile(r"'")
+_DOUBLE_QUOTED_END = re.compile(r'["\\]')
+_PLAIN_RUN = re.compile(r"[^'\"\\\n< \t;|&()]+")
+"""Characters `_prepare` copies as they are inside a word (where a digit or `#` is plain): none
+that opens a quote, escapes, ends a line, may start a heredoc, or ends the word."""
+
+
 def _prepare(script: str) -> str | None:
     """Make a script safe to tokenise: heredoc bodies dropped, comments dropped, unquoted newlines
     turned into `;`, and a redirection's descriptor number (`2>`) marked so it is not an operand."""
@@ -892,16 +899,28 @@ def _prepare(script: str) -> str | None:
     heredocs: list[tuple[str, bool]] = []
     word_start = True
     while i < n:
-        ch = script[i]
         if quote is not None:
-            out.append(ch)
-            if ch == quote:
+            # Up to the closing quote (or, in double quotes, a backslash) in one step.
+            stop = (_SINGLE_QUOTED_END if quote == "'" else _DOUBLE_QUOTED_END).search(script, i)
+            if stop is None:
+                out.append(script[i:])
+                break
+            k = stop.start()
+            out.append(script[i : k + 1])
+            i = k + 1
+            if script[k] == quote:
                 quote = None
-            elif ch == "\\" and quote == '"' and i + 1 < n:
-                out.append(script[i + 1])
+            elif i < n:  # a backslash in double quotes: the character after it is taken as it is
+                out.append(script[i])
                 i += 1
-            i += 1
             continue
+        plain = None if word_start else _PLAIN_RUN.match(script, i)
+        if plain is not None:
+            # Inside a word, a run of characters that only append themselves, in one step.
+            out.append(plain[0])
+            i = plain.end()
+            continue
+        ch = script[i]
         if ch in "'\"":
             quote = ch
             out.append(ch)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from historykit._identity_cache import IdentityCache
 from historykit._messages import CompactionMarker, Message, SummaryPart
@@ -84,7 +84,8 @@ class PairwiseTruncate(TriggerField, HistoryProcessor):
         out, notes = state.result()
         if self.fit_final_request:
             window = counted_mark(ctx.context_window, ctx)  # in the counter's tokens
-            if sum(map(ctx.counter.count_message, out)) > window:
+            total = state.cum[-1] if out is messages else sum(map(ctx.counter.count_message, out))
+            if total > window:
                 limit = min(self.trigger.high_tokens(ctx) or window, window)
                 out = final_request.fit_final_request(out, ctx, limit, notes, self.recall_tool)
         return out, notes
@@ -292,10 +293,7 @@ class CompactionState:
         self.trigger = trigger
         self.recall_tool = recall_tool
         """With a recall tool, a truncation notice names the index of the tool outputs it removed."""
-        count = ctx.counter.count_message
-        self.cum = list(accumulate((count(m) for m in messages), initial=0))
-        self.head = head_end(messages)
-        self.units: list[Unit] = split_units(messages, self.head)
+        self.cum = list(accumulate(ctx.counter.counts(messages), initial=0))
         self.notes = StepNotes()
         self.high = trigger.high_tokens(ctx)
         """The token high-water mark (`None` for a message-count trigger)."""
@@ -304,6 +302,49 @@ class CompactionState:
         self.new_prefix: list[Message] | None = None
         """The prefix once a compaction happened at this call; `None` while the input's stands."""
 
+    # The layout of the history (its units, what earlier compactions left) is worked out on first
+    # use (`_lay_out`): most calls do not fire, and need only the sizes (`point`, `fires`, `result`).
+    head: int
+    units: list[Unit]
+    live_unit: int
+    live: int
+    prefix_pieces: list[Piece]
+    prefix_tokens: int
+    prefix_count: int
+    marker: CompactionMarker | None
+    """The marker of the latest summary in the processed history."""
+    offset: int
+    unit_of: list[int]
+    run_start: list[int]
+    """`run_start[i]`: where the run of user/tool messages that ends at message `i` starts."""
+
+    _LAID_OUT: ClassVar[frozenset[str]] = frozenset(
+        {
+            "head",
+            "units",
+            "live_unit",
+            "live",
+            "prefix_pieces",
+            "prefix_tokens",
+            "prefix_count",
+            "marker",
+            "offset",
+            "unit_of",
+            "run_start",
+        }
+    )
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for an attribute not set yet: the layout's, made once, on first use.
+        if name not in CompactionState._LAID_OUT:
+            raise AttributeError(name)
+        self._lay_out()
+        return self.__dict__[name]
+
+    def _lay_out(self) -> None:
+        messages = self.messages
+        self.head = head_end(messages)
+        self.units = split_units(messages, self.head)
         # The latest compaction already in the history (and the messages a summary keeps right
         # after itself) ends the prefix.
         self.live_unit = 0
@@ -316,14 +357,12 @@ class CompactionState:
         self.prefix_tokens = self.cum[self.live]
         self.prefix_count = self.live
         self.marker = latest_marker(messages[: self.live])
-        """The marker of the latest summary in the processed history."""
         self.offset = self._original_offset()
 
         self.unit_of = [-1] * len(messages)
         for index, unit in enumerate(self.units):
             for i in range(unit.start, unit.end):
                 self.unit_of[i] = index
-        # run_start[i]: where the run of user/tool messages that ends at message i starts.
         self.run_start = list(range(len(messages)))
         for i in range(1, len(messages)):
             if messages[i].role in ("user", "tool") and messages[i - 1].role in ("user", "tool"):
@@ -392,6 +431,10 @@ class CompactionState:
 
     def point(self, end: int) -> Point:
         """The call that saw `messages[:end]`, in the current state."""
+        if "live" not in self.__dict__:
+            # Not laid out, so no compaction yet: the prefix is the input's own (its tokens
+            # `cum[live]`, its messages `live`), and the call saw `messages[:end]` as they are.
+            return Point(end, self.cum[end], end)
         return Point(
             end, self.prefix_tokens + self.cum[end] - self.cum[self.live], self.prefix_count + end - self.live
         )

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, NamedTuple
 
+from historykit._identity_cache import IdentityCache
 from historykit._messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
-from historykit._validity import check_neutral, current_cycle_start, final_request_start
+from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes, same_messages
+from historykit._validity import (
+    MAX_CACHE_BREAKPOINTS,
+    check_neutral,
+    current_cycle_start,
+    final_request_start,
+    has_cache_marker,
+)
 
 MISSING_RESULT = "[no result: the output of this {name} call is no longer in the history]"
 CONTINUATION = "[The conversation continues from an earlier part that is not shown here.]"
@@ -51,9 +58,16 @@ class Repair(HistoryProcessor):
 
     strict_alternation: bool = False
     """Also merge consecutive user messages, for providers that require strict alternation."""
+    _shapes: IdentityCache[_Shape] = field(
+        default_factory=IdentityCache, init=False, repr=False, compare=False
+    )
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         notes = StepNotes()
+        if not self.strict_alternation and self._plainly_valid(messages, ctx):
+            # Every fix below would return its input and the check would find nothing: the same
+            # answer, from one pass over what each message's shape says (remembered per message).
+            return messages, notes
         out = _fix_duplicate_ids(messages, notes)
         out = _fix_pairing(out, notes)
         out = _fix_result_order(out, notes)
@@ -63,8 +77,109 @@ class Repair(HistoryProcessor):
         out = _fix_first_message(out, notes)
         left = check_neutral(out, strict_alternation=self.strict_alternation)
         notes.details.extend(f"not repaired: {v}" for v in left)
-        unchanged = len(out) == len(messages) and all(a is b for a, b in zip(out, messages))
-        return (messages if unchanged else out), notes
+        return (messages if same_messages(out, messages) else out), notes
+
+    def _plainly_valid(self, messages: list[Message], ctx: ProcessContext) -> bool:
+        """True only when no fix of `process` changes anything and `check_neutral` finds nothing.
+
+        Stricter than both, so a history it cannot vouch for takes the full path: a message with
+        empty or blank text, unsendable or misplaced thinking (any role, anywhere), a tool-call id
+        seen before, consecutive assistant messages, a first message not the user's, a result
+        that answers no open call or comes after user text since its call, a call left without a
+        result (but for the last message's), too many cache breakpoints."""
+        shapes = self._shapes
+        policy = ctx.cache_policy
+        seen: set[str] = set()
+        open_calls: frozenset[str] = frozenset()
+        answered: set[str] = set()
+        after_user = False  # user text (or a user message without results) since the latest call
+        started = False  # a message other than a system one came
+        previous = ""  # the role of the message before
+        markers = 0
+        for msg in messages:
+            shape = shapes.get(msg)
+            if shape is None:
+                shape = shapes.put(msg, _shape(msg), policy)
+            if not shape.sendable:
+                return False
+            markers += shape.markers
+            role = msg.role
+            if not started and role != "system":
+                if role != "user":
+                    return False
+                started = True
+            if role == "assistant":
+                if previous == "assistant" or len(answered) != len(open_calls):
+                    return False
+                for call_id in shape.calls:
+                    if call_id in seen:
+                        return False
+                    seen.add(call_id)
+                open_calls, answered, after_user = frozenset(shape.calls), set(), False
+            else:
+                for result_id in shape.results:
+                    if after_user or result_id not in open_calls or result_id in answered:
+                        return False
+                    answered.add(result_id)
+                if shape.user_text:
+                    after_user = True
+            previous = role
+        # The last message's calls are waiting for their results; any other call must have them.
+        if previous != "assistant" and len(answered) != len(open_calls):
+            return False
+        return markers <= MAX_CACHE_BREAKPOINTS
+
+
+class _Shape(NamedTuple):
+    """What `Repair._plainly_valid` reads of one message."""
+
+    sendable: bool
+    """Content, no blank text, thinking only ahead of everything else and signed, no reasoning
+    item last, no user text ahead of a result in the message itself."""
+    calls: tuple[str, ...]
+    """The ids of its tool calls (an assistant message's), in order."""
+    results: tuple[str, ...]
+    """The call ids its tool results answer (another role's), in order."""
+    user_text: bool
+    """A user message with text, or without results: results after it would follow user text."""
+    markers: int
+    """Cache breakpoints on its parts."""
+
+
+def _shape(msg: Message) -> _Shape:
+    parts = msg.parts
+    sendable = bool(parts)
+    calls: list[str] = []
+    results: list[str] = []
+    text = False
+    other = False  # a part that is not thinking came before
+    markers = 0
+    for j, part in enumerate(parts):
+        if has_cache_marker(part.native):
+            markers += 1
+        if isinstance(part, ThinkingPart):
+            if (
+                other
+                or part.signature == ""
+                or (part.id is not None and part.id.startswith("rs_") and j == len(parts) - 1)
+            ):
+                sendable = False
+            continue
+        other = True
+        if isinstance(part, TextPart):
+            if not part.text.strip():
+                sendable = False
+            text = True
+        elif isinstance(part, ToolCallPart):
+            if msg.role != "assistant":
+                sendable = False  # a call outside a response
+            calls.append(part.id)
+        elif isinstance(part, ToolResultPart):
+            if msg.role == "assistant" or (msg.role == "user" and text):
+                sendable = False  # a result in a response, or after the user's text in one message
+            results.append(part.tool_call_id)
+    user_text = msg.role == "user" and (text or not results)
+    return _Shape(sendable, tuple(calls), tuple(results), user_text, markers)
 
 
 def _fix_duplicate_ids(messages: list[Message], notes: StepNotes) -> list[Message]:

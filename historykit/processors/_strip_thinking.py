@@ -25,8 +25,8 @@ from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 
 from historykit._identity_cache import IdentityCache
-from historykit._messages import Message, TextPart, ThinkingPart
-from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit._messages import Message, TextPart, ThinkingPart, ToolResultPart
+from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes, same_messages
 from historykit._validate import check_instance, check_int
 from historykit._validity import turn_starts as turn_start_flags
 from historykit.processors._batching import batch_boundary, prefix_sums
@@ -87,25 +87,37 @@ class StripThinking(HistoryProcessor):
         notes = StepNotes()
         if not messages:
             return messages, notes
+        counts = ctx.counter.counts(messages)
+        if self.trigger is not None and not self.trigger.fires(sum(counts), len(messages), ctx):
+            # Under the mark no batch is made (`batch_boundary` checks this first): nothing to strip,
+            # without looking for thinking or counting the stripped copies.
+            return messages, notes
         stripped: list[Message] = []
         turn_starts: list[int] = []
         firsts: list[int] = []  # the first assistant message of each assistant turn...
         owners: list[int] = []  # ...and where that turn starts
         answered = True  # the latest turn has an assistant message already
         starts = turn_start_flags(messages)
-        pinned_calls = {p.tool_call_id for m in messages for p in m.tool_results if p.pinned or m.pinned}
+        pinned_calls = {
+            p.tool_call_id
+            for m in messages
+            for p in m.parts
+            if isinstance(p, ToolResultPart) and (p.pinned or m.pinned)
+        }
         for index, msg in enumerate(messages):
-            keeps = pinned_calls and any(c.id in pinned_calls for c in msg.tool_calls)
-            stripped.append(msg if keeps else self._stripped(msg, ctx))
             if msg.role == "assistant":
+                keeps = pinned_calls and any(c.id in pinned_calls for c in msg.tool_calls)
+                stripped.append(msg if keeps else self._stripped(msg, ctx))
                 if not answered:
                     firsts.append(index)
                     owners.append(turn_starts[-1])
                     answered = True
-            elif starts[index]:
-                turn_starts.append(index)
-                answered = False
-        if all(s is m for s, m in zip(stripped, messages)):
+            else:
+                stripped.append(msg)  # only an assistant message has thinking to strip (`_strip`)
+                if starts[index]:
+                    turn_starts.append(index)
+                    answered = False
+        if same_messages(stripped, messages):
             return messages, notes  # no strippable thinking anywhere: nothing to replay
 
         def cap(point: int) -> int:
@@ -122,7 +134,6 @@ class StripThinking(HistoryProcessor):
         if self.trigger is None:
             boundary = cap(len(messages))
         else:
-            count = ctx.counter.count_message
             min_gain = (
                 self.min_gain
                 if self.min_gain is not None
@@ -130,8 +141,8 @@ class StripThinking(HistoryProcessor):
             )
             boundary = batch_boundary(
                 candidates=turn_starts,
-                sizes=prefix_sums(count(m) for m in messages),
-                edited=prefix_sums(count(s) for s in stripped),
+                sizes=prefix_sums(counts),
+                edited=prefix_sums(ctx.counter.counts(stripped)),
                 limit=cap(len(messages)),
                 trigger=self.trigger,
                 ctx=ctx,

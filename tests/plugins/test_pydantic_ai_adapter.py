@@ -942,3 +942,30 @@ async def test_an_agent_runs_with_an_editing_history_processor() -> None:
     assert result.output == "The sum is [cleared]."
     (tool_return,) = [p for p in seen[-1][-1].parts if isinstance(p, pai.ToolReturnPart)]
     assert tool_return.tool_call_id == "call_add" and tool_return.tool_name == "add"
+
+
+def test_metadata_changed_in_place_is_converted_again_nested_values_too() -> None:
+    """A conversion is reused while the message's metadata compares equal to a copy kept of it:
+    a pin set in place, or a value changed inside a nested dict, makes a new conversion."""
+    response = pai.ModelResponse(parts=[pai.TextPart("done")], metadata={"app": {"step": 1}})
+    first = adapter.to_neutral([pai.ModelRequest.user_text_prompt("go"), response])
+    assert adapter.to_neutral([first[0].native, response])[1] is first[1]  # reused
+    response.metadata[PIN_KEY] = True  # type: ignore[index]
+    pinned = adapter.to_neutral([first[0].native, response])[1]
+    assert pinned is not first[1] and pinned.pinned
+    response.metadata["app"]["step"] = 2  # type: ignore[index]
+    assert adapter.to_neutral([first[0].native, response])[1] is not pinned
+
+
+def test_metadata_that_does_not_compare_is_converted_each_time() -> None:
+    class Opaque:
+        def __eq__(self, other: object) -> bool:
+            raise ValueError("the truth value is ambiguous")
+
+        __hash__ = object.__hash__
+
+    response = pai.ModelResponse(parts=[pai.TextPart("done")], metadata={"app": Opaque()})
+    history = [pai.ModelRequest.user_text_prompt("go"), response]
+    first = adapter.to_neutral(history)
+    again = adapter.to_neutral(history)
+    assert again[1] == first[1] and again[1] is not first[1]

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import posixpath
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from historykit._messages import Message, ToolCallPart, ToolResultPart
-from historykit.processors._file_reads import FileRead, FileWrite, file_accesses, files_touched
+from historykit.processors._file_reads import FileRead, FileWrite, _prepare, file_accesses, files_touched
 from historykit.processors._summarizers import ExtractiveSummarizer, parse_sections
 from tests.strategies import examples
 
@@ -207,3 +208,28 @@ def test_the_summary_treats_every_path_argument_as_the_same_read() -> None:
     assert parse_sections(ExtractiveSummarizer()(history))["Open errors"] == [
         "[bash: python check.py] 2  error: the old parser rejected this, kept for reference"
     ]
+
+
+@pytest.mark.parametrize(
+    ("script", "prepared"),
+    [
+        # Quoted text is copied up to its closing quote (an escaped quote inside double quotes
+        # does not close them); `#` starts a comment only at the start of a word.
+        ('echo "a \\" b" \'c \\ d\' e#f #g\nls', 'echo "a \\" b" \'c \\ d\' e#f  ; ls'),
+        (
+            "cat > a.py << 'EOF'\nx = 'unclosed\nEOF\nsed -n 1,5p a.py 2>/dev/null",
+            "cat > a.py  << EOF  ; sed -n 1,5p a.py  __HKFD2__ >/dev/null",
+        ),
+        ("python -c \"print('x; y')\" && wc -l b.txt # note", "python -c \"print('x; y')\" && wc -l b.txt "),
+        ("echo 'never closed", None),
+        ('echo "ends in a backslash \\', None),
+        # A descriptor number only at the start of a word.
+        ("x2>out 2>err a#b <in", "x2>out  __HKFD2__ >err a#b <in"),
+    ],
+)
+def test_prepare_copies_quoted_text_and_words_in_runs_as_it_did_one_character_at_a_time(
+    script: str, prepared: str | None
+) -> None:
+    """`_prepare` copies a quoted string or the rest of a word in one step; the outputs are the
+    ones it gave copying a character at a time (recorded before the change)."""
+    assert _prepare(script) == prepared

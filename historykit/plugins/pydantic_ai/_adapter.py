@@ -56,6 +56,7 @@ back as a `SummaryPart`.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import warnings
@@ -95,9 +96,39 @@ _CACHE = ConversionCache()
 
 
 def _metadata_state(msg: Any) -> Any:
-    # Pins live in metadata, which an application may set in place.
-    metadata = getattr(msg, "metadata", None)
-    return None if not metadata else repr(sorted(metadata.items(), key=lambda kv: str(kv[0])))
+    """What a cached conversion compares the metadata by: the live dict (`None` when empty). Pins
+    live in metadata, which an application may set in place: the cache keeps a deep copy of it
+    (`_kept_state`), so any change, nested ones included, is a miss."""
+    return getattr(msg, "metadata", None) or None
+
+
+class _Unequal:
+    """Kept for metadata that cannot be copied: equal to nothing, so the conversion is made again."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _cached(msg: Any, variant: Any, fingerprint: tuple[Any, ...]) -> tuple[Message, ...] | None:
+    """The conversion of `msg` made before, when its fingerprint still compares equal."""
+    try:
+        return _CACHE.get(msg, variant, fingerprint)
+    except Exception:  # metadata whose values do not compare (an array): converted again
+        return None
+
+
+def _kept_state(fingerprint: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`fingerprint` as the cache keeps it: its metadata (last) deep-copied."""
+    metadata = fingerprint[-1]
+    if metadata is None:
+        return fingerprint
+    try:
+        kept = copy.deepcopy(metadata)
+    except Exception:  # an object in metadata that cannot be copied: never a hit
+        kept = _Unequal()
+    return (*fingerprint[:-1], kept)
 
 
 # Classes that only some versions have are looked up once; `None` means "not in this version".
@@ -194,7 +225,11 @@ class PydanticAIAdapter:
                 raise ArgumentTypeError(
                     f"message {index} is a {_type_name(msg)}, not a ModelRequest or ModelResponse"
                 )
-            if isinstance(msg.parts, (str, bytes)) or not isinstance(msg.parts, Sequence):
+            parts = msg.parts
+            # A list, nearly always: the ABC check (slow, per message of every call) only otherwise.
+            if type(parts) is not list and (
+                isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence)
+            ):
                 raise ArgumentTypeError(
                     f"message {index} ({type(msg).__name__}): parts must be a list of parts, "
                     f"got {type(msg.parts).__name__}"
@@ -283,16 +318,16 @@ def _read_message(msg: Any, result: list[Message], effective_instructions: str |
         if shown:
             effective_instructions = instructions
         fingerprint: tuple[Any, ...] = (tuple(map(id, msg.parts)), instructions, _metadata_state(msg))
-        cached = _CACHE.get(msg, shown, fingerprint)
+        cached = _cached(msg, shown, fingerprint)
         if cached is None:
             cached = tuple(_request_to_neutral(msg, show_instructions=shown))
-            _CACHE.put(msg, shown, fingerprint, cached)
+            _CACHE.put(msg, shown, _kept_state(fingerprint), cached)
     else:
         fingerprint = (tuple(map(id, msg.parts)), id(msg.usage), _metadata_state(msg))
-        cached = _CACHE.get(msg, None, fingerprint)
+        cached = _cached(msg, None, fingerprint)
         if cached is None:
             cached = (_response_to_neutral(msg),)
-            _CACHE.put(msg, None, fingerprint, cached)
+            _CACHE.put(msg, None, _kept_state(fingerprint), cached)
     result.extend(cached)
     return effective_instructions
 

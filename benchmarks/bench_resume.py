@@ -152,15 +152,19 @@ def resume_here(url: str, conversation_id: str, extra_file: Path) -> None:
     # modules, LangChain's among them): it happens wherever an allocation happens to tip it, and
     # would time this process's imports, not the call. Both sides collect before they are timed
     # (`anchors/harness_side.py`, `cold_timing`), as a server that preloads its modules does.
+    # The event loop a server already runs: `asyncio.run` would also format its task's result (the
+    # whole conversation) when it looks at the SIGINT handler on the way out (CPython 3.11).
+    loop = asyncio.new_event_loop()
     gc.collect()
     start = CLOCK()
-    conversation = asyncio.run(store.load(conversation_id))
+    conversation = loop.run_until_complete(store.load(conversation_id))
     load_ms = (CLOCK() - start) * 1000
     assert conversation is not None
     start = CLOCK()
     pipeline.run([*conversation.messages, *extra], WINDOW, conversation=conversation_id)
     call_ms = (CLOCK() - start) * 1000
-    asyncio.run(store.aclose())
+    loop.run_until_complete(store.aclose())
+    loop.close()
     print(json.dumps({"load_ms": load_ms, "call_ms": call_ms, "loaded": len(conversation.messages)}))
 
 

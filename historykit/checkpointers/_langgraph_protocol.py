@@ -74,7 +74,7 @@ from historykit.checkpointers._versions import loaded_checkpoint, stored_checkpo
 from historykit.checkpointers._writer_guard import RUN_SILENCE, has_steps_to_run, saved_within
 from historykit.errors import ArgumentTypeError, ConcurrentRunError, InvalidArgumentError, WriteConflictError
 
-__all__ = ["EXPECTED_CHECKPOINT", "CheckpointPlans"]
+__all__ = ["EXPECTED_CHECKPOINT", "CheckpointPlans", "ListPages"]
 
 EXPECTED_CHECKPOINT = "historykit_expected_checkpoint"
 """A `configurable` key: a `put` with it is written only while the thread's latest checkpoint (in its
@@ -484,6 +484,13 @@ class CheckpointPlans:
         """A condition every checkpoint whose metadata matches `{key: value}` meets, or `None`."""
         return self._db.dialect.metadata_condition(meta, key, value)
 
+    def list_pages(
+        self, config: RunnableConfig | None, filter: Any, before: RunnableConfig | None, limit: Any
+    ) -> ListPages:
+        """Where a `list` call is (its arguments checked): the sync and the async `list` only run
+        the plan of each page it gives."""
+        return ListPages(self, self.list_query(config, filter, before, limit))
+
     def list_page(
         self, query: _ListQuery, cursor: tuple[str, str, str] | None, remaining: int | None
     ) -> Callable[[_Transaction], Plan[_Page]]:
@@ -800,3 +807,28 @@ class CheckpointPlans:
         for statement in self._sql.delete_thread:
             yield Query(statement, {"thread_id": thread_id})
         txn.after_commit(lambda: self._base.forget(thread_id, deleted=True))
+
+
+class ListPages:
+    """A `list` call page by page: the plan of the next page (`None` once done), and what reading
+    a page moves it to (`took`)."""
+
+    def __init__(self, checkpoints: CheckpointPlans, query: _ListQuery) -> None:
+        self._checkpoints = checkpoints
+        self._query = query
+        self._cursor: tuple[str, str, str] | None = None
+        self._remaining = query.limit
+        self._done = False
+
+    def next_plan(self) -> Callable[[_Transaction], Plan[_Page]] | None:
+        if self._done or (self._remaining is not None and self._remaining <= 0):
+            return None
+        return self._checkpoints.list_page(self._query, self._cursor, self._remaining)
+
+    def took(self, page: _Page) -> builtins.list[CheckpointTuple]:
+        """The page's tuples, after moving past them."""
+        items, self._cursor, full = page
+        if self._remaining is not None:
+            self._remaining -= len(items)
+        self._done = not full
+        return items

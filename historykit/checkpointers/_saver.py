@@ -274,18 +274,9 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        query = self._checkpoints.list_query(config, filter, before, limit)
-        cursor: tuple[str, str, str] | None = None
-        remaining = query.limit
-        while remaining is None or remaining > 0:
-            page, cursor, full = self._base.run(
-                self._checkpoints.list_page(query, cursor, remaining), write=False
-            )
-            yield from page
-            if remaining is not None:
-                remaining -= len(page)
-            if not full:
-                return
+        pages = self._checkpoints.list_pages(config, filter, before, limit)
+        while (build := pages.next_plan()) is not None:
+            yield from pages.took(self._base.run(build, write=False))
 
     async def alist(
         self,
@@ -295,19 +286,10 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        query = self._checkpoints.list_query(config, filter, before, limit)
-        cursor: tuple[str, str, str] | None = None
-        remaining = query.limit
-        while remaining is None or remaining > 0:
-            page, cursor, full = await self._base.arun(
-                self._checkpoints.list_page(query, cursor, remaining), write=False
-            )
-            for item in page:
+        pages = self._checkpoints.list_pages(config, filter, before, limit)
+        while (build := pages.next_plan()) is not None:
+            for item in pages.took(await self._base.arun(build, write=False)):
                 yield item
-            if remaining is not None:
-                remaining -= len(page)
-            if not full:
-                return
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -231,19 +231,33 @@ SUMMARY_ITEM = re.compile(r"^- read_file\(path='([^']+)'\): recall\(handle='([0-
 
 
 @dataclass
-class SummaryRecallingModel:
-    """Reads `READS` files; once a summary replaced some, recalls the first one its recall section
-    names, by that handle, then answers."""
+class _RecallingModel:
+    """What the recalling models share: the texts the recall tool returned to them, and their calls."""
 
-    named: list[tuple[str, str]] = field(default_factory=list)
     recalled: list[str] = field(default_factory=list)
     calls: int = 0
 
-    def respond(self, messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+    def _step(self, messages: list[pai.ModelMessage]) -> bool:
+        """Count the call; whether the last request answered a recall (its text is kept)."""
         self.calls += 1
         returns = tool_returns(messages[-1:], "recall")
         if returns:
             self.recalled.append(str(returns[0].content))
+        return bool(returns)
+
+    def _call(self, tool: str, args: dict[str, Any]) -> pai.ModelResponse:
+        return pai.ModelResponse([pai.ToolCallPart(tool, args, tool_call_id=f"call_{self.calls}")])
+
+
+@dataclass
+class SummaryRecallingModel(_RecallingModel):
+    """Reads `READS` files; once a summary replaced some, recalls the first one its recall section
+    names, by that handle, then answers."""
+
+    named: list[tuple[str, str]] = field(default_factory=list)
+
+    def respond(self, messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+        if self._step(messages):
             return pai.ModelResponse([pai.TextPart("Recalled it.")])
         for text in request_texts(messages):
             if found := SUMMARY_ITEM.findall(text):
@@ -253,9 +267,6 @@ class SummaryRecallingModel:
         if done < READS:
             return self._call("read_file", {"path": f"src/f{done}.py"})
         return pai.ModelResponse([pai.TextPart("Nothing was summarized.")])
-
-    def _call(self, tool: str, args: dict[str, Any]) -> pai.ModelResponse:
-        return pai.ModelResponse([pai.ToolCallPart(tool, args, tool_call_id=f"call_{self.calls}")])
 
 
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])
@@ -289,19 +300,14 @@ INDEX_ITEM = re.compile(r"earlier tool outputs are listed by recall\(handle='([0
 
 
 @dataclass
-class IndexFollowingModel:
+class IndexFollowingModel(_RecallingModel):
     """Reads `files` small files; once a summary's recall section names an index of the outputs it
     had no room for, recalls that index, then the first file the index lists, then answers."""
 
-    files: int
-    recalled: list[str] = field(default_factory=list)
-    calls: int = 0
+    files: int = field(kw_only=True)
 
     def respond(self, messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
-        self.calls += 1
-        returns = tool_returns(messages[-1:], "recall")
-        if returns:
-            self.recalled.append(str(returns[0].content))
+        if self._step(messages):
             if len(self.recalled) == 1:
                 listed = SUMMARY_ITEM.findall(self.recalled[0])
                 return self._call("recall", {"handle": listed[0][1]})
@@ -313,9 +319,6 @@ class IndexFollowingModel:
         if done < self.files:
             return self._call("read_file", {"path": f"src/f{done}.py"})
         return pai.ModelResponse([pai.TextPart("No index was written.")])
-
-    def _call(self, tool: str, args: dict[str, Any]) -> pai.ModelResponse:
-        return pai.ModelResponse([pai.ToolCallPart(tool, args, tool_call_id=f"call_{self.calls}")])
 
 
 @pytest.mark.parametrize("persist", [True, False], ids=["persistent", "view-only"])

@@ -8,8 +8,10 @@ with nothing written in their place (a truncation, a pinned message a summary ke
 so a store saving that history can keep the originals too (`SQLModelConversationStore.save`), however
 many calls and runs later. Each record is kept on the message's parts too: a framework that rebuilds a
 message around the same parts (Pydantic AI merges consecutive requests when a run starts) loses the
-message's record, not its parts'. Entries live as long as the message (or part) does, and hold no more
-than the messages it stands for.
+message's record, not its parts'. Such a rebuilt message is given a record of its own when a call first
+sees it (before the call records anything new), made of what its parts stand for: so a later
+compaction that replaces it still leads back to every original. Entries live as long as the message
+(or part) does, and hold no more than the messages it stands for.
 
 Example:
     ```python
@@ -23,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -59,7 +62,12 @@ def record(before: Sequence[Any], after: Sequence[Any]) -> None:
     (one each when a run of copies replaced as many messages). A message kept from `before` stands
     for itself and for the messages of `before` dropped just before it with nothing written in
     their place: a truncation, or a summary that kept a pinned message ahead of itself (the pinned
-    message moves up, and what lay between it and the message before it is gone from `after`)."""
+    message moves up, and what lay between it and the message before it is gone from `after`).
+
+    A message of `before` that a framework rebuilt around recorded parts is first given a record of
+    its own (`_adopt`), so what this call records on it leads back through its parts' originals."""
+    for message in before:
+        _adopt(message)
     position = {id(m): i for i, m in enumerate(before)}
     previous_kept = -1
     for at, message in enumerate(after):
@@ -96,35 +104,118 @@ def originals_of(message: Any) -> tuple[Any, ...]:
     return (*expanded, message) if itself else expanded
 
 
-def part_originals(part: Any) -> tuple[tuple[Any, ...], bool] | None:
-    """What the message that held `part` when it was recorded stands in for: the original messages,
-    in order, and whether the part is original content itself. `None` when nothing is recorded.
+def expand(message: Any) -> tuple[Any, ...]:
+    """`originals_of(message)`, and for a message a framework rebuilt around recorded parts that no
+    call has seen yet (Pydantic AI merges consecutive requests when a run starts), what its parts
+    stand for: the originals of each recorded part's message, and messages of its own parts where
+    they were (`SQLModelConversationStore.save` expands a history it saves with this)."""
+    if _entry(message) is not None:
+        return originals_of(message)
+    pieces = _split(message)
+    if pieces is None:
+        return (message,)
+    return tuple(original for piece in pieces for original in originals_of(piece))
 
-    A framework may rebuild a message around the same parts (Pydantic AI merges consecutive
-    requests when a run starts), and the rebuilt message has no record of its own: a store splits it
-    by part and asks for each (`SQLModelConversationStore.save`)."""
-    return _recorded(part)
+
+def _adopt(message: Any) -> None:
+    """Give a rebuilt message (`expand`) a record of its own, once: the records on its parts can
+    change afterwards (a copy of the message shares its parts), its own cannot."""
+    if _entry(message) is not None:
+        return
+    pieces = _split(message)
+    if pieces is not None:
+        _remember_one(message, pieces, itself=False)
 
 
-def _recorded(item: Any) -> tuple[tuple[Any, ...], bool] | None:
+def _split(message: Any) -> tuple[Any, ...] | None:
+    """What a message rebuilt around recorded parts stands for, by part, in order: the messages
+    each recorded part's message stood for (once per record), and a copy of the message holding its
+    own parts where they were. `None` when it is not such a message: it has no recorded part, it is
+    not a dataclass of parts (nothing to rebuild pieces with), or a part's record leads back to the
+    message itself (an original whose parts a copy of it shares)."""
+    parts = getattr(message, "parts", None)
+    if (
+        not isinstance(parts, (list, tuple))
+        or not dataclasses.is_dataclass(message)
+        or isinstance(message, type)
+    ):
+        return None
+    records = [_entry(part) for part in parts]
+    if not any(record is not None for record in records):
+        return None
+    for record in records:
+        if record is not None and any(original is message for original in _expanded(record[0])):
+            return None
+    names = {f.name for f in dataclasses.fields(message)}
+
+    def piece(own: list[Any]) -> Any:
+        # The rebuilt message's metadata is the merge's (a compaction's marker among it): a piece
+        # is plain content.
+        changes: dict[str, Any] = {"parts": own}
+        if "metadata" in names:
+            changes["metadata"] = None
+        return dataclasses.replace(message, **changes)
+
+    out: list[Any] = []
+    own: list[Any] = []
+    placed: set[int] = set()
+    for part, record in zip(parts, records):
+        # Parts of one recorded message share its originals (its first part may stand for more,
+        # the messages dropped before it): each original goes in once, where it first comes.
+        new = [original for original in record[0] if id(original) not in placed] if record else []
+        if new:
+            placed.update(map(id, new))
+            if own:
+                out.append(piece(own))
+                own = []
+            out.extend(new)
+        if record is None or record[1]:
+            own.append(part)
+    if own:
+        out.append(piece(own))
+    return tuple(out)
+
+
+def _expanded(originals: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(original for replaced in originals for original in originals_of(replaced))
+
+
+def _entry(item: Any) -> tuple[tuple[Any, ...], bool] | None:
+    """The record on `item` as it was made (its originals not expanded), or `None`."""
     entry = _REPLACED.get(id(item))
     if entry is None or entry[0]() is not item:
         return None
-    return tuple(original for replaced in entry[1] for original in originals_of(replaced)), entry[2]
+    return entry[1], entry[2]
+
+
+def _recorded(item: Any) -> tuple[tuple[Any, ...], bool] | None:
+    entry = _entry(item)
+    if entry is None:
+        return None
+    return _expanded(entry[0]), entry[1]
 
 
 def _remember(message: Any, originals: tuple[Any, ...], *, itself: bool) -> None:
     """Record `originals` on `message` and on each of its parts (a list or tuple `parts`, as
-    Pydantic AI's messages have), which outlive the message when a framework rebuilds it."""
+    Pydantic AI's messages have), which outlive the message when a framework rebuilds it.
+
+    A part a written copy shares with the message it copies takes the copy's record in place of
+    its own: the copy's originals lead back through that message to everything the part stood for
+    before (keeping both would count those twice). A kept message stands for the messages dropped
+    just before it, so only its first part does: its other parts stay what they were (original
+    content, or what an earlier compaction wrote), and a rebuilt message holding them is split
+    where each belongs."""
     parts = getattr(message, "parts", None)
-    for item in (message, *(parts if isinstance(parts, (list, tuple)) else ())):
-        _remember_one(item, originals, itself)
+    parts = list(parts) if isinstance(parts, (list, tuple)) else []
+    _remember_one(message, originals, itself)
+    for part in parts[:1] if itself else parts:
+        _remember_one(part, originals, itself, keep=itself)
 
 
-def _remember_one(item: Any, originals: tuple[Any, ...], itself: bool) -> None:
+def _remember_one(item: Any, originals: tuple[Any, ...], itself: bool, *, keep: bool = True) -> None:
     key = id(item)
     entry = _REPLACED.get(key)
-    if entry is not None and entry[0]() is item:
+    if keep and entry is not None and entry[0]() is item:
         # Recorded before (a copy written by an earlier call, or a message that already stood for
         # messages dropped before it): what it stood for stays, after what this call dropped.
         originals, itself = (*originals, *entry[1]), entry[2]

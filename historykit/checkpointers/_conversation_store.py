@@ -91,6 +91,7 @@ from historykit.checkpointers._message_log import CHUNK, LoggedMessage, MessageL
 from historykit.checkpointers._schema import CORE, CompactionRow, MessageRow, ThreadRow, TokenCountRow
 from historykit.checkpointers._transcript import StoredCompaction, Transcript
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
+from historykit.plugins.pydantic_ai._adapter import is_written_part
 
 __all__ = ["MessageSerializer", "SQLModelConversationStore", "ViewSaving"]
 
@@ -175,7 +176,7 @@ class ViewSaving(ConversationStore):
         """Save the originals the run replaced before any save saw them (`historykit._provenance`)
         after the stored history, as one more step of it: the view saved next leaves that history
         as a branch, so its messages stay stored and in the transcript."""
-        expanded = [original for message in conversation.messages for original in _originals_of(message)]
+        expanded = [original for message in conversation.messages for original in provenance.expand(message)]
         held = {id(message) for message in conversation.messages}
         if all(id(message) in held for message in expanded):
             return  # nothing this process replaced: every original is in the history, or stored before
@@ -484,37 +485,6 @@ def _marker_of(message: ModelMessage, entry_id: str, conversation_id: str) -> Co
         raise InvalidArgumentError(f"{where} carries a malformed compaction marker: {exc}") from exc
 
 
-def _originals_of(message: ModelMessage) -> list[ModelMessage]:
-    """The original messages `message` stands in for (`historykit._provenance`), in order.
-
-    A request Pydantic AI rebuilt when a run started (it merges consecutive requests into a new
-    object around the same parts) has no record of its own, but its parts have: it is split into
-    what each part stands for, and a request of its own original parts where they were."""
-    originals = provenance.originals_of(message)
-    if originals != (message,) or not isinstance(message, ModelRequest):
-        return list(originals)
-    recorded = [provenance.part_originals(part) for part in message.parts]
-    if not any(recorded):
-        return [message]
-    out: list[ModelMessage] = []
-    own: list[Any] = []
-    seen: set[tuple[int, ...]] = set()
-    for part, record in zip(message.parts, recorded):
-        key = tuple(map(id, record[0])) if record is not None else ()
-        if record is not None and key not in seen:
-            # Parts of one recorded message share one record: its originals go in once.
-            seen.add(key)
-            if own:
-                out.append(replace(message, parts=own, metadata=None))
-                own = []
-            out.extend(record[0])
-        if record is None or record[1]:
-            own.append(part)
-    if own:
-        out.append(replace(message, parts=own, metadata=None))
-    return out
-
-
 def _written_by_compaction(message: ModelMessage) -> bool:
     """Whether a historykit compaction wrote `message` (its marker is on it), read without raising."""
     if isinstance(message.metadata, dict) and (
@@ -524,8 +494,7 @@ def _written_by_compaction(message: ModelMessage) -> bool:
     if not isinstance(message, ModelRequest):
         return False
     parts = message.parts if isinstance(message.parts, (list, tuple)) else ()  # a malformed one fails later
-    holders = [getattr(part, "metadata", None) for part in parts]
-    return any(isinstance(h, dict) and (COMPACTION_KEY in h or EDIT_KEY in h) for h in holders)
+    return any(is_written_part(part) for part in parts)
 
 
 def _cipher_of(serde: MessageSerializer | None) -> Any:
@@ -973,7 +942,7 @@ def _unseen_original(message: ModelMessage, seen: set[str], *, written: bool) ->
     parts = [
         part
         for part in message.parts
-        if not _part_written(part) and not (written and isinstance(part, CompactionPart))
+        if not is_written_part(part) and not (written and isinstance(part, CompactionPart))
     ]
     unseen = [part for part in parts if repr(part) not in seen]
     seen.update(repr(part) for part in unseen)
@@ -982,12 +951,6 @@ def _unseen_original(message: ModelMessage, seen: set[str], *, written: bool) ->
     if len(unseen) == len(message.parts) and not written:
         return message
     return replace(message, parts=unseen, metadata=None)
-
-
-def _part_written(part: Any) -> bool:
-    """Whether a historykit compaction wrote `part` (a provider's own compaction is an original)."""
-    metadata = getattr(part, "metadata", None)
-    return isinstance(metadata, dict) and (EDIT_KEY in metadata or COMPACTION_KEY in metadata)
 
 
 def _marker_from_row(row: Any) -> CompactionMarker:

@@ -705,6 +705,28 @@ def test_a_new_summary_round_trips_with_its_marker() -> None:
     assert_same_objects(adapter.to_native(back), loaded)
 
 
+@pytest.mark.skipif(not hasattr(pai, "TextContent"), reason="this Pydantic AI has no TextContent")
+def test_a_notice_keeps_its_marker_when_pydantic_ai_merges_its_request() -> None:
+    """A truncation notice is a user prompt a compaction wrote: its marker rides on its text
+    (a `TextContent`), since Pydantic AI merges consecutive requests and keeps no request's metadata.
+    Read back from the merged request, it is still the compaction's message, apart from the results
+    beside it; the text the model reads is the same."""
+    from pydantic_ai._agent_graph import _clean_message_history
+
+    marker = CompactionMarker(1, 30, 50_000, 1_200, "truncate", created_at=T0)
+    notice = Message("user", (TextPart("[historykit] 30 earlier messages were removed"),), marker=marker)
+    results = Message("tool", (ToolResultPart("c1", "Run", "done"),))
+    call = Message("assistant", (ToolCallPart("c1", "Run", {"command": "ls"}),))
+    native = adapter.to_native([Message.user("task"), call, results, notice])
+    (prompt,) = [p for p in native[-1].parts if isinstance(p, pai.UserPromptPart)]
+    assert [item.content for item in prompt.content] == ["[historykit] 30 earlier messages were removed"]
+    merged = _clean_message_history([*native, pai.ModelRequest(parts=[pai.UserPromptPart("go on")])])
+    assert merged[-1].metadata is None and len(merged[-1].parts) == 3
+    back = adapter.to_neutral(json_round_trip(merged))
+    assert [(m.role, m.marker) for m in back[-3:]] == [("tool", None), ("user", marker), ("user", None)]
+    assert back[-2].parts[0].text == "[historykit] 30 earlier messages were removed"
+
+
 def test_editing_a_summary_keeps_its_native() -> None:
     marker = CompactionMarker(0, 5, 9_000, 300, "summarize", created_at=T0)
     (request,) = adapter.to_native([Message("user", (SummaryPart("v1", marker=marker),))])

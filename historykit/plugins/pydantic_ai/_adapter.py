@@ -355,7 +355,20 @@ def _request_to_neutral(request: Any, *, show_instructions: bool) -> list[Messag
         groups.append(("user", leading))
     pinned = _is_pinned(request.metadata)
     marker = _marker_of(request.metadata, EDIT_KEY)
-    return [Message.from_native(role, parts, request, pinned=pinned, marker=marker) for role, parts in groups]
+    return [
+        Message.from_native(role, parts, request, pinned=pinned, marker=marker or _group_edit(parts))
+        for role, parts in groups
+    ]
+
+
+def _group_edit(parts: Sequence[Part]) -> CompactionMarker | None:
+    """The marker a user prompt a compaction wrote carries on its items, when Pydantic AI merged
+    its request into another (which keeps no request's metadata): the group is that prompt."""
+    prompts = {id(p.native.prompt): p.native.prompt for p in parts if isinstance(p.native, PromptItem)}
+    if len(prompts) != 1:
+        return None
+    (prompt,) = prompts.values()
+    return _prompt_edit(prompt) if len(parts) == len(prompt.content) else None
 
 
 def _own_message(part: Any, group: list[Part]) -> bool:
@@ -1005,16 +1018,55 @@ def _with_edit(metadata: dict[str, Any] | None, run: Sequence[Message]) -> dict[
 
 
 def _with_part_edit(native: Any, msg: Message) -> Any:
-    """A tool return a compaction wrote carries the marker on itself too: Pydantic AI merges
-    consecutive requests into one and keeps the parts' metadata, not the requests'."""
-    if msg.marker is None or not isinstance(native, _pai.ToolReturnPart):
+    """A tool return or a user prompt a compaction wrote (a cleared result, a truncation notice)
+    carries the marker on itself too: Pydantic AI merges consecutive requests into one and keeps the
+    parts' metadata, not the requests'. A prompt has no metadata of its own; its text goes in a
+    `TextContent` whose metadata holds the marker (never sent to a model)."""
+    if msg.marker is None:
         return native
     data = msg.marker.to_dict()
+    if isinstance(native, _pai.UserPromptPart) and _TextContent is not None:
+        content = [native.content] if isinstance(native.content, str) else native.content
+        items = [_item_with_edit(item, data) for item in content]
+        if all(a is b for a, b in zip(items, content)) and not isinstance(native.content, str):
+            return native
+        return replace(native, content=items)
+    if not isinstance(native, _pai.ToolReturnPart):
+        return native
     if isinstance(native.metadata, dict) and native.metadata.get(EDIT_KEY) == data:
         return native
     if native.metadata is not None and not isinstance(native.metadata, dict):
         return native  # the application's own metadata, not a dict: left as it is
     return replace(native, metadata={**(native.metadata or {}), EDIT_KEY: data})
+
+
+def _item_with_edit(item: Any, data: dict[str, Any]) -> Any:
+    """A prompt item of a message a compaction wrote, carrying the marker (`EDIT_KEY`) where it can."""
+    if isinstance(item, str):
+        return _TextContent(content=item, metadata={EDIT_KEY: data})
+    if type(item) is not _TextContent or (item.metadata is not None and not isinstance(item.metadata, dict)):
+        return item  # media, or the application's own metadata: the message's marker is what there is
+    if isinstance(item.metadata, dict) and item.metadata.get(EDIT_KEY) == data:
+        return item
+    return replace(item, metadata={**(item.metadata or {}), EDIT_KEY: data})
+
+
+def is_written_part(part: Any) -> bool:
+    """Whether a historykit compaction wrote this request part: a summary, a cleared result, a
+    notice (its marker is on the part, or on every item of a user prompt); a provider's own
+    `CompactionPart` is not one."""
+    metadata = getattr(part, "metadata", None)
+    if isinstance(metadata, dict) and (EDIT_KEY in metadata or COMPACTION_KEY in metadata):
+        return True
+    return _prompt_edit(part) is not None
+
+
+def _prompt_edit(part: Any) -> CompactionMarker | None:
+    """The marker of the compaction that wrote a user prompt (`_with_part_edit`), or `None`."""
+    if not isinstance(part, _pai.UserPromptPart) or isinstance(part.content, str) or not part.content:
+        return None
+    markers = [_marker_of(getattr(item, "metadata", None), EDIT_KEY) for item in part.content]
+    return markers[0] if markers[0] is not None and all(m == markers[0] for m in markers) else None
 
 
 def _with_summary(metadata: dict[str, Any] | None, part: SummaryPart) -> dict[str, Any]:

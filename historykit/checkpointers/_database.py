@@ -240,7 +240,13 @@ def _configure_sqlite(sync_engine: Engine, busy_timeout: float, read_only: str |
                 f"the SQLite database {sync_engine.url.database!r} is opened read-only because {read_only}: "
                 "reading works, writing does not"
             )
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        # On the driver's connection: through `exec_driver_sql` a BEGIN costs what a statement
+        # does (events, a result), eight times a LangGraph step.
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        finally:
+            cursor.close()
 
 
 def _server_kwargs(url: URL, kwargs: dict[str, Any], connect_timeout: float) -> dict[str, Any]:

@@ -23,7 +23,9 @@ This module needs Pydantic AI 2.x; `historykit.checkpointers` imports it only on
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -265,6 +267,10 @@ class SQLModelConversationStore(ViewSaving):
             except sa.exc.OperationalError as exc:
                 raise unreachable_error(self._engine.url, exc) from None
             self._prepared = True
+            # anyio imports its event loop backend on its first worker-thread call, 15-45 ms of
+            # CPU: here, where a server makes its store, rather than inside the first load.
+            with contextlib.suppress(ImportError):
+                importlib.import_module("anyio._backends._asyncio")
 
     # ---- token counts ---------------------------------------------------------------------------
 

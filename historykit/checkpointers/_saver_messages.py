@@ -267,6 +267,7 @@ class MessagePlans:
         found: dict[str, _Found] = {}
         others: builtins.list[Row[Any]] = []
         top = LogTop(None)
+        seen: set[int] = set()
         for chunk in chunks(builtins.list(pending)):
             rows = yield Query(
                 self._sql.find_logged,
@@ -280,6 +281,9 @@ class MessagePlans:
                 if row.top:
                     top.seq = row.seq
                     continue
+                if row.seq in seen:
+                    continue  # found by its hash and by its anonymous hash
+                seen.add(row.seq)
                 if row.hash in pending:
                     found[row.hash] = _Found(row.seq, row.position)
                 others.append(row)

@@ -145,6 +145,39 @@ class CountingSerializer(JsonPlusSerializer):
         return super().dumps_typed(obj)
 
 
+def test_a_step_costs_the_database_no_more_on_a_long_thread(tmp_path: Path) -> None:
+    """What a write asks SQLite to do does not grow with the thread: the same step (read the
+    latest checkpoint, write two new messages and a checkpoint) on a thread of 2,000 messages runs
+    about as many SQLite VM instructions as on one of 20. Counted, not timed: SQLite calls the
+    progress handler at every instruction. (The lookup of a write's messages by hash and by
+    anonymous hash, joined by OR, once searched the whole log: 20x the instructions here.)"""
+    counted = [0]
+
+    def count() -> int:
+        counted[0] += 1
+        return 0
+
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.set_progress_handler(count, 1)
+
+    sa.event.listen(sa.pool.Pool, "connect", on_connect)
+    try:
+        saver = SQLModelSaver(f"sqlite:///{tmp_path / 'growth.db'}")
+        instructions = {}
+        for length in (20, 2_000):
+            thread = Thread(saver)
+            history = [m for i in range(length // 2) for m in tool_round(i, size=20)]
+            thread.put(history)
+            counted[0] = 0
+            loaded = thread.messages_at(thread.config)
+            thread.put([*loaded, *tool_round(length, size=20)])
+            instructions[length] = counted[0]
+    finally:
+        sa.event.remove(sa.pool.Pool, "connect", on_connect)
+    assert instructions[20] > 0
+    assert instructions[2_000] < 1.5 * instructions[20], instructions
+
+
 def test_known_messages_are_not_serialized_again(sqlite_url: str) -> None:
     serde = CountingSerializer()
     saver = SQLModelSaver(sqlite_url, serde=serde)

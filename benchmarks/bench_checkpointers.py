@@ -54,6 +54,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -168,6 +169,12 @@ class Milestone:
     list_error: str | None = None
     list_warm_s: float | None = None
     reader_rss_mb: float | None = None
+    saver_cpu_ms: float | None = None
+    """The saver's own calls' CPU per step (the CPU of the thread each `get_tuple`, `put` and
+    `put_writes` ran on, for as long as it ran), mean of the last `WINDOW` steps: the saver's
+    share measured directly, in the same process, where `cpu_ms` minus LangGraph alone's is a
+    difference of two processes. Synchronous savers only (an async call shares its thread with
+    the graph's other tasks)."""
 
 
 @dataclass
@@ -263,6 +270,33 @@ class Target:
         self.graph = build_graph(saver, state) if mode == "graph" else None
         self.direct = DirectSteps(saver, state, THREAD) if mode == "direct" else None
         self.puts = 0
+        self.saver_cpu = 0.0
+        """CPU spent in the saver's own calls since the last `take_saver_cpu` (synchronous savers)."""
+        if not spec.asynchronous:
+            for name in ("get_tuple", "put", "put_writes"):
+                setattr(saver, name, self._timed_call(getattr(saver, name)))
+
+    def _timed_call(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                # Calls run on LangGraph's executor threads, one at a time per thread: each
+                # thread's CPU for the call's duration is the call's.
+                with self._lock:
+                    self.saver_cpu += time.thread_time() - start
+
+        return timed_call
+
+    _lock = threading.Lock()
+
+    def take_saver_cpu(self) -> float | None:
+        if self.spec.asynchronous:
+            return None
+        with self._lock:
+            spent, self.saver_cpu = self.saver_cpu, 0.0
+        return spent
 
     async def start(self) -> None:
         if self.direct is not None:
@@ -551,15 +585,20 @@ async def worker_main(job: Job) -> Result:
     WORKLOAD.prepare(max(job.steps))
     wall: list[float] = []
     cpu: list[float] = []
+    saver_cpu: list[float] = []
     async with open_saver(spec, job) as saver:
         target = Target(spec, saver, job.state, job.mode)
         await target.start()
         milestones = sorted(set(job.steps))
         for step in range(milestones[-1]):
+            target.take_saver_cpu()
             start_wall, start_cpu = time.perf_counter(), time.process_time()
             await target.step(step)
             wall.append(time.perf_counter() - start_wall)
             cpu.append(time.process_time() - start_cpu)
+            spent = target.take_saver_cpu()
+            if spent is not None:
+                saver_cpu.append(spent)
             done = step + 1
             over = sum(wall) > job.cap
             if (
@@ -569,9 +608,11 @@ async def worker_main(job: Job) -> Result:
             ):
                 analyze(job)
             if done in milestones or over:
-                result.milestones.append(
-                    await measure(spec, job, target, done, over and done not in milestones, wall, cpu)
-                )
+                milestone = await measure(spec, job, target, done, over and done not in milestones, wall, cpu)
+                if saver_cpu and spec.family != "reference":
+                    milestone.saver_cpu_ms = statistics.mean(saver_cpu[-WINDOW:]) * 1000
+                result.milestones.append(milestone)
+                target.take_saver_cpu()  # the measurement's own reads are not a step's
                 print(
                     f"  {spec.name} {job.state} {job.mode}: {done} steps measured",
                     file=sys.stderr,
@@ -934,6 +975,27 @@ def print_server_targets(by_key: dict[tuple[str, str, str], Result], steps: list
                     f"own CPU at {n} <= {bound:.2g}x {theirs_name}",
                     ratio <= bound,
                     f"{mine:.2f} / {official:.2f} ms = {ratio:.2f}x",
+                )
+            )
+        for n, bound in ((EARLY_STEP, 1 / 3), (1000, 1 / 10)):
+            m, t = milestone_at(ours, n), (milestone_at(theirs, n) if theirs else None)
+            if m and t and m.steps == n and t.steps == n and m.saver_cpu_ms and t.saver_cpu_ms:
+                ratio = m.saver_cpu_ms / t.saver_cpu_ms
+                checks.append(
+                    (
+                        f"saver calls' CPU at {n} <= {bound:.2g}x {theirs_name}",
+                        ratio <= bound,
+                        f"{m.saver_cpu_ms:.2f} / {t.saver_cpu_ms:.2f} ms = {ratio:.2f}x",
+                    )
+                )
+        m_early, m_late = milestone_at(ours, EARLY_STEP), milestone_at(ours, last)
+        if m_early and m_late and m_early.saver_cpu_ms and m_late.saver_cpu_ms and m_late.steps == last:
+            growth = m_late.saver_cpu_ms / m_early.saver_cpu_ms
+            checks.append(
+                (
+                    f"saver calls' CPU growth {EARLY_STEP} -> {last} <= 1.3x",
+                    growth <= 1.3,
+                    f"{m_early.saver_cpu_ms:.2f} -> {m_late.saver_cpu_ms:.2f} ms = {growth:.2f}x",
                 )
             )
         early, late = _own(ours, reference, EARLY_STEP), _own(ours, reference, last)

@@ -219,6 +219,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             return self._base.run(
                 lambda txn: self._checkpoints.put_plan(txn, config, checkpoint, metadata, new_versions),
                 write=True,
+                thread_id=_writing(config),
             )
 
     async def aput(
@@ -232,6 +233,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             return await self._base.arun(
                 lambda txn: self._checkpoints.put_plan(txn, config, checkpoint, metadata, new_versions),
                 write=True,
+                thread_id=_writing(config),
             )
 
     def put_writes(
@@ -245,6 +247,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             self._base.run(
                 lambda txn: self._checkpoints.put_writes_plan(txn, config, writes, task_id, task_path),
                 write=True,
+                thread_id=_writing(config),
             )
 
     async def aput_writes(
@@ -258,6 +261,7 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
             await self._base.arun(
                 lambda txn: self._checkpoints.put_writes_plan(txn, config, writes, task_id, task_path),
                 write=True,
+                thread_id=_writing(config),
             )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -386,3 +390,10 @@ class SQLModelSaver(BaseCheckpointSaver[str]):
         if transcript is None:
             return None
         return _with_view(transcript, await self.aget_tuple({"configurable": {"thread_id": key}}))
+
+
+def _writing(config: RunnableConfig) -> str | None:
+    """The thread a `put` or `put_writes` writes to, for its turn among the thread's writers
+    (`_write_order`); `None` when the config names none (the write then fails, saying so)."""
+    thread_id = (config.get("configurable") or {}).get("thread_id")
+    return None if thread_id is None else str(thread_id)

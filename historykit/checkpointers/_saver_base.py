@@ -39,6 +39,7 @@ from historykit.checkpointers._schema import (
     utcnow,
 )
 from historykit.checkpointers._serde import RowCodec
+from historykit.checkpointers._write_order import WriteOrder
 from historykit.checkpointers._writer_guard import Verdict, WriterGuard
 from historykit.errors import UnreachableDatabaseError
 
@@ -128,25 +129,15 @@ class _Connections:
         """Threads whose stored counts this process read (`remember_counts`) since it started."""
         # SQLite has one writer at a time, and a writer that finds the lock taken sleeps in steps
         # of milliseconds (its busy handler): writers of this process (LangGraph saves writes and
-        # checkpoints from several threads at once) queue here instead.
-        self.sqlite_writers = None if self.dialect.locks_rows else threading.Lock()
-        self.async_sqlite_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )
+        # checkpoints from several threads at once) queue here instead. On a server, a thread's
+        # writers queue (`WriteOrder`: so the log numbers its messages in the conversation's order).
+        self.write_order = WriteOrder(whole_database=not self.dialect.locks_rows)
 
-    def writer(self, write: bool) -> AbstractContextManager[object]:
-        if write and self.sqlite_writers is not None:
-            return self.sqlite_writers
-        return nullcontext()
+    def writer(self, write: bool, thread_id: str | None) -> AbstractContextManager[None]:
+        return self.write_order.turn(thread_id) if write else nullcontext()
 
-    def async_writer(self, write: bool) -> AbstractAsyncContextManager[object]:
-        if not write or self.sqlite_writers is None:
-            return nullcontext()
-        loop = asyncio.get_running_loop()
-        lock = self.async_sqlite_writers.get(loop)
-        if lock is None:
-            lock = self.async_sqlite_writers[loop] = asyncio.Lock()
-        return lock
+    def async_writer(self, write: bool, thread_id: str | None) -> AbstractAsyncContextManager[None]:
+        return self.write_order.aturn(thread_id) if write else nullcontext()
 
     def sync(self, write: bool) -> Engine:
         engines = self.engines
@@ -265,11 +256,19 @@ class SaverDatabase:
             self._codec = RowCodec(serde)
         return self._codec
 
-    def run(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
+    def run(
+        self, build: Callable[[_Transaction], Plan[T]], *, write: bool, thread_id: str | None = None
+    ) -> T:
+        """Run the plan `build` makes in one transaction (again on a new connection if the server
+        dropped the one it had); a write of one thread (`thread_id`) in that thread's turn."""
+        with self.db.writer(write, thread_id):
+            return self._run(build, write=write)
+
+    def _run(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
         for attempt in range(_ATTEMPTS):
             engine = self.db.sync(write)
             txn = _Transaction()
-            with self.db.writer(write), engine.connect() as conn:
+            with engine.connect() as conn:
                 transaction = conn.begin()
                 try:
                     value = run_plan(conn, build(txn))
@@ -282,11 +281,18 @@ class SaverDatabase:
             return value
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def arun(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
+    async def arun(
+        self, build: Callable[[_Transaction], Plan[T]], *, write: bool, thread_id: str | None = None
+    ) -> T:
+        """`run` from async code."""
+        async with self.db.async_writer(write, thread_id):
+            return await self._arun(build, write=write)
+
+    async def _arun(self, build: Callable[[_Transaction], Plan[T]], *, write: bool) -> T:
         for attempt in range(_ATTEMPTS):
             engine = await self.db.asynchronous(write)
             txn = _Transaction()
-            async with self.db.async_writer(write), engine.connect() as conn:
+            async with engine.connect() as conn:
                 transaction = await conn.begin()
                 try:
                     value = await run_plan_async(conn, build(txn))

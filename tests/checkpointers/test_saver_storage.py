@@ -178,6 +178,57 @@ def test_a_step_costs_the_database_no_more_on_a_long_thread(tmp_path: Path) -> N
     assert instructions[2_000] < 1.5 * instructions[20], instructions
 
 
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_conversation_stepped_by_a_graph_is_one_run_of_numbers(database_url: str, asynchronous: bool) -> None:
+    """LangGraph saves a step's writes from several threads (or tasks) at once; the log still
+    numbers the conversation's messages in its order, so its reference list stays one run of
+    numbers, a few bytes, however long the thread. (Left to race for the database, later writes
+    committed first, about once a step: 32-42 runs after 30 steps.)"""
+
+    @tool
+    def read(path: str) -> str:
+        """Read a file."""
+        return f"contents of {path}"
+
+    script = (
+        AIMessage("", tool_calls=[{"name": "read", "args": {"path": f"/f{i}"}, "id": f"c{i}"}])
+        for i in range(10_000)
+    )
+    model = GenericFakeChatModel(messages=script)
+
+    class State(TypedDict):
+        messages: Annotated[list[AnyMessage], add_messages]
+
+    builder = StateGraph(State)
+    builder.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    builder.add_node("tools", ToolNode([read]))
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "tools")
+    saver = SQLModelSaver(database_url)
+    graph = builder.compile(checkpointer=saver)
+    config: RunnableConfig = {"configurable": {"thread_id": "ordered"}}
+
+    async def steps() -> None:
+        for step in range(30):
+            await graph.ainvoke({"messages": [HumanMessage(f"step {step}")]}, config)
+
+    if asynchronous:
+        import asyncio
+
+        asyncio.run(steps())
+    else:
+        for step in range(30):
+            graph.invoke({"messages": [HumanMessage(f"step {step}")]}, config)
+    (blob,) = query(
+        database_url,
+        "SELECT data FROM historykit_blob WHERE thread_id = 'ordered' AND channel = 'messages' "
+        "ORDER BY version DESC LIMIT 1",
+    )
+    refs = decode_refs(bytes(blob.data))
+    assert sum(length for _, length in refs.runs) == 90
+    assert len(refs.runs) == 1, refs.runs
+
+
 def test_known_messages_are_not_serialized_again(sqlite_url: str) -> None:
     serde = CountingSerializer()
     saver = SQLModelSaver(sqlite_url, serde=serde)

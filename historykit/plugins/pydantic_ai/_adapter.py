@@ -220,7 +220,47 @@ class PydanticAIAdapter:
             raise ArgumentTypeError(f"expected a list of Pydantic AI messages, got a {_type_name(messages)}")
         result: list[Message] = []
         effective_instructions: str | None = None
+        # The cached conversions are looked up here, in one loop (`_read_message` does the same
+        # lookup for a miss): a warm call finds nearly every message of its history there.
+        entries = _CACHE.entries
+        extend = result.extend
+        request_class, response_class = _pai.ModelRequest, _pai.ModelResponse
         for index, msg in enumerate(messages):
+            cls = type(msg)
+            if cls is request_class:
+                instructions = msg.instructions or None
+                shown = (
+                    instructions is not None
+                    and instructions != effective_instructions
+                    and not any(_answers_tool_call(p) for p in msg.parts)
+                )
+                hit = entries.get((id(msg), shown))
+                try:
+                    if (
+                        hit is not None
+                        and hit[0] is msg
+                        and type(msg.parts) is list
+                        and hit[1] == (tuple(map(id, msg.parts)), instructions, msg.metadata or None)
+                    ):
+                        if shown:
+                            effective_instructions = instructions
+                        extend(hit[2])
+                        continue
+                except Exception:  # metadata whose values do not compare: converted below
+                    pass
+            elif cls is response_class:
+                hit = entries.get((id(msg), None))
+                try:
+                    if (
+                        hit is not None
+                        and hit[0] is msg
+                        and type(msg.parts) is list
+                        and hit[1] == (tuple(map(id, msg.parts)), id(msg.usage), msg.metadata or None)
+                    ):
+                        extend(hit[2])
+                        continue
+                except Exception:
+                    pass
             if not isinstance(msg, (_pai.ModelRequest, _pai.ModelResponse)):
                 raise ArgumentTypeError(
                     f"message {index} is a {_type_name(msg)}, not a ModelRequest or ModelResponse"

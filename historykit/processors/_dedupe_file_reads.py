@@ -53,10 +53,12 @@ from historykit._identity_cache import IdentityCache
 from historykit._messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit._recall import check_recall_tool, handle_in, recall_call, recall_handle
+from historykit._scan_memo import common_prefix
 from historykit._tokens import MESSAGE_OVERHEAD, PART_OVERHEAD, TokenCounter
 from historykit._validate import check_instance, check_int
 from historykit.errors import ArgumentTypeError
 from historykit.processors._file_reads import (
+    FileAccess,
     FileAccessRecogniser,
     FileKey,
     FileRead,
@@ -186,8 +188,7 @@ class DedupeFileReads(HistoryProcessor):
 
     def _scan(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[_Read], dict[str, list[int]]]:
         """The history's reads (with their results) and, per file, the order numbers of its writes."""
-        located = _pair_calls(messages)
-        accesses = self._recognise()([call for call, _ in located], ctx.cache_policy)
+        located, accesses = self._calls(messages, ctx)
         settles = _settling_points(messages)
         reads: list[_Read] = []
         writes: dict[str, list[int]] = {}
@@ -212,6 +213,33 @@ class DedupeFileReads(HistoryProcessor):
                 read.tokens = self._tokens(msg, part, ctx)
             reads.append(read)
         return reads, writes
+
+    def _calls(
+        self, messages: list[Message], ctx: ProcessContext
+    ) -> tuple[list[_Located], list[FileAccess | None]]:
+        """Every tool call with where its result is (`_pair_calls`), and what each did to a file.
+
+        Both are one pass over the history: this conversation's latest call left them at the end
+        of its history (`_Scanned`), and a call that only adds to it carries on from there
+        (`historykit._scan_memo`); any other history is scanned from the start."""
+        recogniser = self._recognise()
+        memo = ctx.conversation.memory(self, _Scanned)
+        old, located, open_calls, judged_by, accesses, open_path = memo.latest
+        if not (old and judged_by is recogniser and common_prefix(old, messages) == len(old)):
+            old, located, open_calls, accesses, open_path = (), (), {}, (), None
+        new_located, new_open = _pair_calls(messages, len(old), list(located), dict(open_calls))
+        new_accesses, new_path = recogniser.carry_on(
+            [call for call, _ in new_located[len(accesses) :]], list(accesses), open_path, ctx.cache_policy
+        )
+        memo.latest = (
+            tuple(messages),
+            tuple(new_located),
+            new_open,
+            recogniser,
+            tuple(new_accesses),
+            new_path,
+        )
+        return new_located, new_accesses
 
     def _recognise(self) -> FileAccessRecogniser:
         recogniser = self._recogniser
@@ -365,11 +393,39 @@ def _content_state(part: ToolResultPart, written: bool) -> str:
     return _PARTIAL if read_is_partial(part) else _CONTENT
 
 
-def _pair_calls(messages: list[Message]) -> list[tuple[ToolCallPart, tuple[int, int] | None]]:
-    """Every tool call in order, with where its result is: (message index, part index)."""
-    out: list[tuple[ToolCallPart, tuple[int, int] | None]] = []
-    open_calls: dict[str, int] = {}  # call id -> position in `out`, for the latest assistant message
-    for index, msg in enumerate(messages):
+_Located = tuple[ToolCallPart, tuple[int, int] | None]
+"""A tool call and where its result is: (message index, part index); `None` for none."""
+
+
+@dataclass
+class _Scanned:
+    """Where `DedupeFileReads._calls` left this conversation's latest history: its messages, their
+    calls located and the calls still open (`_pair_calls`), the recogniser that judged them, what
+    each did to a file, and the file SWE-agent's editor had open at the end."""
+
+    latest: tuple[
+        tuple[Message, ...],
+        tuple[_Located, ...],
+        dict[str, int],
+        FileAccessRecogniser | None,
+        tuple[FileAccess | None, ...],
+        str | None,
+    ] = ((), (), {}, None, (), None)
+
+
+def _pair_calls(
+    messages: list[Message],
+    start: int = 0,
+    out: list[_Located] | None = None,
+    open_calls: dict[str, int] | None = None,
+) -> tuple[list[_Located], dict[str, int]]:
+    """Every tool call in order, with where its result is: (message index, part index); and the
+    calls of the latest assistant message still without a result (id -> position in the list).
+    From `start` on, given what the messages before it gave (`out`, `open_calls`)."""
+    out = [] if out is None else out
+    open_calls = {} if open_calls is None else open_calls  # call id -> position in `out`
+    for index in range(start, len(messages)):
+        msg = messages[index]
         if msg.role == "assistant":
             open_calls = {}
             for part in msg.parts:
@@ -383,7 +439,7 @@ def _pair_calls(messages: list[Message]) -> list[tuple[ToolCallPart, tuple[int, 
                 position = open_calls.pop(part.tool_call_id, None)
                 if position is not None:
                     out[position] = (out[position][0], (index, part_index))
-    return out
+    return out, open_calls
 
 
 _NEVER = 1 << 60

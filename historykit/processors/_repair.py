@@ -7,8 +7,8 @@ from typing import ClassVar, NamedTuple
 
 from historykit._identity_cache import CachePolicy, IdentityCache
 from historykit._messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from historykit._scan_memo import common_prefix
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes, same_messages
+from historykit._scan_memo import common_prefix
 from historykit._validity import (
     MAX_CACHE_BREAKPOINTS,
     check_neutral,
@@ -130,7 +130,9 @@ class _Pass:
     def copy(self) -> _Pass:
         return replace(self, seen=set(self.seen), answered=set(self.answered))
 
-    def run(self, messages: list[Message], start: int, shapes: IdentityCache[_Shape], policy: CachePolicy) -> int | None:
+    def run(
+        self, messages: list[Message], start: int, shapes: IdentityCache[_Shape], policy: CachePolicy
+    ) -> int | None:
         """Carry the pass on over `messages[start:]`; the index of the message that fails it, else `None`."""
         seen, answered = self.seen, self.answered
         open_calls, after_user, started = self.open_calls, self.after_user, self.started
@@ -155,7 +157,9 @@ class _Pass:
                 if previous == "assistant" or len(answered) != len(open_calls):
                     failed = index
                     break
-                if any(call_id in seen for call_id in shape.calls) or len(set(shape.calls)) != len(shape.calls):
+                if any(call_id in seen for call_id in shape.calls) or len(set(shape.calls)) != len(
+                    shape.calls
+                ):
                     failed = index
                     break
                 seen.update(shape.calls)

@@ -24,14 +24,14 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from itertools import compress, count
 from typing import NamedTuple
-from dataclasses import dataclass, field, replace
 
 from historykit._identity_cache import IdentityCache
 from historykit._messages import Message, TextPart, ThinkingPart, ToolResultPart
-from historykit._scan_memo import MessageFacts
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes, same_messages
+from historykit._scan_memo import MessageFacts
 from historykit._validate import check_instance, check_int
 from historykit._validity import final_request_start
 from historykit.processors._batching import batch_boundary, prefix_sums

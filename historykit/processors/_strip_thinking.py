@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from historykit._identity_cache import IdentityCache
 from historykit._messages import Message, TextPart, ThinkingPart, ToolResultPart
-from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes, same_messages
+from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes, history_counts, same_messages
 from historykit._scan_memo import MessageFacts
 from historykit._validate import check_instance, check_int
 from historykit._validity import final_request_start
@@ -95,7 +95,7 @@ class StripThinking(HistoryProcessor):
         # What this step learnt of each message on the conversation's latest call is reused for
         # the same messages (`historykit._scan_memo`): a call pays for what is new.
         memos = ctx.conversation.memory(self, _Memos)
-        counts = memos.counts.of(messages, ctx.counter.count_message, ctx.counter)
+        counts = history_counts(messages, ctx)
         if self.trigger is not None and not self.trigger.fires(sum(counts), len(messages), ctx):
             # Under the mark no batch is made (`batch_boundary` checks this first): nothing to strip,
             # without looking for thinking or counting the stripped copies.
@@ -241,8 +241,6 @@ def _kind(msg: Message) -> _Kind:
 class _Memos:
     """What one conversation's calls of a `StripThinking` remember (`historykit._scan_memo`)."""
 
-    counts: MessageFacts[int] = field(default_factory=MessageFacts)
-    """The tokens of each message given."""
     copies: MessageFacts[Message] = field(default_factory=MessageFacts)
     """Each message without its droppable thinking (itself when it has none)."""
     kinds: MessageFacts[_Kind] = field(default_factory=MessageFacts)

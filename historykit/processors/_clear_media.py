@@ -120,7 +120,8 @@ class ClearMedia(HistoryProcessor):
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         notes = StepNotes()
-        if not any(ctx.conversation.memory(self, MessageFacts).of(messages, _has_media)):
+        media: MessageFacts[bool] = ctx.conversation.memory(self, MessageFacts)
+        if not any(media.of(messages, _has_media)):
             # No image or file anywhere (whether each message has one is remembered for the
             # conversation, `historykit._scan_memo`): nothing to count or remove.
             return messages, notes

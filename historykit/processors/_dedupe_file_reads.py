@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from historykit._identity_cache import IdentityCache
 from historykit._messages import Message, Part, ToolCallPart, ToolResultPart
@@ -187,59 +189,78 @@ class DedupeFileReads(HistoryProcessor):
     # --- scanning ------------------------------------------------------------------------------
 
     def _scan(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[_Read], dict[str, list[int]]]:
-        """The history's reads (with their results) and, per file, the order numbers of its writes."""
-        located, accesses = self._calls(messages, ctx)
-        settles = _settling_points(messages)
-        reads: list[_Read] = []
-        writes: dict[str, list[int]] = {}
-        for seq, ((call, found), access) in enumerate(zip(located, accesses)):
-            if isinstance(access, FileWrite):
-                for path in access.paths:
-                    writes.setdefault(path, []).append(seq)
-                continue
-            if not isinstance(access, FileRead) or found is None:
-                continue
-            msg_index, part_index = found
-            msg = messages[msg_index]
-            part = msg.parts[part_index]
-            assert isinstance(part, ToolResultPart)
-            state = self._state(msg, part, ctx)
-            if state == _IGNORED:
-                continue
-            read = _Read(
-                seq, call, shown_extent(access, part), msg_index, part_index, part, state, settles[msg_index]
-            )
-            if read.replaceable:
-                read.tokens = self._tokens(msg, part, ctx)
-            reads.append(read)
-        return reads, writes
+        """The history's reads (with their results) and, per file, the order numbers of its writes.
 
-    def _calls(
-        self, messages: list[Message], ctx: ProcessContext
-    ) -> tuple[list[_Located], list[FileAccess | None]]:
-        """Every tool call with where its result is (`_pair_calls`), and what each did to a file.
-
-        Both are one pass over the history: this conversation's latest call left them at the end
-        of its history (`_Scanned`), and a call that only adds to it carries on from there
-        (`historykit._scan_memo`); any other history is scanned from the start."""
+        One pass over the history: every tool call located (`_pair_calls`) and recognised, its
+        read or write noted. This conversation's latest call left that pass at the end of its
+        history (`_Scanned`), and a call that only adds to it carries on from there: its new calls,
+        and the calls that were still waiting for their results (`historykit._scan_memo`); any
+        other history (an edit, another counter or recogniser) is scanned from the start."""
         recogniser = self._recognise()
         memo = ctx.conversation.memory(self, _Scanned)
-        old, located, open_calls, judged_by, accesses, open_path = memo.latest
-        if not (old and judged_by is recogniser and common_prefix(old, messages) == len(old)):
-            old, located, open_calls, accesses, open_path = (), (), {}, (), None
+        old, basis, located, open_calls, accesses, open_path, found_reads, written, settled = memo.latest
+        if not (old and basis == (recogniser, ctx.counter) and common_prefix(old, messages) == len(old)):
+            old, located, open_calls, accesses, open_path, found_reads, written, settled = _NOTHING_SCANNED
         new_located, new_open = _pair_calls(messages, len(old), list(located), dict(open_calls))
         new_accesses, new_path = recogniser.carry_on(
             [call for call, _ in new_located[len(accesses) :]], list(accesses), open_path, ctx.cache_policy
         )
+        writes = {path: list(seqs) for path, seqs in written.items()}
+        for seq in range(len(accesses), len(new_accesses)):
+            access = new_accesses[seq]
+            if isinstance(access, FileWrite):
+                for path in access.paths:
+                    writes.setdefault(path, []).append(seq)
+        # The calls looked at now: the new ones, and those that had no result yet (the latest
+        # assistant message's); a read found before keeps what was found of it.
+        seen = list(found_reads)
+        looked = sorted(open_calls.values()) if old else []
+        for seq in [*looked, *range(len(accesses), len(new_accesses))]:
+            found_read = self._found_read(messages, new_located[seq], new_accesses[seq], seq, ctx)
+            if found_read is not None:
+                seen.append(found_read)
+        if looked:
+            seen.sort(key=_seq_of)
+        settles = _settling_points(messages, settled)
         memo.latest = (
             tuple(messages),
+            (recogniser, ctx.counter),
             tuple(new_located),
             new_open,
-            recogniser,
             tuple(new_accesses),
             new_path,
+            tuple(seen),
+            {path: tuple(seqs) for path, seqs in writes.items()},
+            tuple(settles),
         )
-        return new_located, new_accesses
+        reads = [
+            _Read(seq, call, extent, msg_index, part_index, part, state, settles[msg_index], tokens=tokens)
+            for seq, call, extent, msg_index, part_index, part, state, tokens in seen
+        ]
+        return reads, writes
+
+    def _found_read(
+        self,
+        messages: list[Message],
+        located: _Located,
+        access: FileAccess | None,
+        seq: int,
+        ctx: ProcessContext,
+    ) -> _FoundRead | None:
+        """What `_scan` keeps of a read whose result is in the history; `None` for another call, a
+        call without its result, or a result to leave alone."""
+        call, found = located
+        if not isinstance(access, FileRead) or found is None:
+            return None
+        msg_index, part_index = found
+        msg = messages[msg_index]
+        part = msg.parts[part_index]
+        assert isinstance(part, ToolResultPart)
+        state = self._state(msg, part, ctx)
+        if state == _IGNORED:
+            return None
+        tokens = self._tokens(msg, part, ctx) if state in _REPLACEABLE else 0
+        return seq, call, shown_extent(access, part), msg_index, part_index, part, state, tokens
 
     def _recognise(self) -> FileAccessRecogniser:
         recogniser = self._recogniser
@@ -333,6 +354,8 @@ class DedupeFileReads(HistoryProcessor):
 # --- reads ----------------------------------------------------------------------------------
 
 _CONTENT, _PARTIAL, _NOTICE, _PINNED, _IGNORED = "content", "partial", "notice", "pinned", "ignored"
+_REPLACEABLE = frozenset({_CONTENT, _PARTIAL, _NOTICE})
+"""The states of a read whose result a notice may replace (`_Read.replaceable`)."""
 
 
 @dataclass(eq=False)
@@ -371,7 +394,7 @@ class _Read:
 
     @property
     def replaceable(self) -> bool:
-        return self.state in (_CONTENT, _PARTIAL, _NOTICE)
+        return self.state in _REPLACEABLE
 
 
 def _due(read: _Read) -> int:
@@ -397,20 +420,37 @@ _Located = tuple[ToolCallPart, tuple[int, int] | None]
 """A tool call and where its result is: (message index, part index); `None` for none."""
 
 
+_FoundRead = tuple[int, ToolCallPart, FileRead, int, int, ToolResultPart, str, int]
+"""A read whose result is in the history, as `_scan` keeps it: its call's order number, the call,
+what its result shows, the message and part of the result, its state, and its tokens (0 unless it
+can be replaced); the rest of a `_Read` is worked out again at every call."""
+
+
+def _seq_of(found_read: _FoundRead) -> int:
+    return found_read[0]
+
+
+_ScanState = tuple[
+    tuple[Message, ...],
+    tuple[_Located, ...],
+    dict[str, int],
+    tuple[FileAccess | None, ...],
+    str | None,
+    tuple[_FoundRead, ...],
+    dict[str, tuple[int, ...]],
+    tuple[int, ...],
+]
+_NOTHING_SCANNED: _ScanState = ((), (), {}, (), None, (), {}, ())
+
+
 @dataclass
 class _Scanned:
-    """Where `DedupeFileReads._calls` left this conversation's latest history: its messages, their
-    calls located and the calls still open (`_pair_calls`), the recogniser that judged them, what
-    each did to a file, and the file SWE-agent's editor had open at the end."""
+    """Where `DedupeFileReads._scan` left this conversation's latest history: its messages, what the
+    pass depended on (the recogniser, the counter), the calls located and those still open
+    (`_pair_calls`), what each call did to a file and the file SWE-agent's editor had open at the
+    end, the reads found, the writes by file, and each message's settling point."""
 
-    latest: tuple[
-        tuple[Message, ...],
-        tuple[_Located, ...],
-        dict[str, int],
-        FileAccessRecogniser | None,
-        tuple[FileAccess | None, ...],
-        str | None,
-    ] = ((), (), {}, None, (), None)
+    latest: tuple[Any, ...] = ((), None, *_NOTHING_SCANNED[1:])
 
 
 def _pair_calls(
@@ -445,12 +485,15 @@ def _pair_calls(
 _NEVER = 1 << 60
 
 
-def _settling_points(messages: list[Message]) -> list[int]:
+def _settling_points(messages: list[Message], known: Sequence[int] = ()) -> list[int]:
     """For each message, the first request point at which it is no longer in the final request:
-    one past the next assistant (or system) message after it."""
-    out = [_NEVER] * len(messages)
+    one past the next assistant (or system) message after it. `known`: the points of a history
+    that `messages` only adds to; those it had found stay (what follows the last assistant or
+    system message of that history is worked out again)."""
+    keep = known.index(_NEVER) if _NEVER in known else len(known)
+    out = [*known[:keep], *[_NEVER] * (len(messages) - keep)]
     upcoming = _NEVER
-    for index in range(len(messages) - 1, -1, -1):
+    for index in range(len(messages) - 1, keep - 1, -1):
         out[index] = upcoming
         if messages[index].role in ("assistant", "system"):
             upcoming = index + 1

@@ -27,6 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from itertools import accumulate
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from historykit import _provenance as provenance
@@ -1189,6 +1190,18 @@ def history_counts(messages: Sequence[Message], ctx: ProcessContext) -> tuple[in
     reused for the same leading messages (`historykit._scan_memo`), the rest counted."""
     memo = ctx.conversation.memory(_Counted, _Counted)
     return memo.counts.of(messages, ctx.counter.count_message, ctx.counter)
+
+
+def history_sums(messages: Sequence[Message], ctx: ProcessContext) -> tuple[int, ...]:
+    """The prefix sums of `history_counts`: entry `i` is the tokens of `messages[:i]` (`len(messages)
+    + 1` entries), made again only when a count is."""
+    memo = ctx.conversation.memory(_Counted, _Counted).counts
+    return memo.derived(memo.of(messages, ctx.counter.count_message, ctx.counter), prefix_totals)
+
+
+def prefix_totals(values: Iterable[int]) -> tuple[int, ...]:
+    """`(0, v0, v0 + v1, ...)`: entry `i` is the total of the first `i` values."""
+    return tuple(accumulate(values, initial=0))
 
 
 def reported_offset(messages: Sequence[Message], counter: TokenCounter) -> int:

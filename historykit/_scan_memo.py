@@ -28,6 +28,7 @@ from itertools import compress, count
 from typing import Any, Generic, TypeVar
 
 _T = TypeVar("_T")
+_D = TypeVar("_D")
 
 
 def common_prefix(old: Sequence[object], new: Sequence[object]) -> int:
@@ -48,12 +49,13 @@ class MessageFacts(Generic[_T]):
         ```
     """
 
-    __slots__ = ("_seen",)
+    __slots__ = ("_derived", "_seen")
 
     def __init__(self) -> None:
         # One tuple, replaced whole: a call of the same conversation on another thread reads either
         # the old state or the new one, never half of each.
         self._seen: tuple[object, tuple[object, ...], tuple[_T, ...]] = (None, (), ())
+        self._derived: tuple[object, object] = (None, None)
 
     def of(self, messages: Sequence[Any], fact: Callable[[Any], _T], basis: object = None) -> tuple[_T, ...]:
         """`fact(m)` for each of `messages`, in order: remembered for the leading messages that are
@@ -67,6 +69,17 @@ class MessageFacts(Generic[_T]):
         self._seen = (basis, tuple(messages), out)
         return out
 
+    def derived(self, facts: tuple[_T, ...], make: Callable[[tuple[_T, ...]], _D]) -> _D:
+        """`make(facts)` for the facts `of` returned, remembered while they are the latest: a call
+        that finds every fact remembered finds what was made of them too."""
+        held, value = self._derived
+        if held is facts:
+            return value  # type: ignore[return-value]
+        value = make(facts)
+        self._derived = (facts, value)
+        return value
+
     def clear(self) -> None:
         """Forget everything (the next call computes every fact)."""
         self._seen = (None, (), ())
+        self._derived = (None, None)

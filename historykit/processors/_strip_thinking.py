@@ -30,11 +30,18 @@ from typing import NamedTuple
 
 from historykit._identity_cache import IdentityCache
 from historykit._messages import Message, TextPart, ThinkingPart, ToolResultPart
-from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes, history_counts, same_messages
+from historykit._pipeline import (
+    HistoryProcessor,
+    ProcessContext,
+    StepNotes,
+    history_sums,
+    prefix_totals,
+    same_messages,
+)
 from historykit._scan_memo import MessageFacts
 from historykit._validate import check_instance, check_int
 from historykit._validity import final_request_start
-from historykit.processors._batching import batch_boundary, prefix_sums
+from historykit.processors._batching import batch_boundary
 from historykit.processors._trigger import Trigger
 
 DEFAULT_MIN_GAIN_FRACTION = 0.02
@@ -95,8 +102,8 @@ class StripThinking(HistoryProcessor):
         # What this step learnt of each message on the conversation's latest call is reused for
         # the same messages (`historykit._scan_memo`): a call pays for what is new.
         memos = ctx.conversation.memory(self, _Memos)
-        counts = history_counts(messages, ctx)
-        if self.trigger is not None and not self.trigger.fires(sum(counts), len(messages), ctx):
+        sizes = history_sums(messages, ctx)
+        if self.trigger is not None and not self.trigger.fires(sizes[-1], len(messages), ctx):
             # Under the mark no batch is made (`batch_boundary` checks this first): nothing to strip,
             # without looking for thinking or counting the stripped copies.
             return messages, notes
@@ -105,7 +112,7 @@ class StripThinking(HistoryProcessor):
             return messages, notes  # no strippable thinking anywhere: nothing to replay
         kinds = memos.kinds.of(messages, _kind)
         stripped = list(copies)
-        pinned_calls = set().union(*map(_pinned_of, kinds))
+        pinned_calls, turn_starts_at, assistants = memos.kinds.derived(kinds, _turn_facts)
         if pinned_calls:
             for index, msg in enumerate(messages):
                 if msg.role == "assistant" and any(c.id in pinned_calls for c in msg.tool_calls):
@@ -114,12 +121,10 @@ class StripThinking(HistoryProcessor):
             return messages, notes  # no strippable thinking anywhere: nothing to replay
         # Turn starts as `historykit._validity.turn_starts` marks them: a user message in the user's
         # own voice or a system message, but none in a final request that also answers tool calls.
-        starts = list(map(_starts_turn, kinds))
         final = final_request_start(messages)
+        turn_starts = list(turn_starts_at)
         if any(m.role == "tool" or m.tool_results for m in messages[final:]):
-            starts[final:] = [False] * (len(messages) - final)
-        turn_starts = list(compress(count(), starts))
-        assistants = list(compress(count(), map(_is_assistant, kinds)))
+            del turn_starts[bisect_left(turn_starts, final) :]
         firsts: list[int] = []  # the first assistant message of each assistant turn...
         owners: list[int] = []  # ...and where that turn starts
         for k, start in enumerate(turn_starts):
@@ -149,8 +154,10 @@ class StripThinking(HistoryProcessor):
             )
             boundary = batch_boundary(
                 candidates=turn_starts,
-                sizes=prefix_sums(counts),
-                edited=prefix_sums(memos.edited.of(stripped, ctx.counter.count_message, ctx.counter)),
+                sizes=sizes,
+                edited=memos.edited.derived(
+                    memos.edited.of(stripped, ctx.counter.count_message, ctx.counter), prefix_totals
+                ),
                 limit=cap(len(messages)),
                 trigger=self.trigger,
                 ctx=ctx,
@@ -224,6 +231,16 @@ _NO_CALLS: frozenset[str] = frozenset()
 _is_assistant = operator.itemgetter(0)
 _starts_turn = operator.itemgetter(1)
 _pinned_of = operator.itemgetter(2)
+
+
+def _turn_facts(kinds: tuple[_Kind, ...]) -> tuple[frozenset[str], tuple[int, ...], tuple[int, ...]]:
+    """What the kinds of a history's messages say of it as a whole: the calls its pinned results
+    answer, where a turn may start (before the final request is looked at), its assistant messages."""
+    return (
+        frozenset().union(*map(_pinned_of, kinds)),
+        tuple(compress(count(), map(_starts_turn, kinds))),
+        tuple(compress(count(), map(_is_assistant, kinds))),
+    )
 
 
 def _kind(msg: Message) -> _Kind:

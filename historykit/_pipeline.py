@@ -624,7 +624,9 @@ class Pipeline(HistoryProcessor):
         are this one piece of code. Returns what is sent, the step reports, and what is kept (the
         history before the repairs: the same list when they changed nothing)."""
         if self.use_usage:
-            ctx = replace(ctx, reported_offset=reported_offset(messages, ctx.counter))
+            offset = reported_offset(messages, ctx.counter)
+            if offset != ctx.reported_offset:
+                ctx = replace(ctx, reported_offset=offset)
         kept, steps = yield from self._compaction_plan(messages, ctx, gate)
         sent, repairs = yield from self._repair_plan(kept, ctx)
         return sent, [*steps, *repairs], kept
@@ -750,7 +752,7 @@ class Pipeline(HistoryProcessor):
         count = ctx.counter.count_message
         offset = ctx.reported_offset
         if before_tokens is None:
-            before_tokens = sum(history_counts(before, ctx))
+            before_tokens = history_sums(before, ctx)[-1]
         if after is before:
             after_tokens = before_tokens
         else:
@@ -1179,22 +1181,17 @@ def _binds_thinking(history: Sequence[Message], state: ConversationState) -> boo
 
 
 class _Counted:
-    """The token counts of a conversation's latest history given to `history_counts`."""
+    """The token counts of a conversation's latest history given to `history_sums`."""
 
     def __init__(self) -> None:
         self.counts: MessageFacts[int] = MessageFacts()
 
 
-def history_counts(messages: Sequence[Message], ctx: ProcessContext) -> tuple[int, ...]:
-    """`ctx.counter`'s count of each of `messages`: the counts of the conversation's latest call
-    reused for the same leading messages (`historykit._scan_memo`), the rest counted."""
-    memo = ctx.conversation.memory(_Counted, _Counted)
-    return memo.counts.of(messages, ctx.counter.count_message, ctx.counter)
-
-
 def history_sums(messages: Sequence[Message], ctx: ProcessContext) -> tuple[int, ...]:
-    """The prefix sums of `history_counts`: entry `i` is the tokens of `messages[:i]` (`len(messages)
-    + 1` entries), made again only when a count is."""
+    """The prefix sums of `ctx.counter`'s counts of `messages`: entry `i` is the tokens of
+    `messages[:i]` (`len(messages) + 1` entries). The counts of the conversation's latest call are
+    reused for the same leading messages (`historykit._scan_memo`), the rest counted; the sums are
+    made again only when a count is."""
     memo = ctx.conversation.memory(_Counted, _Counted).counts
     return memo.derived(memo.of(messages, ctx.counter.count_message, ctx.counter), prefix_totals)
 

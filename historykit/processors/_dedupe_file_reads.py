@@ -199,7 +199,8 @@ class DedupeFileReads(HistoryProcessor):
         recogniser = self._recognise()
         memo = ctx.conversation.memory(self, _Scanned)
         old, basis, located, open_calls, accesses, open_path, found_reads, written, settled = memo.latest
-        if not (old and basis == (recogniser, ctx.counter) and common_prefix(old, messages) == len(old)):
+        same_basis = basis is not None and basis[0] is recogniser and basis[1] is ctx.counter
+        if not (old and same_basis and common_prefix(old, messages) == len(old)):
             old, located, open_calls, accesses, open_path, found_reads, written, settled = _NOTHING_SCANNED
         new_located, new_open = _pair_calls(messages, len(old), list(located), dict(open_calls))
         new_accesses, new_path = recogniser.carry_on(

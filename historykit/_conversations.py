@@ -6,7 +6,8 @@ call therefore belongs to one conversation and is found by that conversation's k
 
 - the views a view-only replay derived (`historykit._view.ViewReplay`);
 - what a processor remembers between calls (`Summarize`: its summaries and background summaries),
-  asked for with `ConversationState.memory(processor, make)`;
+  asked for with `ConversationState.memory(processor, make)`; among it what the steps learnt of the
+  latest history (`historykit._scan_memo`), so the next call looks only at what is new;
 - the originals of the tool outputs a placeholder replaced, for the recall tool (`historykit.Recall`);
 - the usage-warning level (`historykit.UsageWarning`) and the window an overflow shrank the conversation to.
 

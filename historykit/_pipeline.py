@@ -26,10 +26,12 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
+from itertools import accumulate
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from historykit import _provenance as provenance
-from historykit._binding import drop_unbound_thinking, history_binds_thinking, restore_cycle_thinking
+from historykit._binding import drop_unbound_thinking, model_binds_thinking, restore_cycle_thinking
 from historykit._context_window import ContextWindow, check_context_window, resolve_context_window
 from historykit._conversations import Conversations, ConversationState
 from historykit._hooks import (
@@ -45,6 +47,7 @@ from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit._messages import CompactionMarker, Message, SummaryPart, ToolResultPart
 from historykit._plans import adrive, drive
 from historykit._recall import content_handle, handle_in, handles_in
+from historykit._scan_memo import MessageFacts
 from historykit._telemetry import pipeline_span
 from historykit._tokens import TokenCounter
 from historykit._usage import UsageMonitor, UsageWarning
@@ -593,7 +596,7 @@ class Pipeline(HistoryProcessor):
     def _context(self, call: Call, history: Sequence[Message], state: ConversationState) -> ProcessContext:
         binds = call.binds_thinking
         if binds is None:
-            binds = history_binds_thinking(history)
+            binds = _binds_thinking(history, state)
         return ProcessContext(
             call.window.tokens,
             call.window.source,
@@ -621,7 +624,9 @@ class Pipeline(HistoryProcessor):
         are this one piece of code. Returns what is sent, the step reports, and what is kept (the
         history before the repairs: the same list when they changed nothing)."""
         if self.use_usage:
-            ctx = replace(ctx, reported_offset=reported_offset(messages, ctx.counter))
+            offset = reported_offset(messages, ctx.counter)
+            if offset != ctx.reported_offset:
+                ctx = replace(ctx, reported_offset=offset)
         kept, steps = yield from self._compaction_plan(messages, ctx, gate)
         sent, repairs = yield from self._repair_plan(kept, ctx)
         return sent, [*steps, *repairs], kept
@@ -747,7 +752,7 @@ class Pipeline(HistoryProcessor):
         count = ctx.counter.count_message
         offset = ctx.reported_offset
         if before_tokens is None:
-            before_tokens = sum(ctx.counter.counts(before))
+            before_tokens = history_sums(before, ctx)[-1]
         if after is before:
             after_tokens = before_tokens
         else:
@@ -1153,6 +1158,49 @@ class Pipeline(HistoryProcessor):
         return PipelineResult(processed, report, originals, None if kept is processed else kept)
 
 
+class _Binding:
+    """Whether each message of a conversation's latest history names a binding model (`None`: it
+    names none), for `_binds_thinking`."""
+
+    def __init__(self) -> None:
+        self.models: MessageFacts[bool | None] = MessageFacts()
+
+
+_named = partial(operator.is_not, None)
+
+
+def _binding_of(message: Message) -> bool | None:
+    return model_binds_thinking(message.model) if message.role == "assistant" and message.model else None
+
+
+def _binds_thinking(history: Sequence[Message], state: ConversationState) -> bool:
+    """`history_binds_thinking(history)`, from what the conversation's latest call read of each
+    message (`historykit._scan_memo`): the latest assistant message that names its model decides."""
+    named = state.memory(_Binding, _Binding).models.of(history, _binding_of)
+    return next(filter(_named, reversed(named)), None) is True
+
+
+class _Counted:
+    """The token counts of a conversation's latest history given to `history_sums`."""
+
+    def __init__(self) -> None:
+        self.counts: MessageFacts[int] = MessageFacts()
+
+
+def history_sums(messages: Sequence[Message], ctx: ProcessContext) -> tuple[int, ...]:
+    """The prefix sums of `ctx.counter`'s counts of `messages`: entry `i` is the tokens of
+    `messages[:i]` (`len(messages) + 1` entries). The counts of the conversation's latest call are
+    reused for the same leading messages (`historykit._scan_memo`), the rest counted; the sums are
+    made again only when a count is."""
+    memo = ctx.conversation.memory(_Counted, _Counted).counts
+    return memo.derived(memo.of(messages, ctx.counter.count_message, ctx.counter), prefix_totals)
+
+
+def prefix_totals(values: Iterable[int]) -> tuple[int, ...]:
+    """`(0, v0, v0 + v1, ...)`: entry `i` is the total of the first `i` values."""
+    return tuple(accumulate(values, initial=0))
+
+
 def reported_offset(messages: Sequence[Message], counter: TokenCounter) -> int:
     """`ProcessContext.reported_offset` of a call's history: the usage the latest response reported
     (its request plus itself) less `counter`'s count of the messages up to it, when that is more;
@@ -1302,7 +1350,7 @@ def mark_written(
     it; a truncation that a processor reported keeps that strategy. The stores tell originals from
     what a compaction wrote by this marker (`EDIT_KEY`), so the original transcript is never mixed
     with copies."""
-    if same_messages(before, after):
+    if after is before or same_messages(before, after):
         return after
     count = ctx.counter.count_message
     reported = [m for m in notes.markers if m.strategy != "summarize"]
@@ -1332,7 +1380,7 @@ def _batch_marker(
 ) -> CompactionMarker | None:
     """One marker for every message a step wrote: the span of `before` they replaced, and the
     step's tokens before and after; `None` when it wrote none."""
-    if same_messages(before, after):
+    if after is before or same_messages(before, after):
         return None
     replaced = [r for _, r in provenance.written_runs(before, after)]
     if not replaced:

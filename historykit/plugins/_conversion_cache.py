@@ -26,6 +26,13 @@ class ConversionCache:
         self.max_entries = max_entries
         self._entries: dict[tuple[int, Hashable], tuple[Any, Hashable, tuple[Message, ...]]] = {}
 
+    @property
+    def entries(self) -> dict[tuple[int, Hashable], tuple[Any, Hashable, tuple[Message, ...]]]:
+        """The entries by (`id` of the native object, variant): (the object, its fingerprint, its
+        messages), for an adapter that reads its hits in a loop of its own (a hit is only one whose
+        object is the very one asked about and whose fingerprint compares equal, as in `get`)."""
+        return self._entries
+
     def get(self, native: Any, variant: Hashable, fingerprint: Hashable) -> tuple[Message, ...] | None:
         hit = self._entries.get((id(native), variant))
         if hit is not None and hit[0] is native and hit[1] == fingerprint:

@@ -38,6 +38,7 @@ from typing import ClassVar
 from historykit._messages import MediaPart, Message, Part, TextPart, ToolCallPart, ToolResultPart
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit._recall import check_recall_tool, media_handle, recall_call
+from historykit._scan_memo import MessageFacts
 from historykit._validate import check_int
 from historykit.errors import InvalidArgumentError
 from historykit.processors._clear_tool_results import describe_call
@@ -119,6 +120,11 @@ class ClearMedia(HistoryProcessor):
 
     def process(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[Message], StepNotes]:
         notes = StepNotes()
+        media: MessageFacts[bool] = ctx.conversation.memory(self, MessageFacts)
+        if not any(media.of(messages, _has_media)):
+            # No image or file anywhere (whether each message has one is remembered for the
+            # conversation, `historykit._scan_memo`): nothing to count or remove.
+            return messages, notes
         current = _current_request(messages)
         latest = next((i for i in range(len(messages) - 1, -1, -1) if is_user_request(messages[i])), -1)
         # Every media item that may go, in order: (message, part, item within a tool result or -1).
@@ -188,6 +194,14 @@ class ClearMedia(HistoryProcessor):
             return PLACEHOLDER.format(kind=kind, what=what, where=where)
         recall = recall_call(self.recall_tool, media_handle(media))
         return RECALL_PLACEHOLDER.format(kind=kind, what=what, where=where, recall=recall)
+
+
+def _has_media(msg: Message) -> bool:
+    """Whether `msg` carries an image or a file (in a tool result too), pinned or not."""
+    return any(
+        isinstance(part, MediaPart) or (isinstance(part, ToolResultPart) and bool(part.media))
+        for part in msg.parts
+    )
 
 
 def _current_request(messages: list[Message]) -> int:

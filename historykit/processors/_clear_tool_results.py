@@ -36,6 +36,7 @@ from historykit._identity_cache import CachePolicy, IdentityCache
 from historykit._messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit._recall import check_recall_tool, placeholder_handle, recall_call
+from historykit._scan_memo import common_prefix
 from historykit._tokens import TokenCounter
 from historykit._validate import check_instance, check_int, check_tool_names
 from historykit.processors._batching import batch_boundary, prefix_sums
@@ -250,14 +251,19 @@ class ClearToolResults(HistoryProcessor):
             self._cache.clear()
             self._cache_key = key
         cache = self._cache
-        cleared: list[Message] = []
-        own: list[int] = []
-        less: list[int] = []
-        starts: list[int] = []  # assistant messages: where units start
-        result_at: list[int] = []  # the message of each tool result...
-        result_unit: list[int] = []  # ...and the unit it belongs to
-        caller: Message | None = None
-        for index, msg in enumerate(messages):
+        # The scan below carries its lists from message to message: this conversation's latest
+        # call left them at the end of its history, and a call that only adds to that history
+        # carries on from there (`historykit._scan_memo`); any other history starts over.
+        memo = ctx.conversation.memory(self, _Scanned)
+        old, old_key, scanned = memo.latest
+        begin = len(old) if old and old_key == key and common_prefix(old, messages) == len(old) else 0
+        lists = [list(column) for column in scanned[:6]] if begin else [[], [], [], [], [], []]
+        cleared, own, less, starts, result_at, result_unit = lists
+        # `starts`: assistant messages, where units start; `result_at`: the message of each tool
+        # result, and `result_unit` the unit it belongs to.
+        caller: Message | None = scanned[6] if begin else None
+        for index in range(begin, len(messages)):
+            msg = messages[index]
             if msg.role == "assistant":
                 caller = msg
                 starts.append(index)
@@ -270,6 +276,7 @@ class ClearToolResults(HistoryProcessor):
             if hit[5]:
                 result_at.extend([index] * hit[5])
                 result_unit.extend([starts[-1] if starts else -1] * hit[5])
+        memo.latest = (tuple(messages), key, (*map(tuple, lists), caller))
         sizes, edited = prefix_sums(own), prefix_sums(less)
 
         def cap(point: int) -> int:
@@ -489,3 +496,12 @@ def _clear_value(
             return value, False
         return [new for new, _ in cleared], True
     return value, False
+
+
+@dataclass
+class _Scanned:
+    """Where `ClearToolResults.process` left this conversation's latest history: its messages,
+    the settings it was scanned with, and the scan's lists (cleared copies, sizes before and after,
+    unit starts, where each result is and its unit) with the latest assistant message."""
+
+    latest: tuple[tuple[Message, ...], tuple[object, ...], tuple[Any, ...]] = ((), (), ())

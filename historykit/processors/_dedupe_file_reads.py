@@ -47,16 +47,20 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from historykit._identity_cache import IdentityCache
 from historykit._messages import Message, Part, ToolCallPart, ToolResultPart
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit._recall import check_recall_tool, handle_in, recall_call, recall_handle
+from historykit._scan_memo import common_prefix
 from historykit._tokens import MESSAGE_OVERHEAD, PART_OVERHEAD, TokenCounter
 from historykit._validate import check_instance, check_int
 from historykit.errors import ArgumentTypeError
 from historykit.processors._file_reads import (
+    FileAccess,
     FileAccessRecogniser,
     FileKey,
     FileRead,
@@ -185,33 +189,79 @@ class DedupeFileReads(HistoryProcessor):
     # --- scanning ------------------------------------------------------------------------------
 
     def _scan(self, messages: list[Message], ctx: ProcessContext) -> tuple[list[_Read], dict[str, list[int]]]:
-        """The history's reads (with their results) and, per file, the order numbers of its writes."""
-        located = _pair_calls(messages)
-        accesses = self._recognise()([call for call, _ in located], ctx.cache_policy)
-        settles = _settling_points(messages)
-        reads: list[_Read] = []
-        writes: dict[str, list[int]] = {}
-        for seq, ((call, found), access) in enumerate(zip(located, accesses)):
+        """The history's reads (with their results) and, per file, the order numbers of its writes.
+
+        One pass over the history: every tool call located (`_pair_calls`) and recognised, its
+        read or write noted. This conversation's latest call left that pass at the end of its
+        history (`_Scanned`), and a call that only adds to it carries on from there: its new calls,
+        and the calls that were still waiting for their results (`historykit._scan_memo`); any
+        other history (an edit, another counter or recogniser) is scanned from the start."""
+        recogniser = self._recognise()
+        memo = ctx.conversation.memory(self, _Scanned)
+        old, basis, located, open_calls, accesses, open_path, found_reads, written, settled = memo.latest
+        same_basis = basis is not None and basis[0] is recogniser and basis[1] is ctx.counter
+        if not (old and same_basis and common_prefix(old, messages) == len(old)):
+            old, located, open_calls, accesses, open_path, found_reads, written, settled = _NOTHING_SCANNED
+        new_located, new_open = _pair_calls(messages, len(old), list(located), dict(open_calls))
+        new_accesses, new_path = recogniser.carry_on(
+            [call for call, _ in new_located[len(accesses) :]], list(accesses), open_path, ctx.cache_policy
+        )
+        writes = {path: list(seqs) for path, seqs in written.items()}
+        for seq in range(len(accesses), len(new_accesses)):
+            access = new_accesses[seq]
             if isinstance(access, FileWrite):
                 for path in access.paths:
                     writes.setdefault(path, []).append(seq)
-                continue
-            if not isinstance(access, FileRead) or found is None:
-                continue
-            msg_index, part_index = found
-            msg = messages[msg_index]
-            part = msg.parts[part_index]
-            assert isinstance(part, ToolResultPart)
-            state = self._state(msg, part, ctx)
-            if state == _IGNORED:
-                continue
-            read = _Read(
-                seq, call, shown_extent(access, part), msg_index, part_index, part, state, settles[msg_index]
-            )
-            if read.replaceable:
-                read.tokens = self._tokens(msg, part, ctx)
-            reads.append(read)
+        # The calls looked at now: the new ones, and those that had no result yet (the latest
+        # assistant message's); a read found before keeps what was found of it.
+        seen = list(found_reads)
+        looked = sorted(open_calls.values()) if old else []
+        for seq in [*looked, *range(len(accesses), len(new_accesses))]:
+            found_read = self._found_read(messages, new_located[seq], new_accesses[seq], seq, ctx)
+            if found_read is not None:
+                seen.append(found_read)
+        if looked:
+            seen.sort(key=_seq_of)
+        settles = _settling_points(messages, settled)
+        memo.latest = (
+            tuple(messages),
+            (recogniser, ctx.counter),
+            tuple(new_located),
+            new_open,
+            tuple(new_accesses),
+            new_path,
+            tuple(seen),
+            {path: tuple(seqs) for path, seqs in writes.items()},
+            tuple(settles),
+        )
+        reads = [
+            _Read(seq, call, extent, msg_index, part_index, part, state, settles[msg_index], tokens=tokens)
+            for seq, call, extent, msg_index, part_index, part, state, tokens in seen
+        ]
         return reads, writes
+
+    def _found_read(
+        self,
+        messages: list[Message],
+        located: _Located,
+        access: FileAccess | None,
+        seq: int,
+        ctx: ProcessContext,
+    ) -> _FoundRead | None:
+        """What `_scan` keeps of a read whose result is in the history; `None` for another call, a
+        call without its result, or a result to leave alone."""
+        call, found = located
+        if not isinstance(access, FileRead) or found is None:
+            return None
+        msg_index, part_index = found
+        msg = messages[msg_index]
+        part = msg.parts[part_index]
+        assert isinstance(part, ToolResultPart)
+        state = self._state(msg, part, ctx)
+        if state == _IGNORED:
+            return None
+        tokens = self._tokens(msg, part, ctx) if state in _REPLACEABLE else 0
+        return seq, call, shown_extent(access, part), msg_index, part_index, part, state, tokens
 
     def _recognise(self) -> FileAccessRecogniser:
         recogniser = self._recogniser
@@ -305,6 +355,8 @@ class DedupeFileReads(HistoryProcessor):
 # --- reads ----------------------------------------------------------------------------------
 
 _CONTENT, _PARTIAL, _NOTICE, _PINNED, _IGNORED = "content", "partial", "notice", "pinned", "ignored"
+_REPLACEABLE = frozenset({_CONTENT, _PARTIAL, _NOTICE})
+"""The states of a read whose result a notice may replace (`_Read.replaceable`)."""
 
 
 @dataclass(eq=False)
@@ -343,7 +395,7 @@ class _Read:
 
     @property
     def replaceable(self) -> bool:
-        return self.state in (_CONTENT, _PARTIAL, _NOTICE)
+        return self.state in _REPLACEABLE
 
 
 def _due(read: _Read) -> int:
@@ -365,11 +417,56 @@ def _content_state(part: ToolResultPart, written: bool) -> str:
     return _PARTIAL if read_is_partial(part) else _CONTENT
 
 
-def _pair_calls(messages: list[Message]) -> list[tuple[ToolCallPart, tuple[int, int] | None]]:
-    """Every tool call in order, with where its result is: (message index, part index)."""
-    out: list[tuple[ToolCallPart, tuple[int, int] | None]] = []
-    open_calls: dict[str, int] = {}  # call id -> position in `out`, for the latest assistant message
-    for index, msg in enumerate(messages):
+_Located = tuple[ToolCallPart, tuple[int, int] | None]
+"""A tool call and where its result is: (message index, part index); `None` for none."""
+
+
+_FoundRead = tuple[int, ToolCallPart, FileRead, int, int, ToolResultPart, str, int]
+"""A read whose result is in the history, as `_scan` keeps it: its call's order number, the call,
+what its result shows, the message and part of the result, its state, and its tokens (0 unless it
+can be replaced); the rest of a `_Read` is worked out again at every call."""
+
+
+def _seq_of(found_read: _FoundRead) -> int:
+    return found_read[0]
+
+
+_ScanState = tuple[
+    tuple[Message, ...],
+    tuple[_Located, ...],
+    dict[str, int],
+    tuple[FileAccess | None, ...],
+    str | None,
+    tuple[_FoundRead, ...],
+    dict[str, tuple[int, ...]],
+    tuple[int, ...],
+]
+_NOTHING_SCANNED: _ScanState = ((), (), {}, (), None, (), {}, ())
+
+
+@dataclass
+class _Scanned:
+    """Where `DedupeFileReads._scan` left this conversation's latest history: its messages, what the
+    pass depended on (the recogniser, the counter), the calls located and those still open
+    (`_pair_calls`), what each call did to a file and the file SWE-agent's editor had open at the
+    end, the reads found, the writes by file, and each message's settling point."""
+
+    latest: tuple[Any, ...] = ((), None, *_NOTHING_SCANNED[1:])
+
+
+def _pair_calls(
+    messages: list[Message],
+    start: int = 0,
+    out: list[_Located] | None = None,
+    open_calls: dict[str, int] | None = None,
+) -> tuple[list[_Located], dict[str, int]]:
+    """Every tool call in order, with where its result is: (message index, part index); and the
+    calls of the latest assistant message still without a result (id -> position in the list).
+    From `start` on, given what the messages before it gave (`out`, `open_calls`)."""
+    out = [] if out is None else out
+    open_calls = {} if open_calls is None else open_calls  # call id -> position in `out`
+    for index in range(start, len(messages)):
+        msg = messages[index]
         if msg.role == "assistant":
             open_calls = {}
             for part in msg.parts:
@@ -383,18 +480,21 @@ def _pair_calls(messages: list[Message]) -> list[tuple[ToolCallPart, tuple[int, 
                 position = open_calls.pop(part.tool_call_id, None)
                 if position is not None:
                     out[position] = (out[position][0], (index, part_index))
-    return out
+    return out, open_calls
 
 
 _NEVER = 1 << 60
 
 
-def _settling_points(messages: list[Message]) -> list[int]:
+def _settling_points(messages: list[Message], known: Sequence[int] = ()) -> list[int]:
     """For each message, the first request point at which it is no longer in the final request:
-    one past the next assistant (or system) message after it."""
-    out = [_NEVER] * len(messages)
+    one past the next assistant (or system) message after it. `known`: the points of a history
+    that `messages` only adds to; those it had found stay (what follows the last assistant or
+    system message of that history is worked out again)."""
+    keep = known.index(_NEVER) if _NEVER in known else len(known)
+    out = [*known[:keep], *[_NEVER] * (len(messages) - keep)]
     upcoming = _NEVER
-    for index in range(len(messages) - 1, -1, -1):
+    for index in range(len(messages) - 1, keep - 1, -1):
         out[index] = upcoming
         if messages[index].role in ("assistant", "system"):
             upcoming = index + 1

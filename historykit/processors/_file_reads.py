@@ -211,8 +211,18 @@ class FileAccessRecogniser:
     ) -> list[FileAccess | None]:
         """What each call did to a file; `cache_policy` (a processor's `ProcessContext`'s) bounds
         the verdicts remembered, else the recogniser's own."""
-        out: list[FileAccess | None] = []
-        open_path: str | None = None  # the file SWE-agent's editor has open
+        return self.carry_on(calls, [], None, cache_policy)[0]
+
+    def carry_on(
+        self,
+        calls: Sequence[ToolCallPart],
+        out: list[FileAccess | None],
+        open_path: str | None,
+        cache_policy: CachePolicy | None = None,
+    ) -> tuple[list[FileAccess | None], str | None]:
+        """What each of `calls` did to a file, appended to `out` (the accesses of the calls before
+        them), with `open_path` the file SWE-agent's editor had open after those; returns `out` and
+        the file open after `calls`. So a history that grew is recognised from where it was."""
         verdicts = self._verdicts
         policy = cache_policy or self.cache_policy
         for call in calls:
@@ -225,7 +235,7 @@ class FileAccessRecogniser:
             if verdict.opens is not None:
                 open_path = verdict.opens
             out.append(access)
-        return out
+        return out, open_path
 
     def _verdict(self, call: ToolCallPart) -> _Verdict:
         if self.file_key is not None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any, ClassVar, Literal
 
 from historykit._identity_cache import IdentityCache
 from historykit._messages import CompactionMarker, Message, SummaryPart
-from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
+from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes, history_sums
 from historykit._recall import HANDLE_LENGTH, check_recall_tool, recall_call
 from historykit.processors import _final_request as final_request
 from historykit.processors._summary_recall import truncation_index
@@ -293,7 +292,7 @@ class CompactionState:
         self.trigger = trigger
         self.recall_tool = recall_tool
         """With a recall tool, a truncation notice names the index of the tool outputs it removed."""
-        self.cum = list(accumulate(ctx.counter.counts(messages), initial=0))
+        self.cum = history_sums(messages, ctx)
         self.notes = StepNotes()
         self.high = trigger.high_tokens(ctx)
         """The token high-water mark (`None` for a message-count trigger)."""

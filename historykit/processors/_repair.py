@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, NamedTuple
 
-from historykit._identity_cache import IdentityCache
+from historykit._identity_cache import CachePolicy, IdentityCache
 from historykit._messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes, same_messages
+from historykit._scan_memo import common_prefix
 from historykit._validity import (
     MAX_CACHE_BREAKPOINTS,
     check_neutral,
@@ -87,47 +88,105 @@ class Repair(HistoryProcessor):
         seen before, consecutive assistant messages, a first message not the user's, a result
         that answers no open call or comes after user text since its call, a call left without a
         result (but for the last message's), too many cache breakpoints."""
-        shapes = self._shapes
-        policy = ctx.cache_policy
-        seen: set[str] = set()
-        open_calls: frozenset[str] = frozenset()
-        answered: set[str] = set()
-        after_user = False  # user text (or a user message without results) since the latest call
-        started = False  # a message other than a system one came
-        previous = ""  # the role of the message before
-        markers = 0
-        for msg in messages:
+        # The check is one pass that carries a few sets from message to message: this
+        # conversation's latest call left it at the end of its history (`_Pass`), and a call that
+        # only adds to that history carries on from there (`historykit._scan_memo`).
+        memo = ctx.conversation.memory(self, _PassMemo)
+        old, done, failed_at = memo.latest
+        same = common_prefix(old, messages)
+        if failed_at is not None and same > failed_at:
+            return False  # the very messages that failed it are still there
+        state = done.copy() if done is not None and same == len(old) else _Pass()
+        failed_at = state.run(messages, state.at, self._shapes, ctx.cache_policy)
+        memo.latest = (tuple(messages), state if failed_at is None else None, failed_at)
+        if failed_at is not None:
+            return False
+        # The last message's calls are waiting for their results; any other call must have them.
+        if state.previous != "assistant" and len(state.answered) != len(state.open_calls):
+            return False
+        return state.markers <= MAX_CACHE_BREAKPOINTS
+
+
+@dataclass
+class _Pass:
+    """Where `Repair._plainly_valid`'s pass over a history stands after its first `at` messages."""
+
+    at: int = 0
+    seen: set[str] = field(default_factory=set)
+    """Every tool-call id so far."""
+    open_calls: frozenset[str] = frozenset()
+    """The calls of the latest assistant message."""
+    answered: set[str] = field(default_factory=set)
+    """Those of them answered since."""
+    after_user: bool = False
+    """User text (or a user message without results) since the latest call."""
+    started: bool = False
+    """A message other than a system one came."""
+    previous: str = ""
+    """The role of the latest message."""
+    markers: int = 0
+    """Cache breakpoints so far."""
+
+    def copy(self) -> _Pass:
+        return replace(self, seen=set(self.seen), answered=set(self.answered))
+
+    def run(
+        self, messages: list[Message], start: int, shapes: IdentityCache[_Shape], policy: CachePolicy
+    ) -> int | None:
+        """Carry the pass on over `messages[start:]`; the index of the message that fails it, else `None`."""
+        seen, answered = self.seen, self.answered
+        open_calls, after_user, started = self.open_calls, self.after_user, self.started
+        previous, markers = self.previous, self.markers
+        failed: int | None = None
+        for index in range(start, len(messages)):
+            msg = messages[index]
             shape = shapes.get(msg)
             if shape is None:
                 shape = shapes.put(msg, _shape(msg), policy)
             if not shape.sendable:
-                return False
+                failed = index
+                break
             markers += shape.markers
             role = msg.role
             if not started and role != "system":
                 if role != "user":
-                    return False
+                    failed = index
+                    break
                 started = True
             if role == "assistant":
                 if previous == "assistant" or len(answered) != len(open_calls):
-                    return False
-                for call_id in shape.calls:
-                    if call_id in seen:
-                        return False
-                    seen.add(call_id)
+                    failed = index
+                    break
+                if any(call_id in seen for call_id in shape.calls) or len(set(shape.calls)) != len(
+                    shape.calls
+                ):
+                    failed = index
+                    break
+                seen.update(shape.calls)
                 open_calls, answered, after_user = frozenset(shape.calls), set(), False
             else:
                 for result_id in shape.results:
                     if after_user or result_id not in open_calls or result_id in answered:
-                        return False
+                        failed = index
+                        break
                     answered.add(result_id)
+                if failed is not None:
+                    break
                 if shape.user_text:
                     after_user = True
             previous = role
-        # The last message's calls are waiting for their results; any other call must have them.
-        if previous != "assistant" and len(answered) != len(open_calls):
-            return False
-        return markers <= MAX_CACHE_BREAKPOINTS
+        self.at = len(messages)
+        self.answered, self.open_calls, self.after_user = answered, open_calls, after_user
+        self.started, self.previous, self.markers = started, previous, markers
+        return failed
+
+
+@dataclass
+class _PassMemo:
+    """The pass over one conversation's latest history: its messages, where the pass stood at
+    their end (`None` when it failed), and the index of the message that failed it."""
+
+    latest: tuple[tuple[Message, ...], _Pass | None, int | None] = ((), None, None)
 
 
 class _Shape(NamedTuple):

@@ -21,15 +21,27 @@ and its thinking is never stripped.
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from itertools import compress, count
+from typing import NamedTuple
 
 from historykit._identity_cache import IdentityCache
 from historykit._messages import Message, TextPart, ThinkingPart, ToolResultPart
-from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes, same_messages
+from historykit._pipeline import (
+    HistoryProcessor,
+    ProcessContext,
+    StepNotes,
+    history_sums,
+    prefix_totals,
+    same_messages,
+)
+from historykit._scan_memo import MessageFacts
 from historykit._validate import check_instance, check_int
-from historykit._validity import turn_starts as turn_start_flags
-from historykit.processors._batching import batch_boundary, prefix_sums
+from historykit._validity import final_request_start
+from historykit.processors._batching import batch_boundary
 from historykit.processors._trigger import Trigger
 
 DEFAULT_MIN_GAIN_FRACTION = 0.02
@@ -87,38 +99,39 @@ class StripThinking(HistoryProcessor):
         notes = StepNotes()
         if not messages:
             return messages, notes
-        counts = ctx.counter.counts(messages)
-        if self.trigger is not None and not self.trigger.fires(sum(counts), len(messages), ctx):
+        # What this step learnt of each message on the conversation's latest call is reused for
+        # the same messages (`historykit._scan_memo`): a call pays for what is new.
+        memos = ctx.conversation.memory(self, _Memos)
+        sizes = history_sums(messages, ctx)
+        if self.trigger is not None and not self.trigger.fires(sizes[-1], len(messages), ctx):
             # Under the mark no batch is made (`batch_boundary` checks this first): nothing to strip,
             # without looking for thinking or counting the stripped copies.
             return messages, notes
-        stripped: list[Message] = []
-        turn_starts: list[int] = []
-        firsts: list[int] = []  # the first assistant message of each assistant turn...
-        owners: list[int] = []  # ...and where that turn starts
-        answered = True  # the latest turn has an assistant message already
-        starts = turn_start_flags(messages)
-        pinned_calls = {
-            p.tool_call_id
-            for m in messages
-            for p in m.parts
-            if isinstance(p, ToolResultPart) and (p.pinned or m.pinned)
-        }
-        for index, msg in enumerate(messages):
-            if msg.role == "assistant":
-                keeps = pinned_calls and any(c.id in pinned_calls for c in msg.tool_calls)
-                stripped.append(msg if keeps else self._stripped(msg, ctx))
-                if not answered:
-                    firsts.append(index)
-                    owners.append(turn_starts[-1])
-                    answered = True
-            else:
-                stripped.append(msg)  # only an assistant message has thinking to strip (`_strip`)
-                if starts[index]:
-                    turn_starts.append(index)
-                    answered = False
+        copies = memos.copies.of(messages, self._copy_of(ctx))
+        if all(map(operator.is_, copies, messages)):
+            return messages, notes  # no strippable thinking anywhere: nothing to replay
+        kinds = memos.kinds.of(messages, _kind)
+        stripped = list(copies)
+        pinned_calls, turn_starts_at, assistants = memos.kinds.derived(kinds, _turn_facts)
+        if pinned_calls:
+            for index, msg in enumerate(messages):
+                if msg.role == "assistant" and any(c.id in pinned_calls for c in msg.tool_calls):
+                    stripped[index] = msg
         if same_messages(stripped, messages):
             return messages, notes  # no strippable thinking anywhere: nothing to replay
+        # Turn starts as `historykit._validity.turn_starts` marks them: a user message in the user's
+        # own voice or a system message, but none in a final request that also answers tool calls.
+        final = final_request_start(messages)
+        turn_starts = list(turn_starts_at)
+        if any(m.role == "tool" or m.tool_results for m in messages[final:]):
+            del turn_starts[bisect_left(turn_starts, final) :]
+        firsts: list[int] = []  # the first assistant message of each assistant turn...
+        owners: list[int] = []  # ...and where that turn starts
+        for k, start in enumerate(turn_starts):
+            at = bisect_left(assistants, start)
+            if at < len(assistants) and (k + 1 == len(turn_starts) or assistants[at] < turn_starts[k + 1]):
+                firsts.append(assistants[at])
+                owners.append(start)
 
         def cap(point: int) -> int:
             # Never past the start of the latest turn: what follows it is the current cycle.
@@ -141,8 +154,10 @@ class StripThinking(HistoryProcessor):
             )
             boundary = batch_boundary(
                 candidates=turn_starts,
-                sizes=prefix_sums(counts),
-                edited=prefix_sums(ctx.counter.counts(stripped)),
+                sizes=sizes,
+                edited=memos.edited.derived(
+                    memos.edited.of(stripped, ctx.counter.count_message, ctx.counter), prefix_totals
+                ),
                 limit=cap(len(messages)),
                 trigger=self.trigger,
                 ctx=ctx,
@@ -173,6 +188,14 @@ class StripThinking(HistoryProcessor):
         )
         return out, notes
 
+    def _copy_of(self, ctx: ProcessContext) -> Callable[[Message], Message]:
+        """A message's copy without its droppable thinking: only an assistant message has any."""
+
+        def copy(msg: Message) -> Message:
+            return self._stripped(msg, ctx) if msg.role == "assistant" else msg
+
+        return copy
+
     def _stripped(self, msg: Message, ctx: ProcessContext) -> Message:
         """`msg` without its droppable thinking (itself when there is none), cached per message:
         the same copy every call keeps the token counter's per-object cache hitting on it."""
@@ -191,3 +214,53 @@ def _strip(msg: Message) -> Message:
     if all(isinstance(p, TextPart) and not p.text.strip() for p in parts):
         return msg  # only thinking (and empty text) in it: stripping would leave an empty message
     return replace(msg, parts=parts)
+
+
+class _Kind(NamedTuple):
+    """What `StripThinking` reads of one message besides its thinking."""
+
+    assistant: bool
+    starts_turn: bool
+    """A system message or the user's own (no tool results): a turn starts there, unless it is in
+    a final request that also answers tool calls."""
+    pinned_calls: frozenset[str]
+    """The calls its pinned results (or the results of a pinned message) answer."""
+
+
+_NO_CALLS: frozenset[str] = frozenset()
+_is_assistant = operator.itemgetter(0)
+_starts_turn = operator.itemgetter(1)
+_pinned_of = operator.itemgetter(2)
+
+
+def _turn_facts(kinds: tuple[_Kind, ...]) -> tuple[frozenset[str], tuple[int, ...], tuple[int, ...]]:
+    """What the kinds of a history's messages say of it as a whole: the calls its pinned results
+    answer, where a turn may start (before the final request is looked at), its assistant messages."""
+    return (
+        frozenset().union(*map(_pinned_of, kinds)),
+        tuple(compress(count(), map(_starts_turn, kinds))),
+        tuple(compress(count(), map(_is_assistant, kinds))),
+    )
+
+
+def _kind(msg: Message) -> _Kind:
+    pinned = frozenset(
+        p.tool_call_id for p in msg.parts if isinstance(p, ToolResultPart) and (p.pinned or msg.pinned)
+    )
+    return _Kind(
+        msg.role == "assistant",
+        msg.role == "system" or (msg.role == "user" and not msg.tool_results),
+        pinned or _NO_CALLS,
+    )
+
+
+@dataclass
+class _Memos:
+    """What one conversation's calls of a `StripThinking` remember (`historykit._scan_memo`)."""
+
+    copies: MessageFacts[Message] = field(default_factory=MessageFacts)
+    """Each message without its droppable thinking (itself when it has none)."""
+    kinds: MessageFacts[_Kind] = field(default_factory=MessageFacts)
+    """What the turns and the pinned results are made of."""
+    edited: MessageFacts[int] = field(default_factory=MessageFacts)
+    """The tokens of each message once stripped."""

@@ -93,6 +93,8 @@ from historykit.errors import ArgumentTypeError, InvalidArgumentError, UserError
 from historykit.plugins._conversion_cache import ConversionCache
 
 _CACHE = ConversionCache()
+_NOT_CACHED = object()
+"""The variant of an object that is no message: never looked up (`PydanticAIAdapter.to_neutral`)."""
 
 
 def _metadata_state(msg: Any) -> Any:
@@ -220,7 +222,41 @@ class PydanticAIAdapter:
             raise ArgumentTypeError(f"expected a list of Pydantic AI messages, got a {_type_name(messages)}")
         result: list[Message] = []
         effective_instructions: str | None = None
+        # The cached conversions are looked up here, in one loop (`_read_message` does the same
+        # lookup for a miss): a warm call finds nearly every message of its history there.
+        entries = _CACHE.entries
+        extend = result.extend
+        request_class, response_class = _pai.ModelRequest, _pai.ModelResponse
         for index, msg in enumerate(messages):
+            cls = type(msg)
+            # The variant and the fingerprint's middle as `_read_message` makes them: whether a
+            # request shows its instructions, and its instructions; a response's usage.
+            if cls is request_class:
+                instructions = msg.instructions or None
+                shown = (
+                    instructions is not None
+                    and instructions != effective_instructions
+                    and not any(_answers_tool_call(p) for p in msg.parts)
+                )
+                variant, middle = shown, instructions
+            elif cls is response_class:
+                shown, variant, middle = False, None, id(msg.usage)
+            else:
+                variant = _NOT_CACHED
+            hit = entries.get((id(msg), variant)) if variant is not _NOT_CACHED else None
+            try:
+                if (
+                    hit is not None
+                    and hit[0] is msg
+                    and type(msg.parts) is list
+                    and hit[1] == (tuple(map(id, msg.parts)), middle, msg.metadata or None)
+                ):
+                    if shown:
+                        effective_instructions = instructions
+                    extend(hit[2])
+                    continue
+            except Exception:  # metadata whose values do not compare: converted below
+                pass
             if not isinstance(msg, (_pai.ModelRequest, _pai.ModelResponse)):
                 raise ArgumentTypeError(
                     f"message {index} is a {_type_name(msg)}, not a ModelRequest or ModelResponse"

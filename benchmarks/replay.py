@@ -356,11 +356,21 @@ def replay_processor(
     meter = Meter(window, counter, check=check)
     carried: list[Message] = []
     previous = 0
+    # Named as the integrations name it (a thread, a run): without a key no call shares anything
+    # with the next, so view-only mode re-derived every view and rewrote every summary (7.9x).
+    conversation = object()
     for t in call_points(session):
         history = carried + list(session[previous:t]) if mode == "persistent" else list(session[:t])
         tokens_before = summarizer.tokens if summarizer else 0
         calls_before = summarizer.calls if summarizer else 0
-        result = pipeline.run(history, window, counter=counter, mode=mode, binds_thinking=binds_thinking)
+        result = pipeline.run(
+            history,
+            window,
+            counter=counter,
+            mode=mode,
+            binds_thinking=binds_thinking,
+            conversation=conversation,
+        )
         out = result.messages
         meter.add(
             out,

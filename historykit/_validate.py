@@ -7,17 +7,19 @@ a `TypeError`, for an object of the wrong class) with the message users have alw
 
 Example:
     ```python
-    from historykit._validate import check_fraction, check_int, check_instance
+    from historykit._validate import check_fraction, check_instance, check_int, check_ratio
 
     check_int("keep", keep)                                   # an int >= 0 (not a bool)
     check_int("max_tokens", max_tokens, minimum=1, optional=True)
     check_fraction("warn_at", warn_at, what="a fraction in (0, 1]", optional=True)
     check_instance("trigger", trigger, Trigger, "a historykit Trigger", optional=True)
+    check_ratio("rewrite_ratio", rewrite_ratio)                # a finite number >= 0
     ```
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
@@ -71,6 +73,17 @@ def check_fraction(
         in_range = False
     if isinstance(value, (str, bytes)) or not in_range:
         raise InvalidArgumentError(f"{name} must be {what}, got {value!r}")
+
+
+def check_ratio(name: str, value: object) -> None:
+    """Raise `InvalidArgumentError` unless `value` is a finite number >= 0 (a bool is refused)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise InvalidArgumentError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
 def check_instance(name: str, value: object, cls: type, what: str, *, optional: bool = False) -> None:

@@ -120,7 +120,12 @@ def test_persistent_mode_searches_the_originals_kept_for_recall() -> None:
     pipeline = Pipeline(
         [
             ClearToolResults(
-                keep=0, min_tokens=1, min_gain=0, trigger=Trigger(max_tokens=10), recall_tool="recall"
+                keep=0,
+                min_tokens=1,
+                min_gain=0,
+                rewrite_ratio=0,  # this short history's outputs would not pay for the cache rewrite
+                trigger=Trigger(max_tokens=10),
+                recall_tool="recall",
             ),
             Repair(),
         ]

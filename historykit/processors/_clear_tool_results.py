@@ -38,7 +38,7 @@ from historykit._pipeline import HistoryProcessor, ProcessContext, StepNotes
 from historykit._recall import check_recall_tool, placeholder_handle, recall_call
 from historykit._scan_memo import common_prefix
 from historykit._tokens import TokenCounter
-from historykit._validate import check_instance, check_int, check_tool_names
+from historykit._validate import check_instance, check_int, check_ratio, check_tool_names
 from historykit.processors._batching import batch_boundary, prefix_sums
 from historykit.processors._change_records import CLEARED_HEAD, CLEARED_TAIL, NEW_TEXT_KEYS, change_line
 from historykit.processors._file_reads import _PATH_KEYS, FileWrite, file_accesses
@@ -141,11 +141,19 @@ def describe_call(call: ToolCallPart) -> str:
 
 def _quoted(text: str) -> str:
     """`text` in quotes as Python would write it, but its backslashes as they are: the command
-    `grep "a\\|b"` reads as the agent wrote it, not doubled. Text with a control character, or
-    with both kinds of quote, is written as `repr` writes it."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in text) or ("'" in text and '"' in text):
+    `grep "a\\|b"` reads as the agent wrote it, not doubled. Text with both kinds of quote is
+    triple-quoted (`repr` escaped one kind and doubled every backslash); text with a control
+    character, or that no triple quote can hold, is written as `repr` writes it."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
         return repr(text)
-    return f'"{text}"' if "'" in text else f"'{text}'"
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text:
+        return f'"{text}"'
+    for quote in ("'''", '"""'):
+        if quote not in text and not text.endswith(quote[0]):
+            return f"{quote}{text}{quote}"
+    return repr(text)
 
 
 def _short(value: str) -> str:
@@ -190,8 +198,9 @@ class ClearToolResults(HistoryProcessor):
     A tool call and its results are cleared together, as one unit.
 
     When it clears: when the history crosses the trigger's high-water mark, it clears the oldest
-    units until the low-water mark is reached, in one batch of at least `min_gain` tokens, or not
-    at all (`historykit.processors._batching`).
+    units until the low-water mark is reached, in one batch of at least `min_gain` tokens that frees
+    at least `rewrite_ratio` times what it makes the provider's cache write again, or not at all
+    (`historykit.processors._batching`).
     A message-count trigger counts all messages (clearing never lowers it) and keeps the results of
     the last `low_water * max_messages` messages; `min_gain` is then what sizes its batches.
 
@@ -218,6 +227,10 @@ class ClearToolResults(HistoryProcessor):
     """When clearing starts (high-water mark) and how far down it goes (low-water mark)."""
     min_gain: int | None = None
     """Never clear fewer tokens than this at once; `None`: 5% of the context window."""
+    rewrite_ratio: float = 1.0
+    """Clear only when a batch frees at least this many times the tokens it makes the provider
+    write to its prompt cache again (the history from the first message it clears to the end):
+    clearing must pay for the cache rewrite it causes. `0`: clear whatever the rewrite costs."""
     recall_tool: str | None = None
     """The name of the recall tool, when the integration installed one (`historykit.Recall`): a
     cleared result then names it with a handle instead of saying "call the tool again"."""
@@ -231,6 +244,7 @@ class ClearToolResults(HistoryProcessor):
         check_int("keep_tokens", self.keep_tokens, optional=True)
         check_int("min_tokens", self.min_tokens)
         check_int("min_gain", self.min_gain, optional=True)
+        check_ratio("rewrite_ratio", self.rewrite_ratio)
         check_tool_names("exclude_tools", self.exclude_tools)
         check_instance("trigger", self.trigger, Trigger, "a historykit Trigger")
         check_recall_tool(self.recall_tool)
@@ -304,6 +318,7 @@ class ClearToolResults(HistoryProcessor):
             trigger=self.trigger,
             ctx=ctx,
             min_gain=min_gain,
+            rewrite_ratio=self.rewrite_ratio,
         )
         out = list(messages)
         results = calls = 0

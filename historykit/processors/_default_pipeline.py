@@ -6,10 +6,10 @@ fire late; `Repair` closes every built-in pipeline:
 | step | fires at (of the window) | works down to | what it keeps |
 |---|---|---|---|
 | `ClearMedia` | 8 images | the newest 3 | the final request's and latest user request's images |
-| `DedupeFileReads` | 40% | all it can | the latest copy of every file |
-| `ClearToolResults` | 40% | 30% of 40% (12%); >= 5% of the window | the last 3 results, the final request |
-| `StripThinking` | 40% | 60% of 40%; >= 2% of the window | the last assistant turn, the current cycle |
-| `Summarize` | 60% | 60% of 60% (36%) | task, last 6 units, pinned content, final request |
+| `DedupeFileReads` | 10% | all it can | the latest copy of every file |
+| `ClearToolResults` | 10% | 30% of 10%; >= 5% of window; pays its rewrite | last 3 results, final request |
+| `StripThinking` | 10% | 60% of 10%; >= 2% of the window | the last assistant turn, the current cycle |
+| `Summarize` | 40% | 40% of 40% (16%) | task, last 6 units, pinned content, final request |
 | `PairwiseTruncate` | 90% | 60% of 90% | a backstop: fires only when a summary is not enough |
 | `Repair` | always | | fixes any provider-rule violation left |
 
@@ -21,34 +21,43 @@ are resent on every call whatever the fill of the window.
 
 Why these numbers: `benchmarks/bench_replay.py` replays the 18 corpus sessions (1,252 model calls)
 call by call and prices each call's input as a provider prompt cache does (previous prefix 0.1,
-the rest 1.25, summarizer input 1.0, as if an LLM wrote the summaries). At a 32,000-token window,
-persistent mode, the total falls as the cheap edits start earlier (high-water 0.5 / 0.45 / 0.4 of
-the window: 2.86M / 2.81M / 2.75M) and as summarizing starts earlier (0.7 / 0.65 / 0.6 / 0.55:
-2.92M / 2.83M / 2.75M / 2.69M), but the summarizer then runs more often (10 / 14 / 17 / 20
-summaries) and each summary loses detail that clearing keeps recoverable: 0.4 and 0.6 are where
-the saving stops paying for the loss. Clearing down to 30% of its mark rather than 60% costs 3.6%
-less (2.75M against 2.85M). Keeping the last 3 results, as the anchors and Anthropic's own context
-editing do, is a choice for the model's sake: 2 would cost 2.7% less, 4 costs 3.7% more.
-`keep_last=6` costs 0.5% more than 3 and keeps more recent context verbatim.
+the rest 1.25, summarizer input 1.0, as if an LLM wrote the summaries); the target is the cheapest
+anchor configuration, pydantic-ai-harness `ClearToolResults(clear_tool_inputs=True)` (3,189,468 at
+32,000 tokens, persistent; 4,348,547 at 100,000, view-only). Small inputs are what make a session
+cheap, so the marks are low; what keeps early edits from costing more than they save is that
+clearing pays for its rewrite (`ClearToolResults.rewrite_ratio=1.0`: a batch frees at least the
+tokens it makes the cache write again, from its first edit to the end). Without that rule clearing
+from 10% trickles (2.47M at 32,000 tokens, against 2.41M); a ratio of 0.5 or 2 costs 1.2% / 2.2%
+more at 32,000 (at 100,000, 0.5 costs 1.0% less and 2 costs 3.7% more). With it, the cheap edits'
+mark costs less the lower it is (0.3 / 0.25 / 0.2 / 0.15 / 0.1 of the window: 2.49M / 2.46M / 2.42M
+/ 2.42M / 2.41M at 32,000, 3.52M / 3.35M / 3.22M / 3.11M / 3.02M at 100,000). Summarizing at 40%
+of the window, down to 40% of that mark: at 50% the inputs stay bigger (2.51M), at 30% the
+summarizer runs 74 times instead of 46 for 0.7% less, each summary losing detail that clearing
+keeps recoverable; down to 50% / 60% of the mark costs 1.2% / 2.8% more, down to 30% 0.9% less but
+the quality probes (`benchmarks/bench_quality.py`, with recall) then fall under 95% at 30 calls of
+one session at 32,000 tokens, against none. When the trigger fires but no summary is worth writing,
+`Summarize` leaves the history alone (`truncate_instead=False`): truncating there would cost 1.3%
+less at 32,000 tokens (2.38M) but drop whole messages (the user's among them) at 40% of the window,
+which has room for them; the backstop at 90% truncates. Keeping the last 3 results, as the anchors
+and Anthropic's own context editing do, is a choice for the model's sake.
 
-Measured with these settings, as if every session ran on a model that binds thinking (2026-11-25):
-2.68M against pydantic-ai-harness `TieredCompaction`'s 3.72M at 32,000 tokens (28.1% less), 3.85M
-against 5.86M at 100,000; view-only mode sends the very same views (the same cost); no call is over
-the window, none drops the newest message, none replays thinking after an edit. (The tuning figures
-above were measured before the view was unified, with each processor replaying on its own.) In one
-call the final request alone is over 32,000 tokens (six parallel file reads, 35,248 tokens):
+Measured with these settings, as if every session ran on a model that binds thinking (2026-11-27):
+2,413,148 at 32,000 tokens (0.757x the cheapest anchor: the 0.75x target is missed by 0.9%; 46
+summaries) and 3,021,387 at 100,000 (0.695x the cheapest anchor, 0.644x the same anchor
+persistent; 2 summaries); view-only mode sends the very same views (the same cost); no call is over
+the window, none drops the newest message, none replays thinking after an edit. In one call the
+final request alone is over 32,000 tokens (six parallel file reads, 35,248 tokens):
 `PairwiseTruncate`'s last resort cuts the middle of its largest results, with a note. The input
-served from the previous call's prefix is 89.8% at 32,000 and 95.8% at 100,000 tokens: small
-inputs cost less but leave the new messages a
-larger share, and at 32,000 tokens 95% and 25% below `TieredCompaction` exclude each other (the
-920,133 tokens that arrive between calls alone make any 95%-cached replay cost at least 2.90M).
-Details and commands: `benchmarks/README.md`.
+served from the previous call's prefix is 86.3% at 32,000 and 93.6% at 100,000 tokens: small inputs
+cost less but leave the new messages a larger share (the 920,133 tokens that arrive between calls
+alone make any 95%-cached replay cost at least 2.90M at 32,000). Details and commands:
+`benchmarks/README.md`.
 
 Presets (`preset=`, `TRIGGER_PRESETS`) move the marks, keeping the order of the stages:
 
 | preset | cheap edits | summary | truncation backstop | warns at |
 |---|---|---|---|---|
-| `"default"` | 40% | 60% | 90% | 90% |
+| `"default"` | 10% | 40% | 90% | 90% |
 | `"cline"` | `max(window − 40k, 0.8 · window)` | the same mark | the same mark | over the window |
 | `"chainreview"` | 60% | 80% | 95% | 90% |
 
@@ -86,7 +95,7 @@ from historykit.processors._trigger import Trigger
 
 KEEP_IMAGES = 3
 """Images `ClearMedia` always leaves in the request (up to 4 more until the next batch goes)."""
-EDIT_AT = 0.4
+EDIT_AT = 0.1
 """High-water mark of the cheap edits (dedupe, clear, strip), as a fraction of the window."""
 CLEAR_DOWN_TO = 0.3
 """Clearing goes down to this fraction of its high-water mark."""
@@ -98,9 +107,9 @@ STRIP_MIN_GAIN = 0.02
 """Stripping frees at least this fraction of the window at once."""
 KEEP_RESULTS = 3
 """The last tool results that are never cleared."""
-SUMMARIZE_AT = 0.6
+SUMMARIZE_AT = 0.4
 """High-water mark of `Summarize`, as a fraction of the window."""
-SUMMARIZE_DOWN_TO = 0.6
+SUMMARIZE_DOWN_TO = 0.4
 """A summary brings the history down to this fraction of `SUMMARIZE_AT`."""
 KEEP_LAST = 6
 """Units (a tool call with its results is one) that `Summarize` keeps verbatim."""

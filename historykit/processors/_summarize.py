@@ -38,7 +38,7 @@ from historykit._messages import (
 from historykit._pipeline import HistoryProcessor, ManualCompaction, ProcessContext, StepNotes
 from historykit._plans import adrive, drive
 from historykit._recall import check_recall_tool
-from historykit._validate import check_fraction, check_int
+from historykit._validate import check_bool, check_fraction, check_int
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.processors._pairwise_truncate import CompactionState, Cut, Point
 from historykit.processors._summarizers import (
@@ -94,7 +94,8 @@ class Summarize(TriggerField, HistoryProcessor):
     loops: a compaction must be expected to free `min_gain` tokens (a summary that turns out longer
     and frees less is not used), and after one that freed less or left the history over the
     high-water mark (read from the latest marker) the next must free as much as the gap between
-    the high- and low-water marks, else the history is truncated instead of summarized again.
+    the high- and low-water marks, else no summary is written at this call: the history is left as
+    it is (truncated when it is over the window, or always with `truncate_instead`).
 
     `aprocess` awaits the summarizer (a sync one runs in a worker thread); `process` works from sync
     code, even on a thread whose event loop is running: an async summarizer then runs on a
@@ -173,6 +174,13 @@ class Summarize(TriggerField, HistoryProcessor):
     expected to write is started in the background (an asyncio task in `aprocess`, a thread in
     `process`) while the agent works; the call that fires uses it when it covers exactly the span
     that call summarizes, else summarizes in the foreground. `None`: no background summaries."""
+    truncate_instead: bool = False
+    """When the trigger fires but no summary is worth writing (nothing to summarize, or it would
+    free less than it must), truncate as `PairwiseTruncate` does. `False`: leave the history as it
+    is until a summary is worth writing, unless it is over the window (then it is truncated): a
+    mark well under the window (`default_pipeline()`'s 40%) would otherwise drop messages the
+    window has room for, and leave truncation to the backstop after it. A summary that failed or
+    turned out too long is truncated either way: asking again at every call would loop."""
     recall_tool: str | None = None
     """The name of the recall tool, when the integration installed one (`historykit._recall`): the
     summary then lists the tool outputs it replaced, each with the call that returns it
@@ -205,6 +213,7 @@ class Summarize(TriggerField, HistoryProcessor):
         )
         for name in ("keep_last", "min_gain", "cache_size"):
             check_int(name, getattr(self, name), what="an int >= 0")
+        check_bool("truncate_instead", self.truncate_instead)
         # A summary of no tokens is no summary: the model would be asked to write nothing.
         check_int("summary_tokens", self.summary_tokens, minimum=1, what="an int >= 1")
         if self.keep_last_tokens is not None and self.keep_last_tokens < 0:
@@ -296,14 +305,14 @@ class Summarize(TriggerField, HistoryProcessor):
             return state.result()
         plan = self._plan(state, point)
         if plan is None:
-            state.truncate(point, "nothing to summarize; ")
+            self._no_summary(state, point, ctx, "nothing to summarize; ")
             return state.result()
         cut, expected = plan
         gain = point.tokens - expected
         needed = self._needed_gain(state)
         if gain < needed:
             why = f"summarizing would free about {max(gain, 0):,} tokens (< {needed:,}); "
-            state.truncate(point, why)
+            self._no_summary(state, point, ctx, why)
             return state.result()
         if (yield from self._vetoed(ctx)):
             return state.result()  # unchanged: the pipeline's report says the hook vetoed it
@@ -326,6 +335,14 @@ class Summarize(TriggerField, HistoryProcessor):
             return state.result()
         self._apply(state, point, cut, summary, fresh, failures, reply, cached.index)
         return state.result()
+
+    def _no_summary(self, state: CompactionState, point: Point, ctx: ProcessContext, why: str) -> None:
+        """No summary is worth writing at this call: truncate (`truncate_instead`, or a history
+        over the window, which cannot go out as it is), else leave the history as it is."""
+        if self.truncate_instead or point.tokens > ctx.context_window:
+            state.truncate(point, why)
+        else:
+            state.notes.details.append(f"{why}left as it is (truncate_instead=False)")
 
     def _vetoed(self, ctx: ProcessContext) -> Generator[HookCall, Any, bool]:
         """Asks the call's `before_compaction` hook, if it was not asked yet (`CompactionGate`),

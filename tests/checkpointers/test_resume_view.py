@@ -47,6 +47,10 @@ pytestmark = pytest.mark.pydantic_ai
 
 TURNS = 22
 WINDOW = 8_000
+PAI_WINDOW = 18_000
+"""The Pydantic AI conversation's window: at `default_pipeline()`'s marks (clearing from `EDIT_AT`
+when a batch pays for its cache rewrite, summaries from `SUMMARIZE_AT`) its turns are both cleared
+and summarized."""
 
 
 class CountingSummarizer:
@@ -92,7 +96,7 @@ class ReadingModel:
         thought = [ThinkingPart(f"Thinking about call {n}.", signature=f"sig-{n}")] if self.thinking else []
         if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
             return ModelResponse(
-                [*thought, TextPart(f"Call {n}: I read it. " + "Here is what the module does. " * 40)],
+                [*thought, TextPart(f"Call {n}: I read it. " + "Here is what the module does. " * 4)],
                 model_name="claude-opus-5-5" if self.thinking else None,
             )
         return ModelResponse(
@@ -102,7 +106,7 @@ class ReadingModel:
 
 
 def _agent(model: ReadingModel, summarizer: CountingSummarizer, binds: bool) -> Agent[None, str]:
-    kit = HistoryKit(default_pipeline(summarizer=summarizer), context_window=WINDOW, binds_thinking=binds)
+    kit = HistoryKit(default_pipeline(summarizer=summarizer), context_window=PAI_WINDOW, binds_thinking=binds)
     agent = Agent(FunctionModel(model), capabilities=[kit])
 
     @agent.tool_plain
@@ -140,7 +144,7 @@ def test_the_store_recipe_sends_what_an_in_memory_conversation_sends(database_ur
     memory_model, memory_summaries = asyncio.run(_in_memory(binds))
     stored_model, stored_summaries, _ = asyncio.run(_with_store(database_url, binds))
 
-    assert len(memory_summaries.calls) >= 3, "the conversation must compact several times"
+    assert len(memory_summaries.calls) >= 2, "the conversation must be summarized more than once"
     assert stored_summaries.calls == memory_summaries.calls
     assert len(stored_model.sent) == len(memory_model.sent) == 2 * TURNS
     for call, (stored, memory) in enumerate(zip(stored_model.sent, memory_model.sent, strict=True)):
@@ -159,7 +163,8 @@ def test_the_store_recipe_sends_what_an_in_memory_conversation_sends(database_ur
     results = [p for m in transcript.messages for p in m.parts if isinstance(p, ToolReturnPart)]
     assert len(results) == TURNS and all(r.content.startswith("src/mod") for r in results)
     assert not check(transcript.messages)
-    strategies = {c.marker.strategy for c in transcript.compactions}
+    strategies = [c.marker.strategy for c in transcript.compactions]
+    assert len(strategies) >= 3, "the conversation must compact several times"
     assert "summarize" in strategies and "clear_tool_results" in strategies
     # The view: what the model was last sent, then its answer.
     last_sent = _seen(stored_model.sent[-1])

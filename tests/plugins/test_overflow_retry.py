@@ -52,9 +52,12 @@ def _emulator(model: str, window: int = REAL_WINDOW) -> ProviderEmulator:
 # For the modes' comparison: the view was compacted several times before the first refusal (each
 # turn leaves notes that clearing tool results cannot take back), so replaying the conversation at
 # the smaller window would send different views than persistent mode, which only has the last one.
+# The windows are such that `default_pipeline()` compacts (clears tool results, from `EDIT_AT` of the
+# configured window once a batch pays for its cache rewrite) before the history crosses the real
+# window, which is under the configured summary mark (`SUMMARIZE_AT`).
 LONG_TURNS = 30
-LONG_CONFIGURED = 10_000
-LONG_REAL_WINDOW = 5_000
+LONG_CONFIGURED = 30_000
+LONG_REAL_WINDOW = 8_000
 
 
 def _deterministic_emulator(model: str) -> ProviderEmulator:

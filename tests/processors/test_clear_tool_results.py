@@ -96,7 +96,10 @@ def test_clears_down_to_the_low_water_mark_and_no_further() -> None:
     history = read_session(12)
     total = tokens(history)
     trigger = Trigger(max_tokens=total - 10, low_water=0.8)
-    out, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=0).process(history, context())
+    # Without the rewrite condition, which would take the batch further (tested on its own below).
+    out, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=0, rewrite_ratio=0).process(
+        history, context()
+    )
     target = trigger.target_tokens(context())
     assert target is not None
     assert tokens(out) <= target
@@ -116,13 +119,15 @@ def test_min_gain_refuses_a_small_batch_and_sizes_the_others() -> None:
     result_tokens = COUNTER.count_message(history[3])
     # Clearing one result would bring the history under the low-water mark.
     trigger = Trigger(max_tokens=tokens(history) - 5, low_water=0.99)
-    one, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=0).process(history, context())
+    # Without the rewrite condition, which sizes batches too (tested on its own below).
+    clear = ClearToolResults(keep=1, trigger=trigger, min_gain=0, rewrite_ratio=0)
+    one, _ = clear.process(history, context())
     assert [i for i, m in enumerate(one) if m is not history[i]] == [3]
     # A batch that cannot free min_gain is not made at all...
-    out, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=tokens(history)).process(history, context())
+    out, _ = replace(clear, min_gain=tokens(history)).process(history, context())
     assert out is history
     # ...and one that can is made at least min_gain big, past the low-water mark.
-    out, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=2 * result_tokens).process(history, context())
+    out, _ = replace(clear, min_gain=2 * result_tokens).process(history, context())
     assert tokens(history) - tokens(out) >= 2 * result_tokens
     assert sum(m is not history[i] for i, m in enumerate(out)) == 3
 
@@ -171,7 +176,10 @@ def test_keep_tokens_keeps_a_tail_intact() -> None:
 
 def test_message_count_trigger_keeps_the_results_of_the_last_messages() -> None:
     history = read_session(10)  # 22 messages
-    processor = ClearToolResults(keep=0, trigger=Trigger(max_messages=20, low_water=0.5), min_gain=0)
+    # Without the rewrite condition, which would take the batch further (tested on its own below).
+    processor = ClearToolResults(
+        keep=0, trigger=Trigger(max_messages=20, low_water=0.5), min_gain=0, rewrite_ratio=0
+    )
     out, _ = processor.process(history, context())
     changed = [i for i, m in enumerate(out) if m is not history[i]]
     assert changed and max(changed) < len(history) - 10
@@ -438,14 +446,98 @@ def test_pydantic_ai_agent_sees_placeholders_and_stays_small() -> None:
     assert 1 <= batches <= 8
 
 
+# --- a batch pays for the cache rewrite it causes ---------------------------------------------
+
+
+def assert_pays_for_its_rewrite(history: list[Message], out: list[Message], ratio: float) -> None:
+    """`out` frees at least `ratio` times what it sends anew: from its first edit to the end."""
+    first = next(i for i, m in enumerate(out) if m is not history[i])
+    freed = tokens(history) - tokens(out)
+    assert freed > 0
+    assert freed >= ratio * tokens(out[first:])
+
+
+def behind_a_long_tail(tail_lines: int) -> list[Message]:
+    """Two old reads, then one read whose result (kept) is `tail_lines` lines long."""
+    history = read_session(2, lines=40)
+    call = ToolCallPart("big", "Read", {"file_path": "src/big.py"})
+    history.append(Message("assistant", (TextPart("Reading big."), call)))
+    history.append(Message("tool", (ToolResultPart("big", "Read", file_text("big", tail_lines)),)))
+    return history
+
+
+def test_a_batch_that_frees_less_than_the_tail_it_makes_the_cache_write_again_is_not_made() -> None:
+    """Clearing the two old reads frees about a fifth of what the provider would then write again
+    (the big result after them): the batch costs more than it saves, so nothing is cleared."""
+    history = behind_a_long_tail(400)
+    trigger = Trigger(max_tokens=tokens(history) - 10, low_water=0.1)
+    out, notes = ClearToolResults(keep=1, trigger=trigger, min_gain=0).process(history, context())
+    assert out is history and notes.replaced == 0
+    # Without the condition the same call clears both...
+    loose, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=0, rewrite_ratio=0).process(
+        history, context()
+    )
+    assert [i for i, m in enumerate(loose) if m is not history[i]] == [3, 5]
+    # ...and a ratio the batch does meet lets it through.
+    freed = tokens(history) - tokens(loose)
+    rewritten = tokens(loose[3:])
+    ratio = freed / rewritten
+    met, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=0, rewrite_ratio=ratio).process(
+        history, context()
+    )
+    assert met == loose
+    missed, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=0, rewrite_ratio=ratio * 1.01).process(
+        history, context()
+    )
+    assert missed is history
+
+
+def test_a_batch_behind_a_short_tail_pays_and_is_made() -> None:
+    history = behind_a_long_tail(10)
+    trigger = Trigger(max_tokens=tokens(history) - 10, low_water=0.1)
+    out, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=0).process(history, context())
+    assert [i for i, m in enumerate(out) if m is not history[i]] == [3, 5]
+    assert_pays_for_its_rewrite(history, out, 1.0)
+
+
+def test_the_rewrite_condition_takes_the_batch_past_the_low_water_mark_until_it_pays() -> None:
+    """Reaching the low-water mark with the oldest result alone would not pay for rewriting the
+    rest: the batch grows until it does, and no further."""
+    history = read_session(12)
+    trigger = Trigger(max_tokens=tokens(history) - 10, low_water=0.95)
+    out, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=0).process(history, context())
+    cleared = [i for i, m in enumerate(out) if m is not history[i]]
+    assert len(cleared) > 1
+    assert_pays_for_its_rewrite(history, out, 1.0)
+    # One unit fewer would not have paid.
+    fewer = out[: cleared[-1]] + history[cleared[-1] :]
+    assert tokens(history) - tokens(fewer) < tokens(fewer[cleared[0] :])
+
+
+def test_a_history_over_the_window_is_cleared_whatever_the_rewrite_costs() -> None:
+    history = behind_a_long_tail(400)
+    trigger = Trigger(max_tokens=tokens(history) - 10, low_water=0.1)
+    window = tokens(history) - 1
+    out, _ = ClearToolResults(keep=1, trigger=trigger, min_gain=0).process(history, context(window))
+    assert [i for i, m in enumerate(out) if m is not history[i]] == [3, 5]
+
+
+@pytest.mark.parametrize("ratio", [-0.5, float("nan"), float("inf"), "1", True, None])
+def test_rewrite_ratio_must_be_a_finite_number_at_least_zero(ratio: Any) -> None:
+    with pytest.raises(ValueError, match=r"rewrite_ratio must be a finite number >= 0, got "):
+        ClearToolResults(rewrite_ratio=ratio)
+
+
 # --- the corpus ----------------------------------------------------------------------------------
 
 
 def test_corpus_session(corpus_session: list[Message], record_property: Any) -> None:
     ctx = context(32_000)
     before = tokens(corpus_session)
-    out, _ = ClearToolResults().process(corpus_session, ctx)
-    results_only, _ = ClearToolResults(clear_tool_inputs=False).process(corpus_session, ctx)
+    # Every session over the mark has something to clear, results alone too (without the rewrite
+    # condition: whether a batch pays for its rewrite is checked with the default below).
+    out, _ = ClearToolResults(rewrite_ratio=0).process(corpus_session, ctx)
+    results_only, _ = ClearToolResults(clear_tool_inputs=False, rewrite_ratio=0).process(corpus_session, ctx)
     if not check_neutral(corpus_session):
         assert check_neutral(out) == [] and check_neutral(results_only) == []
     assert_clearing_only(corpus_session, out)
@@ -459,6 +551,10 @@ def test_corpus_session(corpus_session: list[Message], record_property: Any) -> 
     if before > high:
         assert freed > 0 and freed_results > 0
     assert freed >= freed_results
+    paying, _ = ClearToolResults().process(corpus_session, ctx)
+    assert_clearing_only(corpus_session, paying)
+    if paying is not corpus_session and before <= ctx.context_window:
+        assert_pays_for_its_rewrite(corpus_session, paying, 1.0)
 
 
 def test_corpus_session_persistent_and_view_only_agree_call_by_call(corpus_session: list[Message]) -> None:
@@ -696,3 +792,16 @@ def test_a_call_is_described_with_its_backslashes_as_the_agent_wrote_them() -> N
     assert describe_call(call) == "bash(command='grep -r \"struct.pack\\|pack\" src | head')"
     tab = ToolCallPart("2", "bash", {"command": "printf 'a\\tb'\tx"})
     assert describe_call(tab) == "bash(command=" + repr("printf 'a\\tb'\tx") + ")"  # a control character
+
+
+def test_a_call_with_both_kinds_of_quote_is_triple_quoted_as_the_agent_wrote_it() -> None:
+    """`repr` escaped one kind of quote and doubled every backslash: the description read a
+    command that was never run (found by the cost branch's replays)."""
+    command = "grep -n 'it\\|x' \"a b.py\" | head"
+    assert describe_call(ToolCallPart("1", "bash", {"command": command})) == f"bash(command='''{command}''')"
+    # Ending in a single quote, it takes double triple quotes (''' would close early).
+    command = "echo \"x\" 'y'"
+    assert describe_call(ToolCallPart("2", "bash", {"command": command})) == f'bash(command="""{command}""")'
+    # Text no triple quote can hold is written as `repr` writes it.
+    command = "echo ''' \"\"\" done"
+    assert describe_call(ToolCallPart("3", "bash", {"command": command})) == f"bash(command={command!r})"

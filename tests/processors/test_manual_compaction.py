@@ -55,7 +55,9 @@ def test_a_small_history_is_summarized_when_asked_not_truncated() -> None:
     history = _conversation()
     # The unusual configuration that was the only way before: the trigger fires, and the small
     # history (less than `min_gain` to free) is truncated instead, with an automatic marker.
-    configured = Summarize(trigger=Trigger(max_tokens=200), automatic=False).run(history, 100_000)
+    configured = Summarize(trigger=Trigger(max_tokens=200), automatic=False, truncate_instead=True).run(
+        history, 100_000
+    )
     assert not _summaries(configured.messages)
     assert any(notice_count(m) for m in configured.messages)
     # Asked for: summarized, far below the default trigger, the focus recorded.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from itertools import pairwise
 from typing import Any
@@ -394,7 +395,10 @@ async def test_sync_process_inside_a_running_event_loop() -> None:
 # --- no compaction loops ----------------------------------------------------------------------------
 
 
-def test_no_resummarizing_after_a_compaction_that_left_the_history_over_budget() -> None:
+@pytest.mark.parametrize("truncate_instead", [True, False])
+def test_no_resummarizing_after_a_compaction_that_left_the_history_over_budget(
+    truncate_instead: bool,
+) -> None:
     high = 8_000
     # Pinned content bigger than the budget: every call is over the high-water mark.
     rules = Message("user", (TextPart(file_text_block(int(high * 1.3))),), pinned=True)
@@ -403,21 +407,40 @@ def test_no_resummarizing_after_a_compaction_that_left_the_history_over_budget()
         history += exchange(n, lines=80)
     recording = Recording()
     summarize = Summarize(
-        trigger=Trigger(max_tokens=high), min_gain=500, summary_tokens=100, summarizer=recording, clock=clock
+        trigger=Trigger(max_tokens=high),
+        min_gain=500,
+        summary_tokens=100,
+        summarizer=recording,
+        clock=clock,
+        truncate_instead=truncate_instead,
     )
     carried: list[Message] = []
     details: list[str] = []
+    markers = []
     for out, notes in carry_forward(summarize, history, context()):
         carried = out
         details += notes.details
+        markers += notes.markers
     marker = the_summary(carried).marker
     assert marker is not None and marker.tokens_after > high  # the summary could not bring it under
     # Each new exchange would free more than min_gain, but after a compaction that left the history
     # over the high-water mark the next must free a whole high-to-low swing: no summarizer call per
-    # model call, truncation instead.
-    assert len(recording.calls) == 1
-    assert any(f"(< {high - int(high * 0.6):,})" in d for d in details)
+    # model call...
+    swing = high - int(high * 0.6)
+    assert any(f"(< {swing:,})" in d for d in details)
     assert rules in carried
+    if truncate_instead:
+        # ...truncation instead, so the one summary stays the only one.
+        assert len(recording.calls) == 1
+        return
+    # ...or, leaving the history as it is, the next summary waits until it frees that swing: a
+    # summary every few calls (30 calls here), none that frees less, nothing truncated (the history
+    # never nears the window).
+    summaries_made = [m for m in markers if m.strategy == "summarize"]
+    assert len(recording.calls) == len(summaries_made) < 30 // 2
+    assert all(m.tokens_before - m.tokens_after >= swing for m in summaries_made[1:])
+    assert not any(m.strategy == "truncate" for m in markers)
+    assert any("left as it is (truncate_instead=False)" in d for d in details)
 
 
 def test_a_summary_longer_than_what_it_frees_is_not_used() -> None:
@@ -439,12 +462,28 @@ def test_min_gain_refuses_small_compactions() -> None:
     history = constrained_session()
     recording = Recording()
     summarize = Summarize(
-        trigger=Trigger(max_tokens=tokens(history) - 1), summarizer=recording, min_gain=10**9
+        trigger=Trigger(max_tokens=tokens(history) - 1),
+        summarizer=recording,
+        min_gain=10**9,
+        truncate_instead=True,
     )
     out, notes = summarize.process(history, context())
     assert recording.calls == [] and summaries(out) == []
     assert any(notice_count(m) for m in out)
     assert any("< 1,000,000,000" in d for d in notes.details)
+    # By default the history under the window is left as it is (a backstop truncates later)...
+    left, notes = replace(summarize, truncate_instead=False).process(history, context())
+    assert left is history and recording.calls == []
+    assert any("< 1,000,000,000" in d and "left as it is" in d for d in notes.details)
+    # ...and truncated when it is over the window: the call could not go out as it is.
+    over, _ = replace(summarize, truncate_instead=False).process(history, context(tokens(history) - 1))
+    assert recording.calls == [] and any(notice_count(m) for m in over)
+
+
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_truncate_instead_must_be_a_bool(value: Any) -> None:
+    with pytest.raises(ValueError, match=r"truncate_instead must be True or False, got "):
+        Summarize(truncate_instead=value)
 
 
 # --- LLM summarizers ----------------------------------------------------------------------------------
@@ -809,15 +848,22 @@ def test_transcript_for_an_llm_cuts_long_parts_and_leaves_thinking_out() -> None
 
 def test_corpus_sessions_summarized_call_by_call(corpus_session: list[Message]) -> None:
     window = 32_000
-    summarize = Summarize(trigger=Trigger(max_fraction=0.8), clock=clock)
-    ctx = context(window)
-    carried: list[Message] = []
-    for carried, _ in carry_forward(summarize, corpus_session, ctx):
-        assert check_neutral(carried) == []
-        assert len(summaries(carried)) <= 1
-        if tokens(carried) > window * 0.8:
-            assert_nothing_more_can_go(carried)
-    view = view_only(Summarize(trigger=Trigger(max_fraction=0.8), clock=clock), ctx)(corpus_session)
+    # Truncating when no summary is worth it, so every call ends under the mark or as low as it can
+    # go; without it (the default) every call ends under the window or as low as it can go.
+    for truncate_instead, limit in ((False, window), (True, window * 0.8)):
+        summarize = Summarize(
+            trigger=Trigger(max_fraction=0.8), clock=clock, truncate_instead=truncate_instead
+        )
+        ctx = context(window)
+        carried: list[Message] = []
+        for carried, _ in carry_forward(summarize, corpus_session, ctx):
+            assert check_neutral(carried) == []
+            assert len(summaries(carried)) <= 1
+            if tokens(carried) > limit:
+                assert_nothing_more_can_go(carried)
+    view = view_only(Summarize(trigger=Trigger(max_fraction=0.8), clock=clock, truncate_instead=True), ctx)(
+        corpus_session
+    )
     assert view == carried
     assert_compaction_rules(corpus_session, view)
 

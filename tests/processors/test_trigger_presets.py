@@ -88,10 +88,10 @@ def _marks(pipeline: historykit.Pipeline, window: int) -> dict[str, tuple[int | 
 def test_the_presets_put_each_stage_where_they_say() -> None:
     window = 100_000
     assert _marks(historykit.default_pipeline(), window) == {
-        "DedupeFileReads": (40_000, 1.0),
-        "ClearToolResults": (40_000, 0.3),
-        "StripThinking": (40_000, 0.6),
-        "Summarize": (60_000, 0.6),
+        "DedupeFileReads": (10_000, 1.0),
+        "ClearToolResults": (10_000, 0.3),
+        "StripThinking": (10_000, 0.6),
+        "Summarize": (40_000, 0.4),
         "PairwiseTruncate": (90_000, 0.6),
     }
     assert _marks(historykit.default_pipeline(preset="chainreview"), window) == {

@@ -179,7 +179,7 @@ def test_a_step_costs_the_database_no_more_on_a_long_thread(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-def test_a_conversation_stepped_by_a_graph_is_one_run_of_numbers(database_url: str, asynchronous: bool) -> None:
+def test_a_graph_conversation_is_one_run_of_numbers(database_url: str, asynchronous: bool) -> None:
     """LangGraph saves a step's writes from several threads (or tasks) at once; the log still
     numbers the conversation's messages in its order, so its reference list stays one run of
     numbers, a few bytes, however long the thread. (Left to race for the database, later writes

@@ -93,7 +93,6 @@ from historykit.checkpointers._message_log import CHUNK, LoggedMessage, MessageL
 from historykit.checkpointers._schema import CORE, CompactionRow, MessageRow, ThreadRow, TokenCountRow
 from historykit.checkpointers._transcript import StoredCompaction, Transcript
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
-from historykit.plugins.pydantic_ai._adapter import is_written_part
 
 __all__ = ["MessageSerializer", "SQLModelConversationStore", "ViewSaving"]
 
@@ -500,7 +499,7 @@ def _written_by_compaction(message: ModelMessage) -> bool:
     if not isinstance(message, ModelRequest):
         return False
     parts = message.parts if isinstance(message.parts, (list, tuple)) else ()  # a malformed one fails later
-    return any(is_written_part(part) for part in parts)
+    return any(_part_written(part) for part in parts)
 
 
 def _cipher_of(serde: MessageSerializer | None) -> Any:
@@ -948,7 +947,7 @@ def _unseen_original(message: ModelMessage, seen: set[str], *, written: bool) ->
     parts = [
         part
         for part in message.parts
-        if not is_written_part(part) and not (written and isinstance(part, CompactionPart))
+        if not _part_written(part) and not (written and isinstance(part, CompactionPart))
     ]
     unseen = [part for part in parts if repr(part) not in seen]
     seen.update(repr(part) for part in unseen)
@@ -957,6 +956,21 @@ def _unseen_original(message: ModelMessage, seen: set[str], *, written: bool) ->
     if len(unseen) == len(message.parts) and not written:
         return message
     return replace(message, parts=unseen, metadata=None)
+
+
+def _part_written(part: Any) -> bool:
+    """Whether a historykit compaction wrote `part`: its marker is on the part (a summary, a
+    cleared result), or on every item of a user prompt (a notice: the Pydantic AI adapter puts
+    it on the text, which Pydantic AI's merge of requests keeps). A provider's own
+    `CompactionPart` is not one."""
+    metadata = getattr(part, "metadata", None)
+    if isinstance(metadata, dict) and (EDIT_KEY in metadata or COMPACTION_KEY in metadata):
+        return True
+    items = getattr(part, "content", None)
+    if not isinstance(items, list) or not items:
+        return False
+    holders = [getattr(item, "metadata", None) for item in items]
+    return all(isinstance(holder, dict) and EDIT_KEY in holder for holder in holders)
 
 
 def _marker_from_row(row: Any) -> CompactionMarker:

@@ -1087,16 +1087,6 @@ def _item_with_edit(item: Any, data: dict[str, Any]) -> Any:
     return replace(item, metadata={**(item.metadata or {}), EDIT_KEY: data})
 
 
-def is_written_part(part: Any) -> bool:
-    """Whether a historykit compaction wrote this request part: a summary, a cleared result, a
-    notice (its marker is on the part, or on every item of a user prompt); a provider's own
-    `CompactionPart` is not one."""
-    metadata = getattr(part, "metadata", None)
-    if isinstance(metadata, dict) and (EDIT_KEY in metadata or COMPACTION_KEY in metadata):
-        return True
-    return _prompt_edit(part) is not None
-
-
 def _prompt_edit(part: Any) -> CompactionMarker | None:
     """The marker of the compaction that wrote a user prompt (`_with_part_edit`), or `None`."""
     if not isinstance(part, _pai.UserPromptPart) or isinstance(part.content, str) or not part.content:

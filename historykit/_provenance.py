@@ -130,9 +130,9 @@ def _adopt(message: Any) -> None:
 def _split(message: Any) -> tuple[Any, ...] | None:
     """What a message rebuilt around recorded parts stands for, by part, in order: the messages
     each recorded part's message stood for (each message once, where it first comes), and a copy of
-    the message holding its own parts where they were. `None` when it is not such a message: it has no recorded part, it is
-    not a dataclass of parts (nothing to rebuild pieces with), or a part's record leads back to the
-    message itself (an original whose parts a copy of it shares)."""
+    the message holding its own parts where they were. `None` when it is not such a message: it has
+    no recorded part, it is not a dataclass of parts (nothing to rebuild pieces with), or a part's
+    record leads back to the message itself (an original whose parts a copy of it shares)."""
     parts = getattr(message, "parts", None)
     if (
         not isinstance(parts, (list, tuple))

@@ -34,24 +34,38 @@ __all__ = ["WriteOrder"]
 class _Turns:
     """A lock that lets its waiters in in the order they asked (`threading.Lock` wakes any one)."""
 
-    __slots__ = ("_changed", "_next", "_serving")
+    __slots__ = ("_abandoned", "_changed", "_next", "_serving")
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._next = 0
         self._serving = 0
+        self._abandoned: set[int] = set()
 
     def __enter__(self) -> None:
         with self._changed:
             ticket = self._next
             self._next += 1
-            while ticket != self._serving:
-                self._changed.wait()
+            try:
+                while ticket != self._serving:
+                    self._changed.wait()
+            except BaseException:
+                # Interrupted while waiting (KeyboardInterrupt): the writers behind it must not
+                # wait for a turn no one will take.
+                self._abandoned.add(ticket)
+                self._next_turn()
+                raise
 
     def __exit__(self, *exc: object) -> None:
         with self._changed:
             self._serving += 1
-            self._changed.notify_all()
+            self._next_turn()
+
+    def _next_turn(self) -> None:
+        while self._serving in self._abandoned:
+            self._abandoned.discard(self._serving)
+            self._serving += 1
+        self._changed.notify_all()
 
 
 class WriteOrder:

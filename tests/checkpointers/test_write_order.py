@@ -77,3 +77,35 @@ def test_tasks_of_a_thread_go_in_the_order_they_asked() -> None:
         return entered
 
     assert asyncio.run(main()) == list(range(10))
+
+
+def test_a_writer_interrupted_while_waiting_does_not_stall_the_ones_behind_it() -> None:
+    order = WriteOrder(whole_database=True)
+    turns = order._whole
+    assert turns is not None
+    real_wait = turns._changed.wait
+    interrupted = threading.Event()
+
+    def wait_or_interrupt(timeout: float | None = None) -> bool:
+        if threading.current_thread().name == "interrupted":
+            raise KeyboardInterrupt
+        return real_wait(timeout)
+
+    turns._changed.wait = wait_or_interrupt  # type: ignore[method-assign]
+    entered: list[str] = []
+
+    def writer() -> None:
+        try:
+            with order.turn(None):
+                entered.append(threading.current_thread().name)
+        except KeyboardInterrupt:
+            interrupted.set()
+
+    with order.turn(None):
+        first = threading.Thread(target=writer, name="interrupted")
+        first.start()
+        assert interrupted.wait(5)
+        second = threading.Thread(target=writer, name="behind")
+        second.start()
+    second.join(5)
+    assert entered == ["behind"]

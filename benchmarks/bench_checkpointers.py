@@ -272,6 +272,7 @@ class Target:
         self.puts = 0
         self.saver_cpu = 0.0
         """CPU spent in the saver's own calls since the last `take_saver_cpu` (synchronous savers)."""
+        self._lock = threading.Lock()
         if not spec.asynchronous:
             for name in ("get_tuple", "put", "put_writes"):
                 setattr(saver, name, self._timed_call(getattr(saver, name)))
@@ -288,8 +289,6 @@ class Target:
                     self.saver_cpu += time.thread_time() - start
 
         return timed_call
-
-    _lock = threading.Lock()
 
     def take_saver_cpu(self) -> float | None:
         if self.spec.asynchronous:
@@ -989,7 +988,14 @@ def print_server_targets(by_key: dict[tuple[str, str, str], Result], steps: list
                     )
                 )
         m_early, m_late = milestone_at(ours, EARLY_STEP), milestone_at(ours, last)
-        if m_early and m_late and m_early.saver_cpu_ms and m_late.saver_cpu_ms and m_late.steps == last:
+        if (
+            last > EARLY_STEP
+            and m_early
+            and m_late
+            and m_early.saver_cpu_ms
+            and m_late.saver_cpu_ms
+            and m_late.steps == last
+        ):
             growth = m_late.saver_cpu_ms / m_early.saver_cpu_ms
             checks.append(
                 (

@@ -25,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import Generic, TypeVar
 
 __all__ = ["WriteOrder"]
 
@@ -68,6 +69,37 @@ class _Turns:
         self._changed.notify_all()
 
 
+_Q = TypeVar("_Q")
+
+
+class _Queues(Generic[_Q]):
+    """A queue per thread id, kept while someone holds or waits for it (sync and async alike)."""
+
+    def __init__(self, make: Callable[[], _Q]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[_Q, int]] = {}
+
+    def take(self, key: str) -> _Q:
+        """The queue of `key`, counted as held until `give_back`."""
+        with self._lock:
+            queue, holders = self._held.get(key, (None, 0))
+            queue = self._make() if queue is None else queue
+            self._held[key] = (queue, holders + 1)
+            return queue
+
+    def give_back(self, key: str) -> None:
+        with self._lock:
+            queue, holders = self._held[key]
+            if holders == 1:
+                del self._held[key]
+            else:
+                self._held[key] = (queue, holders - 1)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
 class WriteOrder:
     """One first-come-first-served queue of writers per thread, or one for the whole database.
 
@@ -80,14 +112,13 @@ class WriteOrder:
         whole_database: one queue for every write (SQLite: one writer at a time, whatever the thread).
         """
         self._whole = _Turns() if whole_database else None
-        self._lock = threading.Lock()
-        self._queues: dict[str, tuple[_Turns, int]] = {}
+        self._queues: _Queues[_Turns] = _Queues(_Turns)
         self._async_whole: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
-        self._async_queues: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[str, tuple[asyncio.Lock, int]]
-        ] = weakref.WeakKeyDictionary()
+        self._async_queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queues[asyncio.Lock]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @contextmanager
     def turn(self, thread_id: str | None) -> Iterator[None]:
@@ -96,24 +127,15 @@ class WriteOrder:
         if self._whole is not None:
             with self._whole:
                 yield
-            return
-        if thread_id is None:
+        elif thread_id is None:
             yield
-            return
-        with self._lock:
-            turns, holders = self._queues.get(thread_id, (None, 0))
-            turns = turns or _Turns()
-            self._queues[thread_id] = (turns, holders + 1)
-        try:
-            with turns:
-                yield
-        finally:
-            with self._lock:
-                turns, holders = self._queues[thread_id]
-                if holders == 1:
-                    del self._queues[thread_id]
-                else:
-                    self._queues[thread_id] = (turns, holders - 1)
+        else:
+            turns = self._queues.take(thread_id)
+            try:
+                with turns:
+                    yield
+            finally:
+                self._queues.give_back(thread_id)
 
     @asynccontextmanager
     async def aturn(self, thread_id: str | None) -> AsyncIterator[None]:
@@ -125,20 +147,15 @@ class WriteOrder:
                 lock = self._async_whole[loop] = asyncio.Lock()
             async with lock:
                 yield
-            return
-        if thread_id is None:
+        elif thread_id is None:
             yield
-            return
-        queues = self._async_queues.setdefault(loop, {})
-        lock, holders = queues.get(thread_id, (None, 0))
-        lock = lock or asyncio.Lock()
-        queues[thread_id] = (lock, holders + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, holders = queues[thread_id]
-            if holders == 1:
-                del queues[thread_id]
-            else:
-                queues[thread_id] = (lock, holders - 1)
+        else:
+            queues = self._async_queues.get(loop)
+            if queues is None:
+                queues = self._async_queues[loop] = _Queues(asyncio.Lock)
+            lock = queues.take(thread_id)
+            try:
+                async with lock:
+                    yield
+            finally:
+                queues.give_back(thread_id)

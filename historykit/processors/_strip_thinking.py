@@ -118,7 +118,7 @@ class StripThinking(HistoryProcessor):
                 if msg.role == "assistant" and any(c.id in pinned_calls for c in msg.tool_calls):
                     stripped[index] = msg
         if same_messages(stripped, messages):
-            return messages, notes  # no strippable thinking anywhere: nothing to replay
+            return messages, notes  # only messages of pinned calls had thinking: nothing to replay
         # Turn starts as `historykit._validity.turn_starts` marks them: a user message in the user's
         # own voice or a system message, but none in a final request that also answers tool calls.
         final = final_request_start(messages)

@@ -97,11 +97,7 @@ def originals_of(message: Any) -> tuple[Any, ...]:
     """The original messages `message` stands in for, through every compaction recorded in this
     process, in order; `(message,)` when nothing is recorded for it (an original, or a copy from
     elsewhere)."""
-    recorded = _recorded(message)
-    if recorded is None:
-        return (message,)
-    expanded, itself = recorded
-    return (*expanded, message) if itself else expanded
+    return _expanded((message,))
 
 
 def expand(message: Any) -> tuple[Any, ...]:
@@ -176,8 +172,30 @@ def _split(message: Any) -> tuple[Any, ...] | None:
     return tuple(out)
 
 
-def _expanded(originals: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(original for replaced in originals for original in originals_of(replaced))
+class _Itself(tuple[Any]):
+    """On `_expanded`'s stack: a recorded message that stands for itself too, after its originals."""
+
+
+def _expanded(items: Sequence[Any]) -> tuple[Any, ...]:
+    """The originals of `items`, in order: each through every record, depth first. Walked with a
+    stack, not recursion: a long conversation compacted persistently chains a record per summary
+    (a summary replacing the previous one), thousands deep."""
+    out: list[Any] = []
+    stack: list[Any] = list(reversed(items))
+    while stack:
+        item = stack.pop()
+        if type(item) is _Itself:
+            out.append(item[0])
+            continue
+        entry = _entry(item)
+        if entry is None:
+            out.append(item)
+            continue
+        originals, itself = entry
+        if itself:
+            stack.append(_Itself((item,)))
+        stack.extend(reversed(originals))
+    return tuple(out)
 
 
 def _entry(item: Any) -> tuple[tuple[Any, ...], bool] | None:
@@ -186,13 +204,6 @@ def _entry(item: Any) -> tuple[tuple[Any, ...], bool] | None:
     if entry is None or entry[0]() is not item:
         return None
     return entry[1], entry[2]
-
-
-def _recorded(item: Any) -> tuple[tuple[Any, ...], bool] | None:
-    entry = _entry(item)
-    if entry is None:
-        return None
-    return _expanded(entry[0]), entry[1]
 
 
 def _remember(message: Any, originals: tuple[Any, ...], *, itself: bool) -> None:

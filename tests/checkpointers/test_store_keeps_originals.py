@@ -291,6 +291,22 @@ def test_a_chain_of_compactions_expands_to_every_original_in_order(data: st.Data
     assert [m.name for m in expanded] == [m.name for m in arrived]
 
 
+def test_a_chain_of_summaries_thousands_deep_expands_without_recursion() -> None:
+    """A long conversation compacted persistently: each summary replaces the previous summary and the
+    messages after it, more times than Python's recursion limit (found at 10,000 messages by
+    `bench_resume.py`, whose runs save through the store)."""
+    depth = sys.getrecursionlimit() * 3
+    arrived = [_Native("m0")]
+    history = list(arrived)
+    for call in range(depth):
+        new = _Native(f"m{call + 1}")
+        arrived.append(new)
+        summary = _Native(f"summary {call}")
+        provenance.record([*history, new], [summary])
+        history = [summary]
+    assert [m.name for m in provenance.originals_of(history[0])] == [m.name for m in arrived]
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_rebuilt_messages_expand_to_every_original_part_in_order(data: st.DataObject) -> None:

@@ -275,8 +275,12 @@ class SQLModelConversationStore(ViewSaving):
                 raise unreachable_error(self._engine.url, exc) from None
             self._prepared = True
             # SQLAlchemy compiles a statement the first time a process runs it (a few ms each):
-            # here, once, rather than inside the first load of a new process. Nothing is kept.
-            with self._engine.execution_options(historykit_write=False).begin() as conn:
+            # here, once, rather than inside the first load of a new process. Nothing is kept, and
+            # a failure (a read-only database without the tables) is the first load's to report.
+            with (
+                contextlib.suppress(sa.exc.SQLAlchemyError),
+                self._engine.execution_options(historykit_write=False).begin() as conn,
+            ):
                 run_plan(conn, _compile_load(self._log, serde))
             # anyio imports its event loop backend on its first worker-thread call, 15-45 ms of
             # CPU: here, where a server makes its store, rather than inside the first load.

@@ -10,11 +10,15 @@ first call of a new pipeline on a freshly loaded history. This measures that cal
   the view as last sent);
 - `historykit: resume`: in a new process, a new store on the file and a new pipeline load the
   conversation and process it with the next exchange appended: load and first call, timed apart
-  (the token counts the store kept come back with the load, `historykit._tokens.remember_counts`);
+  (the token counts the store kept come back with the load, `historykit._tokens.remember_counts`).
+  The store is made before anything is timed, as a server makes it once: it checks the schema and
+  has SQLAlchemy compile the statements a load runs; the load is one transaction;
 - `historykit: view-only resume`: view-only mode with the view last sent stored beside the raw
   history (as `HistoryKitMiddleware` keeps it in the LangGraph state): in a new process, a new
   pipeline is given that view (`Pipeline.remember_view`) and derives the next call's view from the
-  whole raw history; no token count comes back with it, so every message of the view is counted;
+  whole raw history; no token count comes back with it, so every message of the view is counted.
+  The raw history the call is given holds the very messages the view was remembered with (as the
+  integrations' resume gives them), so it is converted but not digested (`historykit._view`);
 - `historykit: view-only replay`: what the first call costs when the raw history is all there is
   (view-only mode, no stored view): the whole conversation replayed, once;
 - `harness:TieredCompaction`: pydantic-ai-harness 0.62 on the whole history, one call through its

@@ -237,6 +237,8 @@ class TokenCounter:
     _cache: dict[int, tuple[object, int]] = field(default_factory=dict, init=False, repr=False)
     _texts: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _text_chars: int = field(default=0, init=False, repr=False)
+    _stored_parts: dict[int, tuple[Part, Message, int]] = field(default_factory=dict, init=False, repr=False)
+    """By part: the message of several parts a store counted that holds it, and that count."""
 
     def __post_init__(self) -> None:
         if self.tokenizer is not None and not callable(self.tokenizer):
@@ -306,12 +308,69 @@ class TokenCounter:
         digest = message_digest(message) if known or message.native is not None else None
         tokens = known.get(digest) if known and digest is not None else None
         if tokens is None:
-            tokens = MESSAGE_OVERHEAD + sum(self.count_part(p) for p in message.parts)
+            tokens = self._count_from_stored(message) if self._stored_parts else None
+            if tokens is None:
+                tokens = MESSAGE_OVERHEAD + sum(self.count_part(p) for p in message.parts)
+        elif len(message.parts) == 1:
+            self._learn_text(message.parts[0], tokens - MESSAGE_OVERHEAD)
+        else:
+            self._learn_parts(message, tokens)
         if digest is not None and message.native is not None:
             # What a store saving the native message keeps (`counts_noted_since`).
             _note_native_count(message.native, method, digest, tokens)
         self._remember(key, message, tokens)
         return tokens
+
+    def _learn_text(self, part: Part, tokens: int) -> None:
+        """Cache the count of the one long text of `part`, known to count `tokens` in all (its
+        message's count came from a store): a processor that counts that text apart (a tool
+        result's content, to size its placeholder) then reads it instead of tokenizing it again."""
+        if isinstance(part, ToolResultPart):
+            if part.media:
+                return
+            text, tokens = part.content, tokens - PART_OVERHEAD
+        elif isinstance(part, (TextPart, SummaryPart)) or (
+            isinstance(part, ThinkingPart) and not part.redacted
+        ):
+            text = part.text
+        else:
+            return
+        if len(text) < _CACHED_TEXT or text in self._texts or tokens < 0:
+            return
+        if self._text_chars + len(text) > _MAX_CACHED_CHARS:
+            self._texts.clear()
+            self._text_chars = 0
+        self._texts[text] = tokens
+        self._text_chars += len(text)
+
+    def _learn_parts(self, message: Message, tokens: int) -> None:
+        """Remember that the parts of `message` count `tokens` with it (a store's count): a copy of
+        it with some of its parts (`StripThinking`'s, without the thinking) is then counted from it
+        (`_count_from_stored`)."""
+        stored = self._stored_parts
+        if len(stored) >= self.max_cached:
+            for old in list(stored)[: len(stored) // 2]:
+                stored.pop(old, None)
+        for part in message.parts:
+            stored[id(part)] = (part, message, tokens)
+
+    def _count_from_stored(self, message: Message) -> int | None:
+        """The count of `message` when its parts are some of the very parts of a message a store
+        counted, and the parts it lacks are the smaller ones to tokenize: that count less theirs.
+        `None` otherwise."""
+        parts = message.parts
+        entry = self._stored_parts.get(id(parts[0])) if parts else None
+        if entry is None or entry[0] is not parts[0]:
+            return None
+        _, whole, total = entry
+        present = {id(part) for part in parts}
+        owned = {id(part) for part in whole.parts}
+        if len(present) != len(parts) or len(owned) != len(whole.parts) or not present <= owned:
+            return None
+        missing = [part for part in whole.parts if id(part) not in present]
+        if sum(map(_text_size, missing)) >= sum(map(_text_size, parts)):
+            return None  # tokenizing what is there costs less
+        return total - sum(self.count_part(part) for part in missing)
 
     def counts(self, messages: Iterable[Message]) -> list[int]:
         """`count_message` of each message, in order: the same counts, with the cached ones read in
@@ -384,6 +443,21 @@ class TokenCounter:
                 out[key] = out.get(key, 0) + self.count_part(part)
             out["overhead"] = out.get("overhead", 0) + MESSAGE_OVERHEAD
         return out
+
+
+def _text_size(part: Part) -> int:
+    """About how many characters counting `part` tokenizes (to choose what to tokenize)."""
+    if isinstance(part, ToolCallPart):
+        arguments = part.arguments
+        if isinstance(arguments, str):
+            return len(arguments)
+        return len(part.name) + sum(len(v) if isinstance(v, str) else 8 for v in arguments.values())
+    if isinstance(part, ToolResultPart):
+        return len(part.content) + len(part.media)
+    if isinstance(part, ThinkingPart) and part.redacted:
+        return 0
+    text = getattr(part, "text", "")
+    return len(text) if isinstance(text, str) else 0
 
 
 def _latest_usage(messages: Sequence[Any], framework: Framework) -> tuple[int | None, int]:

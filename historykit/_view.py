@@ -18,7 +18,10 @@ There are two ways to store a conversation, and one view:
 
 Deriving is cheap after the first call: each view is remembered under a digest of the raw history
 it was derived from, so a call only replays the model calls since the last one it saw (usually
-one). A new process replays the whole conversation once.
+one). A new process replays the whole conversation once, or continues from a view stored with it
+(`Pipeline.remember_view`). A view is first remembered with the very message objects it was
+derived from, and digested only when a call's history is not made of them (a new process read
+it back): a call that continues the same objects, as an integration's resume does, hashes none.
 
 Example:
     ```python
@@ -36,11 +39,13 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from historykit._digests import MessageDigests
 from historykit._identity_cache import DEFAULT_CACHE_POLICY, CachePolicy
 from historykit._messages import Message
+from historykit._scan_memo import common_prefix
 
 Mode = Literal["persistent", "view"]
 """How a conversation is stored: the view itself (`persistent`), or the raw history (`view`)."""
@@ -53,6 +58,19 @@ def request_points(messages: Sequence[Message]) -> list[int]:
     if not points or points[-1] != len(messages):
         points.append(len(messages))
     return points
+
+
+@dataclass(frozen=True)
+class _Unkeyed:
+    """A view remembered with the raw messages it was derived from, not digested yet."""
+
+    setting: str
+    raw: tuple[Message, ...]
+    view: tuple[Message, ...]
+
+
+_MAX_UNKEYED = 4
+"""Views kept undigested at most; past it the oldest is digested (`ViewReplay._key_unkeyed`)."""
 
 
 class ViewReplay:
@@ -75,6 +93,10 @@ class ViewReplay:
         """Views remembered (least recently used go first), one per model call: a warm call needs
         the latest; older ones serve a history rewound to an earlier call (a retried turn)."""
         self._views: OrderedDict[bytes, tuple[Message, ...]] = OrderedDict()
+        self._lengths: dict[bytes, int] = {}
+        """The length of the raw history each view of `_views` ends."""
+        self._unkeyed: list[_Unkeyed] = []
+        """Views not digested yet, the most recent last: found by the identity of their messages."""
         self._digests = MessageDigests(cache_policy)
         # Two calls of one conversation may run at once (a double submit from two threads).
         self._lock = threading.Lock()
@@ -100,6 +122,16 @@ class ViewReplay:
         derived). `setting` names what else the views depend on: views of another setting are not
         reused."""
         points = request_points(raw)
+        found = self._unkeyed_hit(raw, points, setting)
+        if found is not None:
+            at, previous = found
+            if at == len(points) - 1:
+                return list(previous), 0
+            # One call to replay: what it derives is remembered with its messages, as `previous` was.
+            derived = yield [*previous, *raw[points[at] : points[-1]]]
+            self._remember_unkeyed(_Unkeyed(setting, tuple(raw), tuple(derived)))
+            return derived, 1
+        self._key_unkeyed(0)
         chain = self._chain(raw, points, setting)
         view: list[Message] = []
         start, done = 0, 0
@@ -117,15 +149,70 @@ class ViewReplay:
             view = yield [*view, *raw[start:point]]
             replayed += 1
             start = point
-            self._remember(chain[index], view)
+            self._remember(chain[index], view, point)
         return view, replayed
 
     def remember(self, raw: Sequence[Message], view: Sequence[Message], setting: str = "") -> None:
         """Remember `view` as the view of the model call that ends `raw`, under `setting`: later
         calls under that setting continue from it. For a compaction made outside the replay (the
         integrations' compact-and-retry after a context overflow)."""
-        points = request_points(raw)
-        self._remember(self._chain(raw, points, setting)[-1], list(view))
+        self._remember_unkeyed(_Unkeyed(setting, tuple(raw), tuple(view)))
+
+    def _unkeyed_hit(
+        self, raw: Sequence[Message], points: Sequence[int], setting: str
+    ) -> tuple[int, tuple[Message, ...]] | None:
+        """The index in `points` and the view of an undigested view whose messages are the very
+        first messages of `raw`, when it is the furthest any remembered view reaches: at the last
+        point, or at the one before with no view remembered past it. `None` otherwise (the
+        digests decide)."""
+        with self._lock:
+            for index in range(len(self._unkeyed) - 1, -1, -1):
+                entry = self._unkeyed[index]
+                length = len(entry.raw)
+                if entry.setting != setting or length not in (
+                    points[-1],
+                    points[-2] if len(points) > 1 else -1,
+                ):
+                    continue
+                if common_prefix(entry.raw, raw) != length:
+                    continue
+                later = [len(other.raw) for other in self._unkeyed if other is not entry]
+                later.extend(self._lengths.values())
+                if length < points[-1] and any(length < other <= points[-1] for other in later):
+                    return None  # a view past it may hold the same content: the digests decide
+                self._unkeyed.append(self._unkeyed.pop(index))
+                return points.index(length), entry.view
+        return None
+
+    def _remember_unkeyed(self, entry: _Unkeyed) -> None:
+        length = len(entry.raw)
+        with self._lock:
+            # The same messages remembered again: the newer view replaces the older one.
+            self._unkeyed = [
+                other
+                for other in self._unkeyed
+                if not (
+                    other.setting == entry.setting
+                    and len(other.raw) == length
+                    and common_prefix(other.raw, entry.raw) == length
+                )
+            ]
+            self._unkeyed.append(entry)
+        self._key_unkeyed(_MAX_UNKEYED)
+
+    def _key_unkeyed(self, keep: int) -> None:
+        """Digest the undigested views but the `keep` most recent, and remember them by content
+        (each stays findable by its messages until it is)."""
+        while True:
+            with self._lock:
+                if len(self._unkeyed) <= keep:
+                    return
+                entry = self._unkeyed[0]
+            key = self._chain(entry.raw, request_points(entry.raw), entry.setting)[-1]
+            with self._lock:
+                if any(other is entry for other in self._unkeyed):
+                    self._unkeyed = [other for other in self._unkeyed if other is not entry]
+                    self._keep(key, entry.view, len(entry.raw))
 
     def _recall(self, key: bytes) -> tuple[Message, ...] | None:
         with self._lock:
@@ -134,12 +221,18 @@ class ViewReplay:
                 self._views.move_to_end(key)
             return known
 
-    def _remember(self, key: bytes, view: list[Message]) -> None:
+    def _remember(self, key: bytes, view: list[Message], length: int) -> None:
         with self._lock:
-            self._views[key] = tuple(view)
-            self._views.move_to_end(key)
-            while len(self._views) > self.max_views:
-                self._views.popitem(last=False)
+            self._keep(key, tuple(view), length)
+
+    def _keep(self, key: bytes, view: tuple[Message, ...], length: int) -> None:
+        """Remember `view` under `key` (the lock held)."""
+        self._views[key] = view
+        self._lengths[key] = length
+        self._views.move_to_end(key)
+        while len(self._views) > self.max_views:
+            old, _ = self._views.popitem(last=False)
+            del self._lengths[old]
 
     def __len__(self) -> int:
-        return len(self._views)
+        return len(self._views) + len(self._unkeyed)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import historykit._tokens as tokens_module
@@ -73,6 +75,65 @@ def test_a_long_text_counted_again_apart_from_its_message_is_not_tokenized_again
     counter.count_text("short")
     counter.count_text("short")
     assert tokenizer.calls == calls + 2  # short texts are cheaper to tokenize than to look up
+
+
+def test_a_stored_count_also_gives_the_count_of_its_messages_one_long_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A store hands back message counts (`remember_counts`); a processor then sizes a loaded tool
+    # result's content on its own (to word a placeholder): derived from the message's count.
+    monkeypatch.setattr(tokens_module, "_KNOWN_COUNTS", {})
+    content = "def f(x):\n    return x\n" * 200
+    thinking = "let me think about this step by step " * 20
+    messages = [
+        Message("tool", (ToolResultPart("c1", "read", content),)),
+        Message.assistant(thinking),
+        Message("assistant", (ThinkingPart(thinking + "!"),)),
+    ]
+    reference = TokenCounter(tokenizer=CountingTokenizer(), tokenizer_name="words")
+    counts = {tokens_module.message_digest(m): reference.count_message(m) for m in messages}
+    tokens_module.remember_counts(reference.count_method, counts)
+
+    tokenizer = CountingTokenizer()
+    counter = TokenCounter(tokenizer=tokenizer, tokenizer_name="words")
+    assert [counter.count_message(m) for m in messages] == list(counts.values())
+    assert counter.count_text(content) == 800
+    assert counter.count_text(thinking) == reference.count_text(thinking)
+    assert counter.count_text(thinking + "!") == reference.count_text(thinking + "!")
+    assert tokenizer.calls == 0
+    # A message of several parts says nothing of each: its texts are tokenized when asked.
+    both = Message("assistant", (ThinkingPart("a " * 200), TextPart("b " * 200)))
+    tokens_module.remember_counts(reference.count_method, {tokens_module.message_digest(both): 404})
+    assert counter.count_message(both) == 404
+    assert counter.count_text("a " * 200) == 200 and tokenizer.calls == 1
+
+
+def test_a_copy_with_some_of_a_stored_messages_parts_is_counted_from_its_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `StripThinking` sizes a loaded message without its thinking: the message's stored count less
+    # the thinking's, rather than its long tool call tokenized again.
+    monkeypatch.setattr(tokens_module, "_KNOWN_COUNTS", {})
+    call = ToolCallPart("c1", "write", {"content": "x = 1\n" * 300})
+    thinking, text = ThinkingPart("I will write the file"), TextPart("Writing it.")
+    loaded = Message("assistant", (thinking, text, call))
+    reference = TokenCounter(tokenizer=CountingTokenizer(), tokenizer_name="words")
+    whole = reference.count_message(loaded)
+    tokens_module.remember_counts(reference.count_method, {tokens_module.message_digest(loaded): whole})
+
+    tokenizer = CountingTokenizer()
+    counter = TokenCounter(tokenizer=tokenizer, tokenizer_name="words")
+    assert counter.count_message(loaded) == whole and tokenizer.calls == 0
+    stripped = replace(loaded, parts=(text, call))
+    assert counter.count_message(stripped) == reference.count_message(Message("assistant", (text, call)))
+    assert tokenizer.calls == 1  # the thinking only
+    # What is left is the cheaper part to tokenize: it is counted as it is.
+    tokenizer.calls = 0
+    assert counter.count_message(replace(loaded, parts=(thinking,))) == reference.count_part(thinking) + 4
+    assert tokenizer.calls == 1
+    # A part that is not one of the stored message's: counted as it is.
+    other = replace(loaded, parts=(text, ToolCallPart("c1", "write", {"content": "x = 1\n" * 300})))
+    assert counter.count_message(other) == reference.count_message(stripped)
 
 
 def test_the_text_cache_holds_a_bounded_number_of_characters(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -334,6 +334,67 @@ def test_view_replay_replays_only_what_is_new() -> None:
     assert len(replay._views) == 2
 
 
+def _drive_replay(replay: ViewReplay, raw: list[Message], process: Any) -> tuple[list[Message], int]:
+    steps = replay.derive(raw)
+    try:
+        call = next(steps)
+        while True:
+            call = steps.send(process(call))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def _copies(messages: list[Message]) -> list[Message]:
+    """Equal messages that are other objects (what a new process reads back)."""
+    return [replace(m) for m in messages]
+
+
+def test_a_remembered_view_continued_with_its_own_messages_digests_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    raw = _tool_loop(4)
+    points = request_points(raw)
+    stored = [Message.user("a view stored with the conversation")]
+    tag = Message.user("processed")
+
+    def process(messages: list[Message]) -> list[Message]:
+        return [*messages, tag]
+
+    replay = ViewReplay()
+    digested: list[int] = []
+    chain = ViewReplay._chain
+    monkeypatch.setattr(
+        ViewReplay, "_chain", lambda self, r, p, s: digested.append(len(r)) or chain(self, r, p, s)
+    )
+    replay.remember(raw[: points[-2]], stored)
+    view, replayed = _drive_replay(replay, raw, process)
+    assert (view, replayed) == ([*stored, *raw[points[-2] :], tag], 1)
+    assert _drive_replay(replay, raw, process) == (view, 0)
+    assert digested == []  # the resume of an integration: the very messages the view was stored with
+    # The same content as other objects (a new process read it back): found by its digests.
+    assert _drive_replay(replay, _copies(raw), process) == (view, 0)
+    assert digested
+    # A view remembered by content past the one found by its messages wins, as it always did.
+    later = ViewReplay()
+    later_view = [Message.user("derived by content")]
+    later.remember(_copies(raw), later_view)
+    _drive_replay(later, _copies(raw[: points[-2]]), process)  # digests the first view
+    later.remember(raw[: points[-2]], stored)
+    assert _drive_replay(later, raw, process) == (later_view, 0)
+
+
+def test_views_remembered_by_their_messages_are_bounded_and_still_found_by_content() -> None:
+    raw = _tool_loop(8)
+    points = request_points(raw)
+    replay = ViewReplay()
+    views = {point: [Message.user(f"view at {point}")] for point in points}
+    for point in points:
+        replay.remember(raw[:point], views[point])
+    assert len(replay._unkeyed) <= 4 and len(replay) == len(points)
+    for point in points:  # each one, also those digested to keep the bound
+        assert _drive_replay(replay, _copies(raw[:point]), lambda m: m) == (views[point], 0)
+
+
 # -- random histories through random pipelines ----------------------------------------------------
 
 MODELS = ("claude-opus-5-5", "claude-fable-5-2", "claude-sonnet-4-5", None)

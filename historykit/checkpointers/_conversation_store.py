@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -58,6 +59,13 @@ from pydantic_ai.messages import (
     ModelResponse,
 )
 from pydantic_ai.tools import DeferredToolRequests
+
+try:
+    # How `ConversationStore.load` marks what it loaded as stored (so a save appends after it);
+    # private to Pydantic AI: without it, `load` takes Pydantic AI's own path.
+    from pydantic_ai._conversation_marks import mark_stored
+except ImportError:  # pragma: no cover - another Pydantic AI 2.x
+    mark_stored = None  # type: ignore[assignment]
 from pydantic_ai.usage import RunUsage
 from sqlalchemy import Engine, Table
 from sqlalchemy.engine import URL
@@ -266,6 +274,14 @@ class SQLModelConversationStore(ViewSaving):
             except sa.exc.OperationalError as exc:
                 raise unreachable_error(self._engine.url, exc) from None
             self._prepared = True
+            # SQLAlchemy compiles a statement the first time a process runs it (a few ms each):
+            # here, once, rather than inside the first load of a new process. Nothing is kept, and
+            # a failure (a read-only database without the tables) is the first load's to report.
+            with (
+                contextlib.suppress(sa.exc.SQLAlchemyError),
+                self._engine.execution_options(historykit_write=False).begin() as conn,
+            ):
+                run_plan(conn, _compile_load(self._log, serde))
             # anyio imports its event loop backend on its first worker-thread call, 15-45 ms of
             # CPU: here, where a server makes its store, rather than inside the first load.
             with contextlib.suppress(ImportError):
@@ -280,11 +296,34 @@ class SQLModelConversationStore(ViewSaving):
         messages become known to every `TokenCounter` counting the same way
         (`historykit._tokens.remember_counts`): the first model call after the load tokenizes only
         what is new."""
-        conversation = await super().load(conversation_id, limit=limit, scope=scope)
-        if conversation is not None:
-            by_method = await self._run(self._log.read_counts_plan(conversation_id))
-            for method, counts in by_method.items():
-                remember_counts(method, counts)
+        if mark_stored is None or (limit is not None and limit < 0):
+            # Pydantic AI's own path (it says what is wrong with a negative limit).
+            conversation = await super().load(conversation_id, limit=limit, scope=scope)
+            by_method = await self._run(self._log.read_counts_plan(conversation_id)) if conversation else {}
+        else:
+            # The record, its history and the counts in one transaction (one worker-thread hop):
+            # three would cost a new process's first load more than reading the rows does.
+            try:
+                loaded = await self._run(
+                    _read_conversation(self._log, conversation_id, scope, limit, self.serde)
+                )
+            except LookupError:
+                # An entry a concurrent save or delete released between the statements (PostgreSQL
+                # reads each statement afresh): Pydantic AI's loop reads the record again.
+                return await super().load(conversation_id, limit=limit, scope=scope)
+            if loaded is None:
+                return None
+            record, entries, by_method = loaded
+            conversation = Conversation(
+                messages=[entry.message for entry in entries],
+                usage=record.usage,
+                conversation_id=record.conversation_id,
+                deferred_tool_requests=record.deferred_tool_requests,
+                revision=record.revision,
+            )
+            mark_stored(conversation, conversation.messages)  # as `ConversationStore.load` does
+        for method, counts in by_method.items():
+            remember_counts(method, counts)
         return conversation
 
     async def save(
@@ -588,32 +627,37 @@ def _records_from_rows(rows: Iterable[Any]) -> list[ConversationRecord]:
     for row in rows:
         record = records.get(row.conversation_id)
         if record is None:
-            try:
-                usage = _USAGE.validate_python(row.usage)
-                deferred = (
-                    None
-                    if row.deferred_tool_requests is None
-                    else _DEFERRED.validate_python(row.deferred_tool_requests)
-                )
-            except ValidationError as exc:
-                raise CorruptRowError(
-                    f"{_CONVERSATION.name} row {row.conversation_id!r} cannot be decoded: {exc}"
-                ) from exc
-            record = records[row.conversation_id] = ConversationRecord(
-                conversation_id=row.conversation_id,
-                head_id=row.head_id,
-                usage=usage,
-                deferred_tool_requests=deferred,
-                scope=row.scope,
-                forked_from=row.forked_from,
-                forked_at=row.forked_at,
-                revision=row.revision,
-                updated_at=_utc(row.updated_at),
-                format_version=row.format_version,
-            )
+            record = records[row.conversation_id] = _record_from_row(row)
         if row.entry_id is not None:
             record.branches.append(row.entry_id)
     return list(records.values())
+
+
+def _record_from_row(row: Any) -> ConversationRecord:
+    """The record of a conversation row, without its branches."""
+    try:
+        usage = _USAGE.validate_python(row.usage)
+        deferred = (
+            None
+            if row.deferred_tool_requests is None
+            else _DEFERRED.validate_python(row.deferred_tool_requests)
+        )
+    except ValidationError as exc:
+        raise CorruptRowError(
+            f"{_CONVERSATION.name} row {row.conversation_id!r} cannot be decoded: {exc}"
+        ) from exc
+    return ConversationRecord(
+        conversation_id=row.conversation_id,
+        head_id=row.head_id,
+        usage=usage,
+        deferred_tool_requests=deferred,
+        scope=row.scope,
+        forked_from=row.forked_from,
+        forked_at=row.forked_at,
+        revision=row.revision,
+        updated_at=_utc(row.updated_at),
+        format_version=row.format_version,
+    )
 
 
 def _record_query(conversations: sa.FromClause) -> sa.Select[Any]:
@@ -626,10 +670,52 @@ def _record_query(conversations: sa.FromClause) -> sa.Select[Any]:
     )
 
 
+def _read_conversation(
+    log: MessageLog,
+    conversation_id: str,
+    scope: str | None,
+    limit: int | None,
+    serde: MessageSerializer | None,
+) -> Plan[tuple[ConversationRecord, list[ConversationEntry], dict[str, dict[bytes, int]]] | None]:
+    """What `load` reads: the record (`None` when missing or of another scope), its history (the
+    last `limit` entries) and the token counts kept for the conversation."""
+    record = yield from _read_record(conversation_id)
+    if record is None or (scope is not None and record.scope != scope):
+        return None
+    entries = (
+        []
+        if record.head_id is None or limit == 0
+        else (yield from _read_history(record.head_id, limit, serde))
+    )
+    counts = yield from log.read_counts_plan(conversation_id)
+    return record, entries, counts
+
+
+def _compile_load(log: MessageLog, serde: MessageSerializer | None) -> Plan[None]:
+    """The statements `load` runs, run once on ids no conversation or entry has (`uuid4` ids,
+    and a record's id is the caller's: one named by a fresh `uuid4` is nobody's)."""
+    unused = f"historykit-compile-{uuid.uuid4()}"
+    yield from _read_record(unused)
+    yield from log.read_counts_plan(unused)
+    with contextlib.suppress(KeyError):
+        yield from _read_history(unused, None, serde)
+
+
 def _read_record(conversation_id: str) -> Plan[ConversationRecord | None]:
-    query = _record_query(_CONVERSATION).where(_CONVERSATION.c.conversation_id == conversation_id)
-    records = _records_from_rows((yield Query(query)))
-    return records[0] if records else None
+    # The row, then its branches: joined, the row (and its JSON) would be read once per branch,
+    # and a conversation leaves one at every compaction. A save checks the revision it read, so
+    # branches written between the two statements never reach the database.
+    rows = yield Query(sa.select(_CONVERSATION).where(_CONVERSATION.c.conversation_id == conversation_id))
+    if not rows:
+        return None
+    record = _record_from_row(rows[0])
+    branches = yield Query(
+        sa.select(_BRANCH.c.entry_id)
+        .where(_BRANCH.c.conversation_id == conversation_id)
+        .order_by(_BRANCH.c.idx)
+    )
+    record.branches.extend(row.entry_id for row in branches)
+    return record
 
 
 def _read_records(scope: str | None, limit: int | None) -> Plan[list[ConversationRecord]]:

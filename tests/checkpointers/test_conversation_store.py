@@ -729,7 +729,9 @@ async def test_read_history_is_one_select(
     with StatementLog(sync_engine(store)) as log:
         loaded = await store.load("long", limit=10)
     assert loaded is not None and loaded.messages == history[-10:]
-    assert len(log.statements) == 3  # the record, the history, the token counts kept for it
+    # The record, its branches (apart: joined, the record row would be read once per branch), the
+    # history and the token counts kept for it, in one transaction.
+    assert len(log.statements) == 4
     assert [entry.parent_id for entry in entries[1:]] == [entry.id for entry in entries[:-1]]
 
 

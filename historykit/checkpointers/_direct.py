@@ -1,19 +1,20 @@
 """Statements a plan runs often, executed on the driver's connection.
 
 SQLAlchemy spends about three times what the driver does on each statement it executes (an
-execution context, a result object, rows, events: 110-130 µs against 35-40 µs for psycopg on this
-project's benchmark machine), and a LangGraph step runs about 24 statements in its eight
-transactions. A plan's statements are built once, so the second time one runs it is compiled here
-once per dialect and parameter names, and from then on executed on the driver's cursor of the same
-connection, inside the same transaction: the SQL and the parameter and result conversions are
-SQLAlchemy's own (its compiled string, its bind and result processors), only the per-execution
-machinery is skipped.
+execution context, a result object, rows: 110-130 µs against 35-40 µs for psycopg, measured on
+the benchmark machine), and a LangGraph step runs about 24 statements. A plan's statements are
+built once, so the second time one runs it is compiled here, once per dialect and parameter names,
+and from then on executed on the driver's cursor of the same connection, inside the same
+transaction. The SQL and the conversions are SQLAlchemy's own (its compiled string, its bind and
+result processors, its rendering of `IN` lists, kept by the lists' lengths); only the
+per-execution machinery is skipped. The engine's `before_cursor_execute` and
+`after_cursor_execute` listeners (tracing, statement logs) still see every statement.
 
-A statement runs through SQLAlchemy as before whenever its compiled form needs that machinery:
-parameters expanded at execution (`IN` lists), column defaults computed at execution, or result
-column names that are not plain identifiers. A driver error is raised as SQLAlchemy raises it
-(`sqlalchemy.exc.DBAPIError` subclasses), and a dropped connection is invalidated as SQLAlchemy
-does, so `SaverDatabase.run` retries it the same way.
+A statement keeps SQLAlchemy's path where its compiled form needs more: column defaults computed
+at execution, `RETURNING`, literal-rendered parameters, `IN` lists in an executemany, result
+column names that are not plain identifiers; and on MySQL/MariaDB (not measured). A driver error
+is raised as SQLAlchemy raises it (`sqlalchemy.exc.DBAPIError` subclasses), and a connection the
+driver says is gone is invalidated, so `SaverDatabase.run` retries the transaction as before.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect, Row
 from sqlalchemy.sql import Executable
+from sqlalchemy.sql.expression import SelectBase
 
 from historykit.checkpointers._dialect import BINARY_RESULTS
 
@@ -171,7 +173,7 @@ def _compile(
     dialect: Dialect, statement: Executable, names: frozenset[str], many: bool
 ) -> DirectStatement | None:
     if (dialect.name, dialect.driver) not in _DRIVERS or not isinstance(
-        statement, (sa.Select, sa.Insert, sa.Update, sa.Delete)
+        statement, (SelectBase, sa.Insert, sa.Update, sa.Delete)
     ):
         return None
     compiled: Any = statement.compile(dialect=dialect, column_keys=sorted(names))
@@ -192,7 +194,7 @@ def _compile(
         return None
     row: type | None = None
     results: tuple[Any, ...] | None = None
-    if isinstance(statement, sa.Select):
+    if isinstance(statement, SelectBase):
         columns = compiled._result_columns
         keys = [column.keyname for column in columns]
         if len(set(keys)) != len(keys) or any(

@@ -52,6 +52,14 @@ RENAME_RUN = (
     .where(CHECKPOINTS.c.thread_id == bp("t"), CHECKPOINTS.c.run_id == bp("old"))
     .values(run_id=bp("new"))
 )
+EITHER_RUN = sa.union_all(
+    sa.select(sa.literal(False).label("top"), CHECKPOINTS.c.checkpoint_id).where(
+        CHECKPOINTS.c.thread_id == bp("t"), CHECKPOINTS.c.checkpoint_id.in_(bp("ids", expanding=True))
+    ),
+    sa.select(sa.literal(True).label("top"), sa.func.max(CHECKPOINTS.c.checkpoint_id)).where(
+        CHECKPOINTS.c.run_id.in_(bp("runs", expanding=True))
+    ),
+)
 INSERT_COMPACTION = sa.insert(COMPACTIONS)
 COMPACTION_TIMES = sa.select(COMPACTIONS.c.summary_seq, COMPACTIONS.c.created_at).where(
     COMPACTIONS.c.thread_id == bp("t")
@@ -148,6 +156,11 @@ def test_rows_values_and_counts_match_sqlalchemy(runner: Any) -> None:
     assert rows[0]._mapping["channel_versions"] == {"messages": "000000000001.ab"}
     assert bytes(rows[0].checkpoint) == checkpoint(1)["checkpoint"]
 
+    for runs in ([], ["r1"], ["r1", "r0"]):
+        first, second, expected = runner(EITHER_RUN, {"t": "t1", "ids": ["c003", "c004"], "runs": runs})
+        assert sorted(plain(first)) == sorted(plain(second)) == sorted(plain(expected))
+        assert {tuple(row) for row in second} >= {(False, "c003"), (False, "c004")}
+
     first, second, expected = runner(RENAME_RUN, {"t": "t1", "old": "r1", "new": "r2"})
     assert [rows_written(first), rows_written(second), rows_written(expected)] == [8, 0, 0]
 
@@ -192,6 +205,9 @@ def test_which_statements_run_directly(database_url: str) -> None:
         assert direct_form(dialect, fresh, {"t": "x"}) is None  # run once: SQLAlchemy's path
         form = direct_form(dialect, fresh, {"t": "x"})
         assert (form is not None) == direct_expected(database_url)
+        union = sa.union_all(fresh, fresh)
+        direct_form(dialect, union, {"t": "x"})
+        assert (direct_form(dialect, union, {"t": "x"}) is not None) == direct_expected(database_url)
         with_list = sa.select(CHECKPOINTS.c.checkpoint_id).where(
             CHECKPOINTS.c.checkpoint_id.in_(bp("ids", expanding=True))
         )

@@ -177,7 +177,7 @@ def _compile(
     ):
         return None
     compiled: Any = statement.compile(dialect=dialect, column_keys=sorted(names))
-    lists = tuple(sorted(bind.key for bind in compiled.post_compile_params))
+    lists = tuple(sorted(compiled.bind_names[bind] for bind in compiled.post_compile_params))
     needs_sqlalchemy = (
         "literal_execute_params",
         "insert_prefetch",

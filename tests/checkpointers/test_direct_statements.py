@@ -47,6 +47,10 @@ BY_IDS = sa.select(
     CHECKPOINTS.c.channel_versions,
 ).where(CHECKPOINTS.c.thread_id == bp("t"), CHECKPOINTS.c.checkpoint_id.in_(bp("ids", expanding=True)))
 ORDERED_BY_IDS = BY_IDS.order_by(CHECKPOINTS.c.checkpoint_id)
+OF_KNOWN_RUNS = sa.select(CHECKPOINTS.c.checkpoint_id).where(
+    CHECKPOINTS.c.thread_id == bp("t"),
+    CHECKPOINTS.c.run_id.in_(["r1", "r2"]),  # a list in the statement
+)
 RENAME_RUN = (
     sa.update(CHECKPOINTS)
     .where(CHECKPOINTS.c.thread_id == bp("t"), CHECKPOINTS.c.run_id == bp("old"))
@@ -155,6 +159,9 @@ def test_rows_values_and_counts_match_sqlalchemy(runner: Any) -> None:
     assert rows[0].metadata == checkpoint(1)["metadata"]
     assert rows[0]._mapping["channel_versions"] == {"messages": "000000000001.ab"}
     assert bytes(rows[0].checkpoint) == checkpoint(1)["checkpoint"]
+
+    first, second, expected = runner(OF_KNOWN_RUNS, {"t": "t1"})
+    assert sorted(plain(first)) == sorted(plain(second)) == sorted(plain(expected)) and len(expected) == 8
 
     for runs in ([], ["r1"], ["r1", "r0"]):
         first, second, expected = runner(EITHER_RUN, {"t": "t1", "ids": ["c003", "c004"], "runs": runs})

@@ -41,6 +41,7 @@ from sqlmodel import Session
 
 from historykit._plans import adrive, drive
 from historykit.checkpointers._dialect import dialect_of, supported_urls
+from historykit.checkpointers._direct import direct_form, run_direct, run_direct_async
 from historykit.checkpointers._schema import HistorykitTable, SchemaComponent, SchemaVersionRow, utcnow
 from historykit.errors import (
     ArgumentTypeError,
@@ -384,6 +385,10 @@ def run_plan(conn: Connection, plan: Plan[T]) -> T:
     """Run `plan` on a synchronous connection (inside the caller's transaction)."""
 
     def rows(query: Query) -> Sequence[Row[Any]]:
+        form = direct_form(conn.dialect, query.statement, query.params)
+        if form is not None:
+            answer = run_direct(conn, form, query.params)
+            return NoRows(answer) if isinstance(answer, int) else answer
         result = conn.execute(query.statement, query.params)  # type: ignore[arg-type]
         return result.all() if result.returns_rows else NoRows(result.rowcount)
 
@@ -392,8 +397,16 @@ def run_plan(conn: Connection, plan: Plan[T]) -> T:
 
 async def run_plan_async(conn: AsyncConnection, plan: Plan[T]) -> T:
     """Run `plan` on an asyncio connection (inside the caller's transaction)."""
+    driver: Any = None  # the asyncio driver's connection, asked for once (a greenlet switch each time)
 
     async def rows(query: Query) -> Sequence[Row[Any]]:
+        nonlocal driver
+        form = direct_form(conn.dialect, query.statement, query.params)
+        if form is not None:
+            if driver is None:
+                driver = (await conn.get_raw_connection()).driver_connection
+            answer = await run_direct_async(conn, driver, form, query.params)
+            return NoRows(answer) if isinstance(answer, int) else answer
         result = await conn.execute(query.statement, query.params)  # type: ignore[arg-type]
         return result.all() if result.returns_rows else NoRows(result.rowcount)
 

@@ -111,6 +111,9 @@ SUMMARIZE_AT = 0.4
 """High-water mark of `Summarize`, as a fraction of the window."""
 SUMMARIZE_DOWN_TO = 0.4
 """A summary brings the history down to this fraction of `SUMMARIZE_AT`."""
+SUMMARIZE_REWRITE_RATIO = 1.0
+"""A summary frees at least this many times what it makes the cache write again, or waits (until
+the truncation backstop's mark)."""
 KEEP_LAST = 6
 """Units (a tool call with its results is one) that `Summarize` keeps verbatim."""
 TRUNCATE_AT = 0.9
@@ -256,6 +259,8 @@ def default_pipeline(
                 keep_last=KEEP_LAST,
                 summarizer=summarizer,
                 model=model,
+                rewrite_ratio=SUMMARIZE_REWRITE_RATIO,
+                wait_limit=budget(marks.truncate),
             ),
             PairwiseTruncate(trigger=budget(marks.truncate)),
             Repair(),

@@ -113,7 +113,7 @@ SUMMARIZE_DOWN_TO = 0.4
 """A summary brings the history down to this fraction of `SUMMARIZE_AT`."""
 SUMMARIZE_REWRITE_RATIO = 1.0
 """A summary frees at least this many times what it makes the cache write again, or waits (until
-the truncation backstop's mark)."""
+the truncation backstop's mark or the warn mark, the lower: `wait_limit`)."""
 KEEP_LAST = 6
 """Units (a tool call with its results is one) that `Summarize` keeps verbatim."""
 TRUNCATE_AT = 0.9
@@ -202,6 +202,18 @@ def _preset(preset: str | TriggerPreset) -> TriggerPreset:
     )
 
 
+def wait_limit(marks: TriggerPreset) -> Trigger:
+    """Where a summary that does not pay for its cache rewrite stops waiting: the truncation
+    backstop's mark, so that nothing is truncated that a summary could keep, or the warn mark when
+    it is lower, since a warning says the pipeline could not bring the call down."""
+    truncate = marks.truncate
+    if marks.warn_at is None:
+        return truncate
+    if truncate.max_fraction is not None and truncate.max_fraction <= marks.warn_at:
+        return truncate
+    return replace(truncate, max_fraction=marks.warn_at)
+
+
 def default_pipeline(
     *,
     context_window: int | None = None,
@@ -260,7 +272,7 @@ def default_pipeline(
                 summarizer=summarizer,
                 model=model,
                 rewrite_ratio=SUMMARIZE_REWRITE_RATIO,
-                wait_limit=budget(marks.truncate),
+                wait_limit=budget(wait_limit(marks)),
             ),
             PairwiseTruncate(trigger=budget(marks.truncate)),
             Repair(),

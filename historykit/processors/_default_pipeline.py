@@ -39,20 +39,20 @@ summaries); at 100,000, where the sessions summarize twice, the cost is 3,019,49
 without the rule.
 
 With both rules: clearing without its rule trickles (2.45M at 32,000 tokens, against 2.38M; at
-100,000 it costs 0.6% less); a clearing ratio of 0.5 or 2 costs 1.9% / 2.9% more at
-32,000 (at 100,000, 0.5 costs 1.0% less and 2 costs 3.7% more). The cheap edits' mark costs less
-the lower it is (0.3 / 0.25 / 0.2 / 0.15 / 0.1 of the window: 2.45M / 2.41M / 2.38M / 2.38M /
-2.38M at 32,000, 3.51M / 3.35M / 3.21M / 3.11M / 3.02M at 100,000). Summarizing at 40% of the
-window, down to 40% of that mark: at 50% the inputs stay bigger (2.49M), at 30% the summarizer
-runs 52 times instead of 35 for 2.2% less (35% : 46 times, 1.1% less), each summary losing detail
-that clearing keeps recoverable; down to 50% / 60% of the mark costs 1.1% / 2.0% more, down to 30%
-0.7% less, but (measured before summaries paid for their rewrite) the quality probes
-(`benchmarks/bench_quality.py`, with recall) then fell under 95% at 30 calls of one session at
-32,000 tokens, against none. When the trigger fires but no summary is worth writing, `Summarize`
-leaves the history alone (`truncate_instead=False`; truncating instead no longer changes the
-corpus's cost) rather than drop whole messages (the user's among them) at 40% of the window, which
-has room for them; the backstop at 90% truncates. Keeping the last 3 results, as the anchors and
-Anthropic's own context editing do, is a choice for the model's sake (2 would cost 3.7% less).
+100,000 it costs 0.6% less); a clearing ratio of 0.5 or 2 costs 1.9% / 2.9% more at 32,000 (at
+100,000, 0.5 costs 1.0% less and 2 costs 3.7% more). The cheap edits' mark costs less the lower it
+is (0.3 / 0.25 / 0.2 / 0.15 / 0.1 of the window: 2.45M / 2.41M / 2.38M / 2.38M / 2.38M at 32,000,
+3.51M / 3.35M / 3.21M / 3.11M / 3.02M at 100,000). Summarizing at 40% of the window, down to 40% of
+that mark: at 50% the inputs stay bigger (2.49M), at 30% the summarizer runs 52 times instead of 35
+for 2.2% less (at 35%: 46 times, 1.1% less), each summary losing detail that clearing keeps
+recoverable; down to 50% / 60% of the mark costs 1.1% / 2.0% more, down to 30% 0.7% less with a
+shorter tail kept verbatim (the quality probes, `benchmarks/bench_quality.py` with recall, now hold
+there at 32,000 tokens; before summaries paid for their rewrite they fell under 95% at 30 calls of
+one session). When the trigger fires but no summary is worth writing, `Summarize` leaves the
+history alone (`truncate_instead=False`; truncating instead no longer changes the corpus's cost)
+rather than drop whole messages (the user's among them) at 40% of the window, which has room for
+them; the backstop at 90% truncates. Keeping the last 3 results, as the anchors and Anthropic's own
+context editing do, is a choice for the model's sake (2 would cost 3.7% less).
 
 Measured with these settings, as if every session ran on a model that binds thinking (2026-11-27):
 2,375,085 at 32,000 tokens (0.745x the cheapest anchor, target 0.75x; 35 summaries) and 3,019,490
@@ -61,7 +61,7 @@ mode sends the very same views (the same cost); no call is over the window, none
 message, none replays thinking after an edit. In one call the final request alone is over 32,000
 tokens (six parallel file reads, 35,248 tokens): `PairwiseTruncate`'s last resort cuts the middle
 of its largest results, with a note. The input served from the previous call's prefix is 86.6% at
-32,000 and CACHED100 at 100,000 tokens: small inputs cost less but leave the new messages a larger
+32,000 and 93.6% at 100,000 tokens: small inputs cost less but leave the new messages a larger
 share (the 920,133 tokens that arrive between calls alone make any 95%-cached replay cost at least
 2.90M at 32,000). Details and commands: `benchmarks/README.md`.
 

@@ -214,7 +214,7 @@ def _preset(preset: str | TriggerPreset) -> TriggerPreset:
     )
 
 
-def wait_limit(marks: TriggerPreset) -> Trigger:
+def _wait_limit(marks: TriggerPreset) -> Trigger:
     """Where a summary that does not pay for its cache rewrite stops waiting: the truncation
     backstop's mark, so that nothing is truncated that a summary could keep, or the warn mark when
     it is lower, since a warning says the pipeline could not bring the call down."""
@@ -284,7 +284,7 @@ def default_pipeline(
                 summarizer=summarizer,
                 model=model,
                 rewrite_ratio=SUMMARIZE_REWRITE_RATIO,
-                wait_limit=budget(wait_limit(marks)),
+                wait_limit=budget(_wait_limit(marks)),
             ),
             PairwiseTruncate(trigger=budget(marks.truncate)),
             Repair(),

@@ -99,9 +99,10 @@ class Summarize(TriggerField, HistoryProcessor):
 
     With a `rewrite_ratio`, a summary must also pay for the cache write it causes, as clearing
     does (`historykit.processors._batching`): the summary and every message after it are written
-    to the provider's prompt cache again, so a summary that frees less than that (the history is
-    over the mark mostly because of what just arrived, which the call must keep) waits for a later
-    call, when what arrived is old enough to be covered too; it never waits past `wait_limit`.
+    to the provider's prompt cache again. A summary that frees less than that because the history
+    is over the mark mostly by what just arrived (a final request larger than what the summary
+    would free, which the call must keep verbatim) waits for a later call, when what arrived is old
+    enough to be covered too; it never waits past `wait_limit`.
 
     `aprocess` awaits the summarizer (a sync one runs in a worker thread); `process` works from sync
     code, even on a thread whose event loop is running: an async summarizer then runs on a
@@ -188,10 +189,11 @@ class Summarize(TriggerField, HistoryProcessor):
     window has room for, and leave truncation to the backstop after it. A summary that failed or
     turned out too long is truncated either way: asking again at every call would loop."""
     rewrite_ratio: float = 0.0
-    """Summarize only when the summary frees at least this many times the tokens it makes the
-    provider write to its prompt cache again (the summary and every message after it, as expected):
-    else the history is left as it is until a later call's summary pays, or the history crosses
-    `wait_limit`. `0`: summarize whenever the trigger fires."""
+    """A summary that frees less than this many times the tokens it makes the provider write to
+    its prompt cache again (the summary and every message after it, as expected), because the
+    final request, which it must keep, is larger than what it frees, waits: the history is left as
+    it is until a later call, or until it crosses `wait_limit`. `0`: summarize whenever the trigger
+    fires."""
     wait_limit: Trigger | None = None
     """Over this trigger's high-water mark a summary is written whatever its rewrite costs (with a
     `rewrite_ratio`); `None`: the context window. `default_pipeline()` gives its truncation
@@ -332,7 +334,7 @@ class Summarize(TriggerField, HistoryProcessor):
             self._no_summary(state, point, ctx, why)
             return state.result()
         rewrite = expected - state.cum[state.head]
-        if gain < self.rewrite_ratio * rewrite and not self._over_wait_limit(point, ctx):
+        if self._waits(state, point, gain, rewrite):
             state.notes.details.append(
                 f"summarizing would free about {gain:,} tokens, less than the {rewrite:,} it makes the "
                 f"cache write again (rewrite_ratio={self.rewrite_ratio:g}); left as it is"
@@ -367,6 +369,18 @@ class Summarize(TriggerField, HistoryProcessor):
             state.truncate(point, why)
         else:
             state.notes.details.append(f"{why}left as it is (truncate_instead=False)")
+
+    def _waits(self, state: CompactionState, point: Point, gain: int, rewrite: int) -> bool:
+        """The summary does not pay for the `rewrite` it causes because of what just arrived: the
+        final request, which this call must keep verbatim and the next can cover, is larger than
+        what the summary would free (most of the rewrite would be that request). Any other summary
+        is written now: waiting would not make it pay sooner, and the cheap edits that go on in the
+        meantime would make the provider's cache miss at the calls in between. Never past
+        `wait_limit`."""
+        if gain >= self.rewrite_ratio * rewrite or self._over_wait_limit(point, state.ctx):
+            return False
+        arrived = state.cum[point.end] - state.cum[state.start_of(state.last_cut_unit(point))]
+        return arrived > gain
 
     def _over_wait_limit(self, point: Point, ctx: ProcessContext) -> bool:
         """The history is past where a summary stops waiting to pay for its rewrite: `wait_limit`'s

@@ -525,6 +525,25 @@ def test_a_summary_waits_until_it_pays_for_its_cache_rewrite() -> None:
     assert second == first + 1 and marker.tokens_after < high * 0.3
 
 
+def test_a_summary_that_does_not_pay_for_another_reason_is_written_at_once() -> None:
+    # A long verbatim tail (keep_last) makes the rewrite larger than the gain, but the final request
+    # is small: waiting would not make the summary pay sooner, so it is written now.
+    history = agent_session(30, lines=20)
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) - 1, low_water=0.99),
+        keep_last=20,
+        min_gain=100,
+        summary_tokens=100,
+        clock=clock,
+        rewrite_ratio=1.0,
+    )
+    out, notes = summarize.process(history, context())
+    [marker] = notes.markers
+    freed = marker.tokens_before - marker.tokens_after
+    assert freed < marker.tokens_after - tokens(history[:2])  # it does not pay for its rewrite
+    assert summaries(out)
+
+
 def test_a_summary_does_not_wait_past_its_wait_limit() -> None:
     history, crossing = big_result_session()
     high = tokens(history[:crossing]) - 1

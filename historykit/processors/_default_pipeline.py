@@ -20,43 +20,47 @@ session's cache-priced input in half (`benchmarks/bench_media.py`). It is in eve
 are resent on every call whatever the fill of the window.
 
 Why these numbers: `benchmarks/bench_replay.py` replays the 18 corpus sessions (1,252 model calls)
-call by call and prices each call's input as a provider prompt cache does (previous prefix 0.1,
-the rest 1.25, summarizer input 1.0, as if an LLM wrote the summaries); the target is the cheapest
+call by call and prices each call's input as a provider prompt cache does (previous prefix 0.1, the
+rest 1.25, summarizer input 1.0, as if an LLM wrote the summaries); the target is the cheapest
 anchor configuration, pydantic-ai-harness `ClearToolResults(clear_tool_inputs=True)` (3,189,468 at
 32,000 tokens, persistent; 4,348,547 at 100,000, view-only). Small inputs are what make a session
-cheap, so the marks are low; what keeps early edits from costing more than they save is that
-each pays for its rewrite: a clearing frees at least the tokens it makes the cache write again,
-from its first edit to the end (`ClearToolResults.rewrite_ratio=1.0`), and so does a summary, the
-summary and all after it (`Summarize.rewrite_ratio=1.0`). A summary that does not pay is one whose
-call is over the mark mostly because of what just arrived (a large file read, a test run), which
-the call must keep verbatim: written anyway, it shortens little, and the next call, over the mark
-again, writes another (46 summaries, several at consecutive calls; 2,413,148 at 32,000 tokens).
-Waiting one or two calls lets one summary cover what arrived too: 35 summaries, 2,375,085 (1.6%
-less), and no call truncated that was not before. A summary waits at most until the truncation
-backstop's mark (or the warn mark, when lower: `wait_limit`), so nothing is truncated that a
-summary could keep. A ratio of 0.5 or 2 for summaries costs 0.4% / 0.5% more at 32,000 (39 / 31
-summaries); at 100,000, where the sessions summarize twice, the cost is 3,019,490 against 3,021,387
-without the rule.
+cheap, so the marks are low; what keeps early edits from costing more than they save is that each
+pays for its rewrite: a clearing frees at least the tokens it makes the cache write again, from its
+first edit to the end (`ClearToolResults.rewrite_ratio=1.0`), and a summary that would not, because
+the call is over the mark mostly by what just arrived (a large file read, a test run: a final
+request larger than what the summary would free, which the call must keep verbatim), waits
+(`Summarize.rewrite_ratio=1.0`). Written anyway, such a summary shortens little and the next call,
+over the mark again, writes another (46 summaries, several at consecutive calls; 2,413,148 at
+32,000 tokens); waiting a call or two lets one summary cover what arrived too: 37 summaries,
+2,379,802 (1.4% less), and no call truncated that was not before. A summary that does not pay for
+another reason is written at once (waiting would not make it pay sooner, and the cheap edits in the
+meantime would break the cache at consecutive calls; waiting for any summary that does not pay
+costs 2,375,085), and none waits past the truncation backstop's mark (or the warn mark, when lower:
+`wait_limit`), so nothing is truncated that a summary could keep. With a ratio of 0.5 the summaries
+cost 0.3% more (39 summaries; 2 costs the same); at 100,000 tokens, where the sessions summarize
+twice, the rule changes nothing.
 
-With both rules: clearing without its rule trickles (2.45M at 32,000 tokens, against 2.38M; at
-100,000 it costs 0.6% less); a clearing ratio of 0.5 or 2 costs 1.9% / 2.9% more at 32,000 (at
-100,000, 0.5 costs 1.0% less and 2 costs 3.7% more). The cheap edits' mark costs less the lower it
-is (0.3 / 0.25 / 0.2 / 0.15 / 0.1 of the window: 2.45M / 2.41M / 2.38M / 2.38M / 2.38M at 32,000,
-3.51M / 3.35M / 3.21M / 3.11M / 3.02M at 100,000). Summarizing at 40% of the window, down to 40% of
-that mark: at 50% the inputs stay bigger (2.49M), at 30% the summarizer runs 52 times instead of 35
-for 2.2% less (at 35%: 46 times, 1.1% less), each summary losing detail that clearing keeps
-recoverable; down to 50% / 60% of the mark costs 1.1% / 2.0% more, down to 30% 0.7% less with a
-shorter tail kept verbatim (the quality probes, `benchmarks/bench_quality.py` with recall, now hold
-there at 32,000 tokens; before summaries paid for their rewrite they fell under 95% at 30 calls of
-one session). When the trigger fires but no summary is worth writing, `Summarize` leaves the
-history alone (`truncate_instead=False`; truncating instead no longer changes the corpus's cost)
-rather than drop whole messages (the user's among them) at 40% of the window, which has room for
-them; the backstop at 90% truncates. Keeping the last 3 results, as the anchors and Anthropic's own
-context editing do, is a choice for the model's sake (2 would cost 3.7% less).
+The sweep below was measured with the first form of the summary rule (every summary that did not
+pay waited: 2,375,085 / 3,019,490), within 0.3% of the rule kept. With both rules: clearing without
+its rule trickles (2.45M at 32,000 tokens, against 2.38M; at 100,000 it costs 0.6% less); a
+clearing ratio of 0.5 or 2 costs 1.9% / 2.9% more at 32,000 (at 100,000, 0.5 costs 1.0% less and 2
+costs 3.7% more). The cheap edits' mark costs less the lower it is (0.3 / 0.25 / 0.2 / 0.15 / 0.1
+of the window: 2.45M / 2.41M / 2.38M / 2.38M / 2.38M at 32,000, 3.51M / 3.35M / 3.21M / 3.11M /
+3.02M at 100,000). Summarizing at 40% of the window, down to 40% of that mark: at 50% the inputs
+stay bigger (2.49M), at 30% the summarizer runs 52 times instead of 35 for 2.2% less (at 35%: 46
+times, 1.1% less), each summary losing detail that clearing keeps recoverable; down to 50% / 60% of
+the mark costs 1.1% / 2.0% more, down to 30% 0.7% less with a shorter tail kept verbatim (the
+quality probes, `benchmarks/bench_quality.py` with recall, now hold there at 32,000 tokens; before
+summaries paid for their rewrite they fell under 95% at 30 calls of one session). When the trigger
+fires but no summary is worth writing, `Summarize` leaves the history alone
+(`truncate_instead=False`; truncating instead no longer changes the corpus's cost) rather than drop
+whole messages (the user's among them) at 40% of the window, which has room for them; the backstop
+at 90% truncates. Keeping the last 3 results, as the anchors and Anthropic's own context editing
+do, is a choice for the model's sake (2 would cost 3.7% less).
 
 Measured with these settings, as if every session ran on a model that binds thinking (2026-11-27):
-2,375,085 at 32,000 tokens (0.745x the cheapest anchor, target 0.75x; 35 summaries) and 3,019,490
-at 100,000 (0.694x the cheapest anchor, 0.644x the same anchor persistent; 2 summaries); view-only
+2,379,802 at 32,000 tokens (0.746x the cheapest anchor, target 0.75x; 37 summaries) and 3,021,387
+at 100,000 (0.695x the cheapest anchor, 0.644x the same anchor persistent; 2 summaries); view-only
 mode sends the very same views (the same cost); no call is over the window, none drops the newest
 message, none replays thinking after an edit. In one call the final request alone is over 32,000
 tokens (six parallel file reads, 35,248 tokens): `PairwiseTruncate`'s last resort cuts the middle

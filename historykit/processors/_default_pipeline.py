@@ -9,7 +9,7 @@ fire late; `Repair` closes every built-in pipeline:
 | `DedupeFileReads` | 10% | all it can | the latest copy of every file |
 | `ClearToolResults` | 10% | 30% of 10%; >= 5% of window; pays its rewrite | last 3 results, final request |
 | `StripThinking` | 10% | 60% of 10%; >= 2% of the window | the last assistant turn, the current cycle |
-| `Summarize` | 40% | 40% of 40% (16%) | task, last 6 units, pinned content, final request |
+| `Summarize` | 40% | 16%; pays its rewrite or waits | task, last 6 units, pinned content, final request |
 | `PairwiseTruncate` | 90% | 60% of 90% | a backstop: fires only when a summary is not enough |
 | `Repair` | always | | fixes any provider-rule violation left |
 
@@ -20,38 +20,54 @@ session's cache-priced input in half (`benchmarks/bench_media.py`). It is in eve
 are resent on every call whatever the fill of the window.
 
 Why these numbers: `benchmarks/bench_replay.py` replays the 18 corpus sessions (1,252 model calls)
-call by call and prices each call's input as a provider prompt cache does (previous prefix 0.1,
-the rest 1.25, summarizer input 1.0, as if an LLM wrote the summaries); the target is the cheapest
+call by call and prices each call's input as a provider prompt cache does (previous prefix 0.1, the
+rest 1.25, summarizer input 1.0, as if an LLM wrote the summaries); the target is the cheapest
 anchor configuration, pydantic-ai-harness `ClearToolResults(clear_tool_inputs=True)` (3,189,468 at
 32,000 tokens, persistent; 4,348,547 at 100,000, view-only). Small inputs are what make a session
-cheap, so the marks are low; what keeps early edits from costing more than they save is that
-clearing pays for its rewrite (`ClearToolResults.rewrite_ratio=1.0`: a batch frees at least the
-tokens it makes the cache write again, from its first edit to the end). Without that rule clearing
-from 10% trickles (2.47M at 32,000 tokens, against 2.41M); a ratio of 0.5 or 2 costs 1.2% / 2.2%
-more at 32,000 (at 100,000, 0.5 costs 1.0% less and 2 costs 3.7% more). With it, the cheap edits'
-mark costs less the lower it is (0.3 / 0.25 / 0.2 / 0.15 / 0.1 of the window: 2.49M / 2.46M / 2.42M
-/ 2.42M / 2.41M at 32,000, 3.52M / 3.35M / 3.22M / 3.11M / 3.02M at 100,000). Summarizing at 40%
-of the window, down to 40% of that mark: at 50% the inputs stay bigger (2.51M), at 30% the
-summarizer runs 74 times instead of 46 for 0.7% less, each summary losing detail that clearing
-keeps recoverable; down to 50% / 60% of the mark costs 1.2% / 2.8% more, down to 30% 0.9% less but
-the quality probes (`benchmarks/bench_quality.py`, with recall) then fall under 95% at 30 calls of
-one session at 32,000 tokens, against none. When the trigger fires but no summary is worth writing,
-`Summarize` leaves the history alone (`truncate_instead=False`): truncating there would cost 1.3%
-less at 32,000 tokens (2.38M) but drop whole messages (the user's among them) at 40% of the window,
-which has room for them; the backstop at 90% truncates. Keeping the last 3 results, as the anchors
-and Anthropic's own context editing do, is a choice for the model's sake.
+cheap, so the marks are low; what keeps early edits from costing more than they save is that each
+pays for its rewrite: a clearing frees at least the tokens it makes the cache write again, from its
+first edit to the end (`ClearToolResults.rewrite_ratio=1.0`), and a summary that would not, because
+the call is over the mark mostly by what just arrived (a large file read, a test run: a final
+request larger than what the summary would free, which the call must keep verbatim), waits
+(`Summarize.rewrite_ratio=1.0`). Written anyway, such a summary shortens little and the next call,
+over the mark again, writes another (46 summaries, several at consecutive calls; 2,413,148 at
+32,000 tokens); waiting a call or two lets one summary cover what arrived too: 37 summaries,
+2,379,802 (1.4% less), and no call truncated that was not before. A summary that does not pay for
+another reason is written at once (waiting would not make it pay sooner, and the cheap edits in the
+meantime would break the cache at consecutive calls; waiting for any summary that does not pay
+costs 2,375,085), and none waits past the truncation backstop's mark (or the warn mark, when lower:
+`wait_limit`), so nothing is truncated that a summary could keep. With a ratio of 0.5 the summaries
+cost 0.3% more (39 summaries; 2 costs the same); at 100,000 tokens, where the sessions summarize
+twice, the rule changes nothing.
+
+The sweep below was measured with the first form of the summary rule (every summary that did not
+pay waited: 2,375,085 / 3,019,490), within 0.3% of the rule kept. With both rules: clearing without
+its rule trickles (2.45M at 32,000 tokens, against 2.38M; at 100,000 it costs 0.6% less); a
+clearing ratio of 0.5 or 2 costs 1.9% / 2.9% more at 32,000 (at 100,000, 0.5 costs 1.0% less and 2
+costs 3.7% more). The cheap edits' mark costs less the lower it is (0.3 / 0.25 / 0.2 / 0.15 / 0.1
+of the window: 2.45M / 2.41M / 2.38M / 2.38M / 2.38M at 32,000, 3.51M / 3.35M / 3.21M / 3.11M /
+3.02M at 100,000). Summarizing at 40% of the window, down to 40% of that mark: at 50% the inputs
+stay bigger (2.49M), at 30% the summarizer runs 52 times instead of 35 for 2.2% less (at 35%: 46
+times, 1.1% less), each summary losing detail that clearing keeps recoverable; down to 50% / 60% of
+the mark costs 1.1% / 2.0% more, down to 30% 0.7% less with a shorter tail kept verbatim (the
+quality probes, `benchmarks/bench_quality.py` with recall, now hold there at 32,000 tokens; before
+summaries paid for their rewrite they fell under 95% at 30 calls of one session). When the trigger
+fires but no summary is worth writing, `Summarize` leaves the history alone
+(`truncate_instead=False`; truncating instead no longer changes the corpus's cost) rather than drop
+whole messages (the user's among them) at 40% of the window, which has room for them; the backstop
+at 90% truncates. Keeping the last 3 results, as the anchors and Anthropic's own context editing
+do, is a choice for the model's sake (2 would cost 3.7% less).
 
 Measured with these settings, as if every session ran on a model that binds thinking (2026-11-27):
-2,413,148 at 32,000 tokens (0.757x the cheapest anchor: the 0.75x target is missed by 0.9%; 46
-summaries) and 3,021,387 at 100,000 (0.695x the cheapest anchor, 0.644x the same anchor
-persistent; 2 summaries); view-only mode sends the very same views (the same cost); no call is over
-the window, none drops the newest message, none replays thinking after an edit. In one call the
-final request alone is over 32,000 tokens (six parallel file reads, 35,248 tokens):
-`PairwiseTruncate`'s last resort cuts the middle of its largest results, with a note. The input
-served from the previous call's prefix is 86.3% at 32,000 and 93.6% at 100,000 tokens: small inputs
-cost less but leave the new messages a larger share (the 920,133 tokens that arrive between calls
-alone make any 95%-cached replay cost at least 2.90M at 32,000). Details and commands:
-`benchmarks/README.md`.
+2,379,802 at 32,000 tokens (0.746x the cheapest anchor, target 0.75x; 37 summaries) and 3,021,387
+at 100,000 (0.695x the cheapest anchor, 0.644x the same anchor persistent; 2 summaries); view-only
+mode sends the very same views (the same cost); no call is over the window, none drops the newest
+message, none replays thinking after an edit. In one call the final request alone is over 32,000
+tokens (six parallel file reads, 35,248 tokens): `PairwiseTruncate`'s last resort cuts the middle
+of its largest results, with a note. The input served from the previous call's prefix is 86.6% at
+32,000 and 93.6% at 100,000 tokens: small inputs cost less but leave the new messages a larger
+share (the 920,133 tokens that arrive between calls alone make any 95%-cached replay cost at least
+2.90M at 32,000). Details and commands: `benchmarks/README.md`.
 
 Presets (`preset=`, `TRIGGER_PRESETS`) move the marks, keeping the order of the stages:
 
@@ -111,6 +127,9 @@ SUMMARIZE_AT = 0.4
 """High-water mark of `Summarize`, as a fraction of the window."""
 SUMMARIZE_DOWN_TO = 0.4
 """A summary brings the history down to this fraction of `SUMMARIZE_AT`."""
+SUMMARIZE_REWRITE_RATIO = 1.0
+"""A summary frees at least this many times what it makes the cache write again, or waits (until
+the truncation backstop's mark or the warn mark, the lower: `wait_limit`)."""
 KEEP_LAST = 6
 """Units (a tool call with its results is one) that `Summarize` keeps verbatim."""
 TRUNCATE_AT = 0.9
@@ -199,6 +218,18 @@ def _preset(preset: str | TriggerPreset) -> TriggerPreset:
     )
 
 
+def _wait_limit(marks: TriggerPreset) -> Trigger:
+    """Where a summary that does not pay for its cache rewrite stops waiting: the truncation
+    backstop's mark, so that nothing is truncated that a summary could keep, or the warn mark when
+    it is lower, since a warning says the pipeline could not bring the call down."""
+    truncate = marks.truncate
+    if marks.warn_at is None:
+        return truncate
+    if truncate.max_fraction is not None and truncate.max_fraction <= marks.warn_at:
+        return truncate
+    return replace(truncate, max_fraction=marks.warn_at)
+
+
 def default_pipeline(
     *,
     context_window: int | None = None,
@@ -256,6 +287,8 @@ def default_pipeline(
                 keep_last=KEEP_LAST,
                 summarizer=summarizer,
                 model=model,
+                rewrite_ratio=SUMMARIZE_REWRITE_RATIO,
+                wait_limit=budget(_wait_limit(marks)),
             ),
             PairwiseTruncate(trigger=budget(marks.truncate)),
             Repair(),

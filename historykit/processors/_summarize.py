@@ -38,7 +38,7 @@ from historykit._messages import (
 from historykit._pipeline import HistoryProcessor, ManualCompaction, ProcessContext, StepNotes
 from historykit._plans import adrive, drive
 from historykit._recall import check_recall_tool
-from historykit._validate import check_bool, check_fraction, check_int
+from historykit._validate import check_bool, check_fraction, check_instance, check_int, check_ratio
 from historykit.errors import ArgumentTypeError, InvalidArgumentError
 from historykit.processors._pairwise_truncate import CompactionState, Cut, Point
 from historykit.processors._summarizers import (
@@ -49,7 +49,7 @@ from historykit.processors._summarizers import (
     summarizer_for,
 )
 from historykit.processors._summary_recall import ensure_recall_section, recall_room
-from historykit.processors._trigger import TriggerField
+from historykit.processors._trigger import Trigger, TriggerField
 from historykit.processors._turns import is_user_request
 
 _log = logging.getLogger(__name__)
@@ -96,6 +96,13 @@ class Summarize(TriggerField, HistoryProcessor):
     high-water mark (read from the latest marker) the next must free as much as the gap between
     the high- and low-water marks, else no summary is written at this call: the history is left as
     it is (truncated when it is over the window, or always with `truncate_instead`).
+
+    With a `rewrite_ratio`, a summary must also pay for the cache write it causes, as clearing
+    does (`historykit.processors._batching`): the summary and every message after it are written
+    to the provider's prompt cache again. A summary that frees less than that because the history
+    is over the mark mostly by what just arrived (a final request larger than what the summary
+    would free, which the call must keep verbatim) waits for a later call, when what arrived is old
+    enough to be covered too; it never waits past `wait_limit`.
 
     `aprocess` awaits the summarizer (a sync one runs in a worker thread); `process` works from sync
     code, even on a thread whose event loop is running: an async summarizer then runs on a
@@ -181,6 +188,16 @@ class Summarize(TriggerField, HistoryProcessor):
     mark well under the window (`default_pipeline()`'s 40%) would otherwise drop messages the
     window has room for, and leave truncation to the backstop after it. A summary that failed or
     turned out too long is truncated either way: asking again at every call would loop."""
+    rewrite_ratio: float = 0.0
+    """A summary that frees less than this many times the tokens it makes the provider write to
+    its prompt cache again (the summary and every message after it, as expected), because the
+    final request, which it must keep, is larger than what it frees, waits: the history is left as
+    it is until a later call, or until it crosses `wait_limit`. `0`: summarize whenever the trigger
+    fires."""
+    wait_limit: Trigger | None = None
+    """Over this trigger's high-water mark a summary is written whatever its rewrite costs (with a
+    `rewrite_ratio`); `None`: the context window. `default_pipeline()` gives its truncation
+    backstop's trigger, so that no history is truncated while a summary waits to pay."""
     recall_tool: str | None = None
     """The name of the recall tool, when the integration installed one (`historykit._recall`): the
     summary then lists the tool outputs it replaced, each with the call that returns it
@@ -214,6 +231,8 @@ class Summarize(TriggerField, HistoryProcessor):
         for name in ("keep_last", "min_gain", "cache_size"):
             check_int(name, getattr(self, name), what="an int >= 0")
         check_bool("truncate_instead", self.truncate_instead)
+        check_ratio("rewrite_ratio", self.rewrite_ratio)
+        check_instance("wait_limit", self.wait_limit, Trigger, "a historykit Trigger", optional=True)
         # A summary of no tokens is no summary: the model would be asked to write nothing.
         check_int("summary_tokens", self.summary_tokens, minimum=1, what="an int >= 1")
         if self.keep_last_tokens is not None and self.keep_last_tokens < 0:
@@ -314,6 +333,13 @@ class Summarize(TriggerField, HistoryProcessor):
             why = f"summarizing would free about {max(gain, 0):,} tokens (< {needed:,}); "
             self._no_summary(state, point, ctx, why)
             return state.result()
+        rewrite = expected - state.cum[state.head]
+        if self._waits(state, point, gain, rewrite):
+            state.notes.details.append(
+                f"summarizing would free about {gain:,} tokens, less than the {rewrite:,} it makes the "
+                f"cache write again (rewrite_ratio={self.rewrite_ratio:g}); left as it is"
+            )
+            return state.result()
         if (yield from self._vetoed(ctx)):
             return state.result()  # unchanged: the pipeline's report says the hook vetoed it
         focus = ctx.compaction_gate.focus if ctx.compaction_gate is not None else None
@@ -343,6 +369,24 @@ class Summarize(TriggerField, HistoryProcessor):
             state.truncate(point, why)
         else:
             state.notes.details.append(f"{why}left as it is (truncate_instead=False)")
+
+    def _waits(self, state: CompactionState, point: Point, gain: int, rewrite: int) -> bool:
+        """The summary does not pay for the `rewrite` it causes because of what just arrived: the
+        final request, which this call must keep verbatim and the next can cover, is larger than
+        what the summary would free (most of the rewrite would be that request). Any other summary
+        is written now: waiting would not make it pay sooner, and the cheap edits that go on in the
+        meantime would make the provider's cache miss at the calls in between. Never past
+        `wait_limit`."""
+        if gain >= self.rewrite_ratio * rewrite or self._over_wait_limit(point, state.ctx):
+            return False
+        arrived = state.cum[point.end] - state.cum[state.start_of(state.last_cut_unit(point))]
+        return arrived > gain
+
+    def _over_wait_limit(self, point: Point, ctx: ProcessContext) -> bool:
+        """The history is past where a summary stops waiting to pay for its rewrite: `wait_limit`'s
+        high-water mark, else the window (a history over it cannot go out as it is)."""
+        limit = self.wait_limit.high_tokens(ctx) if self.wait_limit is not None else None
+        return point.tokens > (limit if limit is not None else ctx.context_window)
 
     def _vetoed(self, ctx: ProcessContext) -> Generator[HookCall, Any, bool]:
         """Asks the call's `before_compaction` hook, if it was not asked yet (`CompactionGate`),

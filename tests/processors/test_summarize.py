@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from historykit import check
 from historykit._messages import Message, SummaryPart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._pipeline import StepNotes
 from historykit._tokens import TokenCounter
 from historykit._validity import check_neutral
 from historykit.plugins.langchain import LangChainSummarizer
@@ -478,6 +479,98 @@ def test_min_gain_refuses_small_compactions() -> None:
     # ...and truncated when it is over the window: the call could not go out as it is.
     over, _ = replace(summarize, truncate_instead=False).process(history, context(tokens(history) - 1))
     assert recording.calls == [] and any(notice_count(m) for m in over)
+
+
+def big_result_session() -> tuple[list[Message], int]:
+    """Small exchanges, then one whose result is most of the history, then 30 more small ones; and
+    the request point of the call that sees the big result."""
+    history = agent_session(12, lines=20)
+    history += exchange(12, lines=600)
+    crossing = len(history)
+    for n in range(13, 43):
+        history += exchange(n, lines=20)
+    return history, crossing
+
+
+def test_a_summary_waits_until_it_pays_for_its_cache_rewrite() -> None:
+    history, crossing = big_result_session()
+    high = tokens(history[:crossing]) - 1  # the big result's call is the first over the mark
+    calls: dict[float, list[tuple[int, StepNotes]]] = {}
+    for ratio in (0.0, 1.0):
+        summarize = Summarize(
+            trigger=Trigger(max_tokens=high, low_water=0.3),
+            min_gain=100,
+            summary_tokens=100,
+            clock=clock,
+            rewrite_ratio=ratio,
+        )
+        steps = list(carry_forward(summarize, history, context()))
+        calls[ratio] = [(call, notes) for call, (_, notes) in enumerate(steps) if notes.details]
+        assert_compaction_rules(history, steps[-1][0])
+    made = {
+        ratio: [(call, notes.markers[0]) for call, notes in found if notes.markers]
+        for ratio, found in calls.items()
+    }
+    # Without the rule, the call that sees the big result summarizes what came before it and keeps
+    # the big result (the final request) verbatim: most of the history is written to the cache
+    # again for a small gain, and the history soon crosses the mark again: a second summary.
+    [(first, eager), (_, again)] = made[0.0]
+    assert eager.tokens_after > high // 2 and again.tokens_after < high * 0.3
+    # With it, that call leaves the history as it is (and says why), and the next one writes the
+    # one summary, which covers the big result too.
+    [(call, notes), *_] = calls[1.0]
+    assert call == first and not notes.markers
+    assert any("less than the" in d and "left as it is" in d for d in notes.details)
+    [(second, marker)] = made[1.0]
+    assert second == first + 1 and marker.tokens_after < high * 0.3
+
+
+def test_a_summary_that_does_not_pay_for_another_reason_is_written_at_once() -> None:
+    # A long verbatim tail (keep_last) makes the rewrite larger than the gain, but the final request
+    # is small: waiting would not make the summary pay sooner, so it is written now.
+    history = agent_session(30, lines=20)
+    summarize = Summarize(
+        trigger=Trigger(max_tokens=tokens(history) - 1, low_water=0.99),
+        keep_last=20,
+        min_gain=100,
+        summary_tokens=100,
+        clock=clock,
+        rewrite_ratio=1.0,
+    )
+    out, notes = summarize.process(history, context())
+    [marker] = notes.markers
+    freed = marker.tokens_before - marker.tokens_after
+    assert freed < marker.tokens_after - tokens(history[:2])  # it does not pay for its rewrite
+    assert summaries(out)
+
+
+def test_a_summary_does_not_wait_past_its_wait_limit() -> None:
+    history, crossing = big_result_session()
+    high = tokens(history[:crossing]) - 1
+    for limit, window, summarized in (
+        (None, 100_000, False),  # the window is far: it waits
+        (Trigger(max_tokens=high), 100_000, True),  # past the wait limit: it summarizes
+        (None, high, True),  # over the window: it summarizes
+    ):
+        summarize = Summarize(
+            trigger=Trigger(max_tokens=high, low_water=0.3),
+            min_gain=100,
+            summary_tokens=100,
+            clock=clock,
+            rewrite_ratio=1.0,
+            wait_limit=limit,
+        )
+        out, notes = summarize.process(history[:crossing], context(window))
+        assert bool(notes.markers) is summarized, (limit, window)
+        assert bool(summaries(out)) is summarized
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("rewrite_ratio", -1), ("rewrite_ratio", "1"), ("wait_limit", 0.9)]
+)
+def test_rewrite_ratio_and_wait_limit_are_checked(field: str, value: Any) -> None:
+    with pytest.raises((ValueError, TypeError), match=field):
+        Summarize(**{field: value})
 
 
 @pytest.mark.parametrize("value", ["no", 1, None])

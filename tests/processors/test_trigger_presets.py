@@ -123,3 +123,38 @@ def test_a_fixed_window_fixes_a_presets_marks_in_tokens() -> None:
     assert marks["ClearToolResults"] == (140_000, 0.6)
     assert marks["Summarize"] == (170_000, 0.5)
     assert marks["PairwiseTruncate"] == (190_000, 0.6)
+
+
+def _summarize(pipeline: historykit.Pipeline) -> Summarize:
+    [step] = [s for s in pipeline.processors if isinstance(s, Summarize)]
+    return step
+
+
+@pytest.mark.parametrize(
+    ("preset", "window", "limit"),
+    [
+        ("default", 100_000, 90_000),  # the backstop's mark, which is also the warn mark
+        ("chainreview", 100_000, 90_000),  # the warn mark, under the backstop's 95%
+        ("cline", 128_000, 102_400),  # no warn mark: the backstop's, which is the summary's own
+        (
+            TriggerPreset(
+                edit=Trigger(reserve=60_000),
+                summarize=Trigger(reserve=30_000),
+                truncate=Trigger(reserve=10_000),
+                warn_at=0.85,
+            ),
+            200_000,
+            170_000,  # the lower of the backstop's reserve (190,000) and the warn mark
+        ),
+    ],
+)
+def test_a_summary_that_does_not_pay_waits_until_the_backstop_or_the_warn_mark(
+    preset: str | TriggerPreset, window: int, limit: int
+) -> None:
+    for pipeline in (
+        historykit.default_pipeline(preset=preset),
+        historykit.default_pipeline(preset=preset, context_window=window),
+    ):
+        summarize = _summarize(pipeline)
+        assert summarize.rewrite_ratio == 1.0
+        assert summarize.wait_limit is not None and summarize.wait_limit.mark(window) == limit

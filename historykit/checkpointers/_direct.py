@@ -19,11 +19,12 @@ driver says is gone is invalidated, so `SaverDatabase.run` retries the transacti
 
 from __future__ import annotations
 
+import functools
 import inspect
 import keyword
 import weakref
 from collections import namedtuple
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from sqlalchemy.engine import Dialect, Row
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.expression import SelectBase
 
+from historykit._plans import adrive, drive
 from historykit.checkpointers._dialect import BINARY_RESULTS
 
 if TYPE_CHECKING:
@@ -214,26 +216,13 @@ def _compile(
 def run_direct(conn: Connection, form: DirectStatement, params: Params) -> Sequence[Row[Any]] | int:
     """Execute `form` on `conn`'s driver connection, in its transaction: its rows, or for a
     statement that returns none, the driver's count of rows written."""
-    dbapi_connection: Any = conn.connection.dbapi_connection
-    cursor = dbapi_connection.cursor()
-    sql, many, arguments = form.arguments(params)
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        if form.binary:
-            cursor.format = _binary_format()
-        sql, arguments = _before(conn, cursor, sql, arguments, many)
-        if many:
-            cursor.executemany(sql, arguments)
-        else:
-            cursor.execute(sql, arguments)
-        _after(conn, cursor, sql, arguments, many)
-        if form.row is None:
-            return int(cursor.rowcount)
-        return form.rows(conn.dialect, cursor, cursor.fetchall())
-    except conn.dialect.loaded_dbapi.Error as exc:
-        error, gone = _wrapped(conn, sql, arguments, exc, cursor)
-        if gone:
-            conn.invalidate(exc)
-        raise error from exc
+        return drive(_statement(conn, cursor, form, params), _call)
+    except sa.exc.DBAPIError as error:
+        if error.connection_invalidated:
+            conn.invalidate(error.orig)
+        raise
     finally:
         cursor.close()
 
@@ -247,26 +236,38 @@ async def run_direct_async(
     cursor = driver.cursor()
     if inspect.isawaitable(cursor):  # aiosqlite's
         cursor = await cursor
-    sql, many, arguments = form.arguments(params)
     try:
-        if form.binary:
-            cursor.format = _binary_format()
-        sql, arguments = _before(sync, cursor, sql, arguments, many)
-        if many:
-            await cursor.executemany(sql, arguments)
-        else:
-            await cursor.execute(sql, arguments)
-        _after(sync, cursor, sql, arguments, many)
-        if form.row is None:
-            return int(cursor.rowcount)
-        return form.rows(sync.dialect, cursor, await cursor.fetchall())
-    except sync.dialect.loaded_dbapi.Error as exc:
-        error, gone = _wrapped(sync, sql, arguments, exc, cursor)
-        if gone:
-            await conn.invalidate(exc)
-        raise error from exc
+        return await adrive(_statement(sync, cursor, form, params), _call)
+    except sa.exc.DBAPIError as error:
+        if error.connection_invalidated:
+            await conn.invalidate(error.orig)
+        raise
     finally:
         await cursor.close()
+
+
+def _statement(
+    conn: Connection, cursor: Any, form: DirectStatement, params: Params
+) -> Generator[Callable[[], Any], Any, Sequence[Row[Any]] | int]:
+    """One statement on a driver's cursor, written once for both runners: it yields the driver's
+    calls (`drive` makes them; `adrive` awaits what they return, an asyncio driver's coroutines)."""
+    sql, many, arguments = form.arguments(params)
+    if form.binary:
+        cursor.format = _binary_format()
+    sql, arguments = _before(conn, cursor, sql, arguments, many)
+    try:
+        yield functools.partial(cursor.executemany if many else cursor.execute, sql, arguments)
+        _after(conn, cursor, sql, arguments, many)
+        if form.row is None:
+            return int(cursor.rowcount)
+        fetched = yield cursor.fetchall
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise _wrapped(conn, sql, arguments, exc, cursor) from exc
+    return form.rows(conn.dialect, cursor, fetched)
+
+
+def _call(call: Callable[[], Any]) -> Any:
+    return call()
 
 
 def _before(conn: Connection, cursor: Any, sql: str, arguments: Any, many: bool) -> tuple[str, Any]:
@@ -285,12 +286,13 @@ def _after(conn: Connection, cursor: Any, sql: str, arguments: Any, many: bool) 
 
 def _wrapped(
     conn: Connection, sql: str, arguments: Any, exc: Exception, cursor: Any
-) -> tuple[Exception, bool]:
-    """`exc` as SQLAlchemy raises it (its exception tree), and whether the driver says the
-    connection is gone (then it is invalidated, as SQLAlchemy does, so the pool replaces it)."""
+) -> sa.exc.StatementError:
+    """`exc` as SQLAlchemy raises it (its exception tree), marked `connection_invalidated` when the
+    driver says the connection is gone (the runner invalidates it then, as SQLAlchemy does, so the
+    pool replaces it and `SaverDatabase.run` retries the transaction)."""
     dialect = conn.dialect
     gone = bool(dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor))  # type: ignore[arg-type]
-    error = sa.exc.DBAPIError.instance(
+    return sa.exc.DBAPIError.instance(
         sql,
         arguments,
         exc,
@@ -300,7 +302,6 @@ def _wrapped(
         dialect=dialect,
         ismulti=isinstance(arguments, list),
     )
-    return error, gone
 
 
 def _binary_format() -> Any:

@@ -147,8 +147,11 @@ _DRIVERS = {("sqlite", "pysqlite"), ("sqlite", "aiosqlite"), ("postgresql", "psy
 _FORMS: weakref.WeakKeyDictionary[
     Executable, dict[tuple[str, frozenset[str], bool], DirectStatement | None]
 ] = weakref.WeakKeyDictionary()
-"""Each statement's compiled forms, by dialect and parameter names; `None`: run it through
-SQLAlchemy. Held as long as the statement is (plans build theirs once)."""
+"""Each statement's compiled forms, by dialect, parameter names and whether it runs once per
+parameter set; `None`: run it through SQLAlchemy. A compiled form refers to its statement, so an
+entry stays for good: the stores build their statements once per dialect, never per instance or
+per call (`test_compiled_forms_do_not_grow_with_instances`); a statement built per call runs once
+and is never compiled here (`_SEEN`)."""
 _SEEN: weakref.WeakSet[Executable] = weakref.WeakSet()
 """Statements executed once: a statement built for one call only is never compiled here."""
 

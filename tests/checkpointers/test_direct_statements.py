@@ -267,3 +267,37 @@ def test_in_lists_of_any_length_match_sqlalchemy(
         assert [row.checkpoint_id for row in second] == sorted({i for i in ids if i.startswith("c")})
     finally:
         engine.dispose()
+
+
+def test_compiled_forms_do_not_grow_with_instances(tmp_path: Any) -> None:
+    """Savers and conversation stores made one after another (a server making one per request)
+    share their statements: the compiled forms stop growing after the first of each."""
+    import gc
+
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    from historykit.checkpointers import SQLModelConversationStore, SQLModelSaver, _direct
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+
+    async def use_both(i: int) -> None:
+        saver = SQLModelSaver(url)
+        for _ in range(2):
+            saver.get_tuple({"configurable": {"thread_id": f"t{i}"}})
+        saver.close()
+        store = SQLModelConversationStore(url)
+        conversation = Conversation(
+            conversation_id=f"c{i}", messages=[ModelRequest(parts=[UserPromptPart(f"hi {i}")])]
+        )
+        for _ in range(2):
+            await store.save(conversation)
+            await store.load(f"c{i}")
+        await store.aclose()
+
+    sizes = []
+    for i in range(4):
+        asyncio.run(use_both(i))
+        gc.collect()
+        sizes.append((len(_direct._FORMS), len(_direct._SEEN)))
+    assert sizes[1] == sizes[2] == sizes[3]

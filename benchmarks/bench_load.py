@@ -270,6 +270,11 @@ async def run_postgres(
                 graphs = [build_graph(saver, "plain") for _ in range(conversations)]
                 await drive(result, graphs, cap)
         else:
+            # The schema is made once before the processes start, as a deployment migrates once:
+            # `AsyncPostgresSaver.setup()` run by four processes at once can fail on PostgreSQL's
+            # catalog ("duplicate key value violates unique constraint pg_type_typname_nsp_index").
+            async with open_postgres(kind, url, 2, conversations):
+                pass
             shares = [list(range(p, conversations, processes)) for p in range(processes)]
             start_at = time.time() + 15  # time for every process to import LangGraph and build its graphs
             jobs = [(kind, url, share, steps, max(pool // processes, 2), cap, start_at) for share in shares]

@@ -701,19 +701,25 @@ def _compile_load(log: MessageLog, serde: MessageSerializer | None) -> Plan[None
         yield from _read_history(unused, None, serde)
 
 
+_RECORD_ROW = sa.select(_CONVERSATION).where(_CONVERSATION.c.conversation_id == sa.bindparam("id"))
+_RECORD_BRANCHES = (
+    sa.select(_BRANCH.c.entry_id)
+    .where(_BRANCH.c.conversation_id == sa.bindparam("id"))
+    .order_by(_BRANCH.c.idx)
+)
+"""Built once, so the plan runners execute them on the driver's cursor after their first use
+(`_direct`); a statement built per call always takes SQLAlchemy's path."""
+
+
 def _read_record(conversation_id: str) -> Plan[ConversationRecord | None]:
     # The row, then its branches: joined, the row (and its JSON) would be read once per branch,
     # and a conversation leaves one at every compaction. A save checks the revision it read, so
     # branches written between the two statements never reach the database.
-    rows = yield Query(sa.select(_CONVERSATION).where(_CONVERSATION.c.conversation_id == conversation_id))
+    rows = yield Query(_RECORD_ROW, {"id": conversation_id})
     if not rows:
         return None
     record = _record_from_row(rows[0])
-    branches = yield Query(
-        sa.select(_BRANCH.c.entry_id)
-        .where(_BRANCH.c.conversation_id == conversation_id)
-        .order_by(_BRANCH.c.idx)
-    )
+    branches = yield Query(_RECORD_BRANCHES, {"id": conversation_id})
     record.branches.extend(row.entry_id for row in branches)
     return record
 

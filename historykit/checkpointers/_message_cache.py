@@ -372,9 +372,15 @@ class MessageCache:
         out: dict[int, Any] = {}
         forms: dict[int, Any] = {}
         refreshed: list[tuple[int, _Row]] = []
+        # A read of a long thread hands out the objects it handed out last time, mostly unchanged:
+        # compared with their forms all at once (two C-level comparisons), one by one only when
+        # one of them was edited.
+        handed = [row for row in rows.values() if row.handed is not None]
+        objects, their_forms = [row.handed for row in handed], [row.form for row in handed]
+        unchanged = bool(handed) and _all_same(objects, their_forms) == len(handed)
         for seq, row in rows.items():
             forms[seq] = row.form
-            if row.handed is not None and same(row.handed, row.form):
+            if row.handed is not None and (unchanged or same(row.handed, row.form)):
                 out[seq] = row.handed
             else:  # edited in place by whoever holds it: that is not what the row holds
                 fresh = fresh_copy(row.form)

@@ -257,10 +257,15 @@ def _statement(
     sql, many, arguments = form.arguments(params)
     if form.binary:
         cursor.format = _binary_format()
-    sql, arguments = _before(conn, cursor, sql, arguments, many)
+    # SQLAlchemy's own test before dispatching an event: whether anything listens on the
+    # connection or its engine (iterating its empty listener collections costs more than that).
+    listened = conn._has_events or conn.engine._has_events
+    if listened:
+        sql, arguments = _before(conn, cursor, sql, arguments, many)
     try:
         yield functools.partial(cursor.executemany if many else cursor.execute, sql, arguments)
-        _after(conn, cursor, sql, arguments, many)
+        if listened:
+            _after(conn, cursor, sql, arguments, many)
         if form.row is None:
             return int(cursor.rowcount)
         fetched = yield cursor.fetchall

@@ -247,6 +247,36 @@ def test_listeners_see_direct_statements(database_url: str) -> None:
     assert len(seen) == 2
 
 
+def test_listeners_added_later_see_a_savers_direct_statements(database_url: str) -> None:
+    """A listener added on every engine (tracing set up after the saver started) sees the saver's
+    statements that already run on the driver's cursor: the runner asks SQLAlchemy's own
+    has-events flags at each statement, not once."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from historykit.checkpointers import SQLModelSaver
+
+    saver = SQLModelSaver(database_url)
+    config: Any = {"configurable": {"thread_id": "traced", "checkpoint_ns": ""}}
+    for _ in range(3):  # statements seen once run on the driver's cursor afterwards
+        saved = saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        assert saver.get_tuple(saved) is not None
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+        if "historykit_checkpoint" in statement:
+            seen.append(statement)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
+    try:
+        saved = saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        assert saver.get_tuple(saved) is not None
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+        saver.close()
+    assert any(s.lstrip().upper().startswith("INSERT") for s in seen)
+    assert any(s.lstrip().upper().startswith("SELECT") for s in seen)
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     ids=st.lists(st.sampled_from([f"c{i:03d}" for i in range(6)] + ["x", "'; drop", "é"]), max_size=8),

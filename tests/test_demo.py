@@ -22,6 +22,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -325,6 +326,24 @@ def test_an_agent_log_replays_in_both_frameworks(
     recording = Recording.load(path)
     assert f"{recording.model_calls} of {recording.model_calls}" in out
     assert all(m.native is None and m.usage is None for m in recording.messages)
+
+
+@pytest.mark.parametrize("only", [None, "pydantic-ai", "langgraph"])
+def test_the_commands_it_suggests_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, only: str | None
+) -> None:
+    """Every `historykit` command the demo prints under "where it is" runs on what it stored,
+    whichever frameworks it replayed (with `--only`, the other framework's thread is not there)."""
+    session = REPO / "tests" / "formats" / "data" / "claude_code_session.jsonl"
+    run = demo(tmp_path, "--session", str(session), *(["--only", only] if only else []))
+    assert run.returncode == 0, run.stderr
+    suggested = run.stdout.split("Look inside with the historykit command:\n", 1)[1].splitlines()
+    commands = [shlex.split(line)[1:] for line in suggested if line.startswith("  ")]
+    assert [c[0] for c in commands] == ["threads", "show", "export", "analyze"]
+    monkeypatch.chdir(tmp_path)
+    for arguments in commands:
+        done = CliRunner().invoke(app, arguments)
+        assert done.exit_code == 0, (arguments, done.output)
 
 
 def test_the_demo_screen_has_no_pydantic_ai_banner(tmp_path: Path) -> None:

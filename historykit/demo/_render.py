@@ -311,12 +311,14 @@ def print_where(console: Console, url: str, db_file: Path | None, args: argparse
     )
     session = _relative(sample_path()) if args.session is None else str(args.session)
     command = _command()
+    # Only the threads this run stored: `--only` replays one framework.
+    ran = [args.only] if args.only else ["langgraph", "pydantic-ai"]
     console.print(
         Text(
             "Look inside with the historykit command:\n"
             f"  {command} threads {target}\n"
-            f"  {command} show {target} {THREAD_IDS['langgraph']}\n"
-            f"  {command} export {target} {THREAD_IDS['pydantic-ai']} -o thread.json\n"
+            f"  {command} show {target} {THREAD_IDS[ran[0]]}\n"
+            f"  {command} export {target} {THREAD_IDS[ran[-1]]} -o thread.json\n"
             f"  {command} analyze {session} --window {args.window}"
         ),
         soft_wrap=True,  # commands stay whole, to copy and paste, whatever the width

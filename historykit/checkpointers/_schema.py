@@ -346,7 +346,7 @@ def _drop_position_index(conn: Connection) -> None:
     # Version 4: no index on the transcript position (see `MessageRow`): a tenth of a long thread's
     # file. Dropped through a table of its own, so that `MessageRow`'s table does not gain it back.
     old = Table("historykit_message", MetaData(), Column("thread_id"), Column("position"))
-    Index("ix_historykit_message_position", old.c.thread_id, old.c.position).drop(conn)
+    Index("ix_historykit_message_position", old.c.thread_id, old.c.position).drop(conn, checkfirst=True)
 
 
 def _checkpoint_tables_by_key(conn: Connection) -> None:

@@ -16,6 +16,11 @@ A message is stored once per thread: `MessageRow` is addressed by the SHA-256 of
 form within its thread and numbered by `seq` in the order the thread first saw it, so the whole
 transcript reads back in order with one indexed query. Checkpoints refer to messages by `seq`.
 
+Size: every byte a row or index holds beyond a message's own is paid a few times a step (LangGraph
+saves four checkpoints a step on a plain agent loop). So the checkpointer's tables are `WITHOUT
+ROWID` on SQLite (`WITHOUT_ROWID`), the transcript position has no index, the run id index covers
+only the checkpoints that have one, and a checkpoint's body leaves out what its columns hold.
+
 Example:
     ```python
     from historykit.checkpointers._database import create_engine, prepare_database

@@ -60,6 +60,7 @@ from historykit._messages import CompactionMarker
 __all__ = [
     "CHECKPOINTS",
     "CORE",
+    "HASH_CHARS",
     "BlobRow",
     "CheckpointRow",
     "CompactionRow",
@@ -117,6 +118,12 @@ class ThreadRow(HistorykitTable, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))  # type: ignore[call-overload]
 
 
+HASH_CHARS = 32
+"""Hex characters of a message's SHA-256 the log keeps (`MessageRow.hash`; 64 before core version
+4): 128 bits address a message among a thread's messages with no collision in any thread that fits
+a database, and each row and both of its hash indexes hold 64 characters less."""
+
+
 class MessageRow(HistorykitTable, table=True):
     """The message log: every message a thread ever had, stored once, in the order first seen."""
 
@@ -139,7 +146,8 @@ class MessageRow(HistorykitTable, table=True):
     writes are saved concurrently, so logging order is not conversation order); `None` sorts by
     `seq`."""
     hash: str
-    """Hex SHA-256 of the message's serialized (unencrypted) form: its address within the thread."""
+    """The first `HASH_CHARS` hex characters of the SHA-256 of the message's serialized
+    (unencrypted) form: its address within the thread."""
     anonymous_hash: str | None = None
     """The same hash of the message without its id, for a store whose framework gives a message its
     id only after saving it once without (LangGraph's `add_messages`): both forms are one row."""
@@ -347,11 +355,18 @@ def _add_token_counts(conn: Connection) -> None:
     TokenCountRow.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
 
 
-def _drop_position_index(conn: Connection) -> None:
+def _smaller_message_keys(conn: Connection) -> None:
     # Version 4: no index on the transcript position (see `MessageRow`): a tenth of a long thread's
     # file. Dropped through a table of its own, so that `MessageRow`'s table does not gain it back.
     old = Table("historykit_message", MetaData(), Column("thread_id"), Column("position"))
     Index("ix_historykit_message_position", old.c.thread_id, old.c.position).drop(conn, checkfirst=True)
+    # Hashes cut to `HASH_CHARS` (a prefix of the same SHA-256: what the code now computes).
+    conn.execute(
+        text(
+            f"UPDATE historykit_message SET hash = SUBSTR(hash, 1, {HASH_CHARS}), "
+            f"anonymous_hash = SUBSTR(anonymous_hash, 1, {HASH_CHARS})"
+        )
+    )
 
 
 def _checkpoint_tables_by_key(conn: Connection) -> None:
@@ -378,7 +393,7 @@ CORE = SchemaComponent(
     "core",
     4,
     (ThreadRow, MessageRow, CompactionRow, TokenCountRow),
-    {2: _add_marker_focus, 3: _add_token_counts, 4: _drop_position_index},
+    {2: _add_marker_focus, 3: _add_token_counts, 4: _smaller_message_keys},
 )
 """The shared tables: threads, the message log and compaction markers."""
 

@@ -7,6 +7,7 @@ opens the database with a new saver, which migrates it.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Annotated, Any
 
@@ -22,7 +23,7 @@ from typing_extensions import TypedDict
 from historykit.checkpointers import SQLModelSaver
 from historykit.checkpointers._database import create_engine
 from historykit.checkpointers._dialect import dialect_of
-from historykit.checkpointers._schema import CHECKPOINTS, CORE, utcnow
+from historykit.checkpointers._schema import CHECKPOINTS, CORE, HASH_CHARS, utcnow
 
 _TABLES = [model.__table__ for component in (CORE, CHECKPOINTS) for model in component.tables]  # type: ignore[attr-defined]
 
@@ -125,6 +126,11 @@ def _relayout_as_before(url: str) -> None:
                 table.name: [dict(row._mapping) for row in conn.execute(sa.select(table))]
                 for table in _TABLES
             }
+            for row in rows["historykit_message"]:  # whole SHA-256 hashes: a prefix is kept today
+                for column in ("hash", "anonymous_hash"):
+                    if row[column] is not None:
+                        assert len(row[column]) == HASH_CHARS
+                        row[column] += hashlib.sha256(row[column].encode()).hexdigest()[:32]
             for row in rows["historykit_checkpoint"]:
                 body = serde.loads_typed((row["encoding"], row["checkpoint"]))
                 assert "id" not in body  # written without it today
@@ -146,6 +152,15 @@ def _relayout_as_before(url: str) -> None:
                     {"component": "langgraph", "version": 1, "updated_at": utcnow()},
                 ],
             )
+    finally:
+        engine.dispose()
+
+
+def _message_count(url: str) -> int:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text("SELECT COUNT(*) FROM historykit_message")).scalar_one())
     finally:
         engine.dispose()
 
@@ -206,6 +221,14 @@ def test_a_database_of_the_older_layout_is_migrated_and_reads_the_same(database_
     assert len(list(saver.list(config))) < len(expected["list"])
     assert [(m.type, m.id, m.content) for m in saver.transcript("t").messages] == graph_messages  # type: ignore[union-attr]
     saver.close()
+    # A message saved again is found by its (migrated) hash: no second row.
+    again = SQLModelSaver(database_url)
+    graph = StateGraph(State).add_node("agent", _agent).add_edge(START, "agent").compile(checkpointer=again)
+    logged = _message_count(database_url)
+    graph.update_state(config, {"messages": [HumanMessage("question 1", id="h1")]})
+    assert [m.content for m in graph.get_state(config).values["messages"] if m.id == "h1"] == ["question 1"]
+    assert _message_count(database_url) == logged
+    again.close()
     fresh = SQLModelSaver(database_url)  # nothing cached: read from the migrated rows alone
     assert _read_back(fresh, {"configurable": {"thread_id": "u"}})["latest"] == expected["other"][0]
     fresh.close()

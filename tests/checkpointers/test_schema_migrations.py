@@ -257,8 +257,9 @@ def test_delete_for_runs_uses_the_run_index(sqlite_url: str) -> None:
             plan = conn.execute(
                 sa.text(
                     "EXPLAIN QUERY PLAN SELECT checkpoint_id FROM historykit_checkpoint "
-                    "WHERE run_id IN ('a', 'b')"
-                )
+                    "WHERE run_id IN (:a, :b)"
+                ),
+                {"a": "run-1", "b": "run-2"},
             ).all()
     finally:
         engine.dispose()

@@ -381,7 +381,7 @@ def _checkpoint_tables_by_key(conn: Connection) -> None:
         _RUN_ID_INDEX.create(conn)
         return
     for model in (CheckpointRow, BlobRow, WriteRow):
-        table: Table = model.__table__  # type: ignore[attr-defined]
+        table: Table = model.__table__  # type: ignore[attr-defined,union-attr]
         name, columns = table.name, ", ".join(f'"{column.name}"' for column in table.columns)
         conn.execute(text(f"ALTER TABLE {name} RENAME TO {name}_by_rowid"))
         table.create(conn)  # with its index

@@ -24,6 +24,7 @@ from historykit.checkpointers import SQLModelSaver
 from historykit.checkpointers._database import create_engine
 from historykit.checkpointers._dialect import dialect_of
 from historykit.checkpointers._schema import CHECKPOINTS, CORE, HASH_CHARS, utcnow
+from tests.checkpointers.test_saver_storage import query
 
 _TABLES = [model.__table__ for component in (CORE, CHECKPOINTS) for model in component.tables]  # type: ignore[attr-defined]
 
@@ -157,12 +158,7 @@ def _relayout_as_before(url: str) -> None:
 
 
 def _message_count(url: str) -> int:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return int(conn.execute(sa.text("SELECT COUNT(*) FROM historykit_message")).scalar_one())
-    finally:
-        engine.dispose()
+    return int(query(url, "SELECT COUNT(*) FROM historykit_message")[0][0])
 
 
 def _layout(url: str) -> dict[str, Any]:

@@ -151,6 +151,8 @@ class CheckpointPlans:
         checkpoint = cast(Checkpoint, stored_checkpoint(checkpoint))
         values = checkpoint["channel_values"]
         body = {key: value for key, value in checkpoint.items() if key != "channel_values"}
+        if type(body.get("id")) is str:
+            del body["id"]  # the `checkpoint_id` column holds it (see `CheckpointRow.checkpoint`)
         if all(type(v) is str for v in checkpoint["channel_versions"].values()):
             # The `channel_versions` column holds them exactly: a second copy in the body would be
             # a tenth of a long thread's database.
@@ -646,8 +648,9 @@ class CheckpointPlans:
             thread_id, ns, checkpoint_id = row.thread_id, row.checkpoint_ns, row.checkpoint_id
             where = f"checkpoint {checkpoint_id} of thread {thread_id!r} (historykit_checkpoint)"
             body = codec.loads(row.encoding, row.checkpoint, where=where)
-            if not isinstance(body, dict) or "id" not in body:
+            if not isinstance(body, dict):
                 raise CorruptRowError(f"{where} decodes to a {type(body).__name__} that is not a checkpoint")
+            body.setdefault("id", checkpoint_id)
             body.setdefault("channel_versions", dict(versions[(thread_id, ns, checkpoint_id)]))
             body = loaded_checkpoint(body)
             channel_values: dict[str, Any] = {}

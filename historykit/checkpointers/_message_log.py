@@ -47,7 +47,14 @@ import sqlalchemy as sa
 from historykit._messages import CompactionMarker
 from historykit.checkpointers._database import Plan, Query
 from historykit.checkpointers._dialect import Dialect, dialect_of
-from historykit.checkpointers._schema import CompactionRow, MessageRow, ThreadRow, TokenCountRow, utcnow
+from historykit.checkpointers._schema import (
+    HASH_CHARS,
+    CompactionRow,
+    MessageRow,
+    ThreadRow,
+    TokenCountRow,
+    utcnow,
+)
 
 __all__ = ["CHUNK", "LogTop", "LoggedMessage", "MessageLog", "chunks", "message_log"]
 
@@ -73,7 +80,8 @@ class LoggedMessage:
     """A message to add to a thread's log, serialized."""
 
     hash: str
-    """Hex SHA-256 of its serialized (unencrypted) form: its address in the thread."""
+    """Hex SHA-256 of its serialized (unencrypted) form, or its first `HASH_CHARS` characters (what
+    the log keeps): its address in the thread."""
     kind: str
     """The native message type (`MessageRow.kind`)."""
     encoding: str
@@ -155,9 +163,10 @@ class MessageLog:
     def find_plan(self, thread_id: str, hashes: Sequence[str]) -> Plan[dict[str, Any]]:
         """`{hash: row}` (with `seq` and `position`) of the messages among `hashes` the thread has."""
         found: dict[str, Any] = {}
-        for chunk in chunks(sorted(set(hashes))):
+        by_address = {digest[:HASH_CHARS]: digest for digest in hashes}  # the log keeps a prefix
+        for chunk in chunks(sorted(by_address)):
             rows = yield Query(self.find_hashes, {"thread_id": thread_id, "hashes": list(chunk)})
-            found.update({row.hash: row for row in rows})
+            found.update({by_address[row.hash]: row for row in rows})
         return found
 
     def append_plan(
@@ -191,8 +200,8 @@ class MessageLog:
                     "thread_id": thread_id,
                     "seq": seq,
                     "position": message.position,
-                    "hash": message.hash,
-                    "anonymous_hash": message.anonymous_hash,
+                    "hash": message.hash[:HASH_CHARS],
+                    "anonymous_hash": message.anonymous_hash and message.anonymous_hash[:HASH_CHARS],
                     "framework": framework,
                     "kind": message.kind,
                     "native_id": message.native_id,

@@ -16,6 +16,11 @@ A message is stored once per thread: `MessageRow` is addressed by the SHA-256 of
 form within its thread and numbered by `seq` in the order the thread first saw it, so the whole
 transcript reads back in order with one indexed query. Checkpoints refer to messages by `seq`.
 
+Size: every byte a row or index holds beyond a message's own is paid a few times a step (LangGraph
+saves four checkpoints a step on a plain agent loop). So the checkpointer's tables are `WITHOUT
+ROWID` on SQLite (`WITHOUT_ROWID`), the transcript position has no index, the run id index covers
+only the checkpoints that have one, and a checkpoint's body leaves out what its columns hold.
+
 Example:
     ```python
     from historykit.checkpointers._database import create_engine, prepare_database
@@ -43,6 +48,7 @@ from sqlalchemy import (
     Index,
     LargeBinary,
     MetaData,
+    Table,
     UniqueConstraint,
     text,
 )
@@ -54,6 +60,7 @@ from historykit._messages import CompactionMarker
 __all__ = [
     "CHECKPOINTS",
     "CORE",
+    "HASH_CHARS",
     "BlobRow",
     "CheckpointRow",
     "CompactionRow",
@@ -111,15 +118,23 @@ class ThreadRow(HistorykitTable, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=DateTime(timezone=True))  # type: ignore[call-overload]
 
 
+HASH_CHARS = 32
+"""Hex characters of a message's SHA-256 the log keeps (`MessageRow.hash`; 64 before core version
+4): 128 bits address a message among a thread's messages with no collision in any thread that fits
+a database, and each row and both of its hash indexes hold 64 characters less."""
+
+
 class MessageRow(HistorykitTable, table=True):
     """The message log: every message a thread ever had, stored once, in the order first seen."""
 
     __tablename__ = "historykit_message"
     __table_args__ = (
         UniqueConstraint("thread_id", "hash", name="uq_historykit_message_hash"),
-        Index("ix_historykit_message_position", "thread_id", "position"),
         Index("ix_historykit_message_anonymous", "thread_id", "anonymous_hash"),
     )
+    # No index on `position`: the transcript is read whole and put in conversation order in Python
+    # (`_saver_messages`), and a position is only ever updated by primary key (version 4 dropped it).
+    # Not `WITHOUT ROWID` on SQLite: rows of 1-8 KB belong in a rowid table.
 
     thread_id: str = Field(primary_key=True)
     seq: int = Field(primary_key=True, sa_type=BigInteger, sa_column_kwargs={"autoincrement": False})  # type: ignore[call-overload]
@@ -131,7 +146,8 @@ class MessageRow(HistorykitTable, table=True):
     writes are saved concurrently, so logging order is not conversation order); `None` sorts by
     `seq`."""
     hash: str
-    """Hex SHA-256 of the message's serialized (unencrypted) form: its address within the thread."""
+    """The first `HASH_CHARS` hex characters of the SHA-256 of the message's serialized
+    (unencrypted) form: its address within the thread."""
     anonymous_hash: str | None = None
     """The same hash of the message without its id, for a store whose framework gives a message its
     id only after saving it once without (LangGraph's `add_messages`): both forms are one row."""
@@ -212,11 +228,27 @@ class CompactionRow(HistorykitTable, table=True):
 # ---------------------------------------------------------------------------------------------
 
 
+WITHOUT_ROWID = {"sqlite_with_rowid": False}
+"""Table options of the checkpointer's tables: on SQLite, the table is its primary-key b-tree (a
+rowid table keeps a second copy of every key in its primary-key index: 11% of the file of a
+1,000-step thread). Their rows are small, and every read and write goes by primary key. Other backends keep a
+table by its primary key already (InnoDB) or have no such option (PostgreSQL)."""
+
+_RUN_ID_INDEX = Index(
+    "ix_historykit_checkpoint_run_id",
+    "run_id",
+    # Only the checkpoints that have a run id (a run of the LangGraph server, say): `delete_for_runs`
+    # asks for `run_id IN (...)`, which a NULL never matches. MySQL has no partial index.
+    sqlite_where=text("run_id IS NOT NULL"),
+    postgresql_where=text("run_id IS NOT NULL"),
+)
+
+
 class CheckpointRow(HistorykitTable, table=True):
     """One checkpoint: its body without channel values, which live in `BlobRow`s."""
 
     __tablename__ = "historykit_checkpoint"
-    __table_args__ = (Index("ix_historykit_checkpoint_run_id", "run_id"),)
+    __table_args__ = (_RUN_ID_INDEX, WITHOUT_ROWID)
 
     thread_id: str = Field(primary_key=True)
     checkpoint_ns: str = Field(default="", primary_key=True)
@@ -226,7 +258,9 @@ class CheckpointRow(HistorykitTable, table=True):
     """Copied out of the metadata so `delete_for_runs` is one indexed delete."""
     encoding: str
     checkpoint: bytes = Field(sa_type=LargeBinary)  # type: ignore[call-overload]
-    """The serialized checkpoint minus `channel_values`."""
+    """The serialized checkpoint minus `channel_values`, `id` (the `checkpoint_id` column; rows
+    written before version 2 still have it) and, when they are all strings, `channel_versions`
+    (the column of that name)."""
     meta: dict[str, Any] = Field(sa_column=Column("metadata", JSON_DOCUMENT, nullable=False))
     """The checkpoint metadata (JSON, so `list` filters run in SQL)."""
     channel_versions: dict[str, str] = Field(sa_column=Column(JSON_DOCUMENT, nullable=False))
@@ -237,6 +271,7 @@ class BlobRow(HistorykitTable, table=True):
     """The value of one channel at one version, shared by every checkpoint at that version."""
 
     __tablename__ = "historykit_blob"
+    __table_args__ = (WITHOUT_ROWID,)
 
     thread_id: str = Field(primary_key=True)
     checkpoint_ns: str = Field(default="", primary_key=True)
@@ -251,6 +286,7 @@ class WriteRow(HistorykitTable, table=True):
     """A pending write of a task, attached to the checkpoint it follows."""
 
     __tablename__ = "historykit_write"
+    __table_args__ = (WITHOUT_ROWID,)
 
     thread_id: str = Field(primary_key=True)
     checkpoint_ns: str = Field(default="", primary_key=True)
@@ -319,13 +355,49 @@ def _add_token_counts(conn: Connection) -> None:
     TokenCountRow.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
 
 
+def _smaller_message_keys(conn: Connection) -> None:
+    # Version 4: no index on the transcript position (see `MessageRow`): 4% of a long thread's
+    # file. Dropped through a table of its own, so that `MessageRow`'s table does not gain it back.
+    old = Table("historykit_message", MetaData(), Column("thread_id"), Column("position"))
+    Index("ix_historykit_message_position", old.c.thread_id, old.c.position).drop(conn, checkfirst=True)
+    # Hashes cut to `HASH_CHARS` (a prefix of the same SHA-256: what the code now computes).
+    conn.execute(
+        text(
+            f"UPDATE historykit_message SET hash = SUBSTR(hash, 1, {HASH_CHARS}), "
+            f"anonymous_hash = SUBSTR(anonymous_hash, 1, {HASH_CHARS})"
+        )
+    )
+
+
+def _checkpoint_tables_by_key(conn: Connection) -> None:
+    # Langgraph version 2: on SQLite, the checkpoint, blob and write tables rebuilt `WITHOUT ROWID`
+    # (see `WITHOUT_ROWID`), every row copied as it is; on SQLite and PostgreSQL, the run id index
+    # only over the checkpoints that have one. (Checkpoint bodies written from now on leave out
+    # their id; the older ones, which have it, read the same.)
+    if conn.dialect.name not in ("sqlite", "postgresql"):
+        return
+    conn.execute(text("DROP INDEX ix_historykit_checkpoint_run_id"))
+    if conn.dialect.name == "postgresql":
+        _RUN_ID_INDEX.create(conn)
+        return
+    for model in (CheckpointRow, BlobRow, WriteRow):
+        table: Table = model.__table__  # type: ignore[attr-defined,union-attr]
+        name, columns = table.name, ", ".join(f'"{column.name}"' for column in table.columns)
+        conn.execute(text(f"ALTER TABLE {name} RENAME TO {name}_by_rowid"))
+        table.create(conn)  # with its index
+        conn.execute(text(f"INSERT INTO {name} ({columns}) SELECT {columns} FROM {name}_by_rowid"))
+        conn.execute(text(f"DROP TABLE {name}_by_rowid"))
+
+
 CORE = SchemaComponent(
     "core",
-    3,
+    4,
     (ThreadRow, MessageRow, CompactionRow, TokenCountRow),
-    {2: _add_marker_focus, 3: _add_token_counts},
+    {2: _add_marker_focus, 3: _add_token_counts, 4: _smaller_message_keys},
 )
 """The shared tables: threads, the message log and compaction markers."""
 
-CHECKPOINTS = SchemaComponent("langgraph", 1, (CheckpointRow, BlobRow, WriteRow))
+CHECKPOINTS = SchemaComponent(
+    "langgraph", 2, (CheckpointRow, BlobRow, WriteRow), {2: _checkpoint_tables_by_key}
+)
 """The LangGraph checkpointer's tables."""

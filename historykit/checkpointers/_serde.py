@@ -49,6 +49,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
 from historykit.checkpointers._message_form import MESSAGE_ENCODING, pack_message, unpack_message
+from historykit.checkpointers._schema import HASH_CHARS
 from historykit.errors import CorruptRowError, InvalidArgumentError, RefusedTypeError
 
 StateTypes = Literal["loaded", "declared"]
@@ -335,7 +336,7 @@ class RowCodec:
 
     @staticmethod
     def _digest(encoding: str, plain: bytes) -> str:
-        return hashlib.sha256(encoding.encode() + b"\0" + plain).hexdigest()
+        return hashlib.sha256(encoding.encode() + b"\0" + plain).hexdigest()[:HASH_CHARS]
 
     def _stored(self, encoding: str, plain: bytes) -> tuple[str, bytes, str]:
         digest = self._digest(encoding, plain)

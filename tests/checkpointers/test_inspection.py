@@ -132,7 +132,7 @@ def test_threads_with_their_counts(url: str) -> None:
     from historykit.checkpointers import SQLModelSaver
 
     with DatabaseInspector(url) as db:
-        assert db.schema.versions == {"core": 3, "langgraph": 1, "pydantic_ai": 1} == db.schema.supported
+        assert db.schema.versions == {"core": 4, "langgraph": 2, "pydantic_ai": 1} == db.schema.supported
         assert {"historykit_thread", "historykit_message"} <= db.schema.tables
         found = {t.thread_id: t for t in db.threads()}
     assert set(found) == {"t-graph", "c-chat"}
@@ -200,7 +200,7 @@ def test_an_empty_historykit_database(fresh_url: str) -> None:
     SQLModelSaver(fresh_url).setup()
     with DatabaseInspector(fresh_url) as db:
         assert db.threads() == [] and db.thread("t") is None and db.details("t") is None
-        assert db.schema.versions == {"core": 3, "langgraph": 1}
+        assert db.schema.versions == {"core": 4, "langgraph": 2}
 
 
 def test_a_database_with_no_tables_is_not_historykits(fresh_url: str) -> None:

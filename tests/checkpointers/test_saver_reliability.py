@@ -290,8 +290,10 @@ async def test_a_newer_schema_is_refused_on_postgres_too(postgres_url: str) -> N
     await saver.asetup()
     await saver.aclose()
     saver.close()
-    _execute(postgres_url, "UPDATE historykit_schema SET version = 4 WHERE component = 'core'")
-    with pytest.raises(SchemaVersionError, match="component 'core' has schema version 4"):
+    _execute(
+        postgres_url, f"UPDATE historykit_schema SET version = {CORE.version + 1} WHERE component = 'core'"
+    )
+    with pytest.raises(SchemaVersionError, match=f"component 'core' has schema version {CORE.version + 1}"):
         await SQLModelSaver(postgres_url).aget_tuple({"configurable": {"thread_id": "t"}})
 
 
@@ -345,8 +347,11 @@ def test_a_version_1_database_gains_the_markers_focus_and_token_counts(sqlite_ur
     engine = create_engine(sqlite_url)
     with engine.begin() as conn:
         prepare_database(conn, [CORE])
-        # What version 1 had: markers without a focus, no token counts.
+        # What version 1 had: markers without a focus, no token counts, an index on the position.
         conn.execute(sa.text("ALTER TABLE historykit_compaction DROP COLUMN focus"))
+        conn.execute(
+            sa.text("CREATE INDEX ix_historykit_message_position ON historykit_message (thread_id, position)")
+        )
         conn.execute(sa.text("DROP TABLE historykit_token_count"))
         conn.execute(sa.text("UPDATE historykit_schema SET version = 1 WHERE component = 'core'"))
     with engine.begin() as conn:
@@ -354,8 +359,10 @@ def test_a_version_1_database_gains_the_markers_focus_and_token_counts(sqlite_ur
         columns = {c["name"] for c in sa.inspect(conn).get_columns("historykit_compaction")}
         tables = set(sa.inspect(conn).get_table_names())
         version = conn.execute(sa.text("SELECT version FROM historykit_schema WHERE component = 'core'"))
-        assert version.scalar_one() == CORE.version == 3
+        assert version.scalar_one() == CORE.version == 4
+        indexes = {i["name"] for i in sa.inspect(conn).get_indexes("historykit_message")}
     assert "focus" in columns and "historykit_token_count" in tables
+    assert "ix_historykit_message_position" not in indexes
     engine.dispose()
 
 

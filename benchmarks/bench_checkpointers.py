@@ -19,8 +19,11 @@ goes up to the largest `--steps`, and is measured when it passes each of them:
   milestone (`ms/step`), with the process CPU time of those steps (`cpu`; the PostgreSQL server's
   own CPU is not in it);
 - database size: the SQLite file plus its WAL after a `wal_checkpoint(TRUNCATE)`; on PostgreSQL,
-  `pg_database_size` of the configuration's own database minus its size when it was empty; and
-  its ratio to the payload (`x pay`): the serialized size of the distinct messages;
+  the saver's tables in the configuration's own database, with their indexes and TOAST
+  (`pg_total_relation_size` of every table outside the system schemas: not `pg_database_size`,
+  which also counts the dead catalog rows of the benchmark's own `ANALYZE` runs on a server whose
+  autovacuum is off, about a third of the payload at 1,000 steps); and its ratio to the payload
+  (`x pay`): the serialized size of the distinct messages;
 - `get_state` (graph) / `get_tuple` (direct), median of 5 calls on the running saver (`warm`),
   and the first call in a new process on a new saver (`cold`: nothing cached; the targets say how
   much of it went to full garbage collections, and compare its CPU time, steadier than wall time
@@ -132,8 +135,6 @@ class Job:
     sqlite_path: str = ""
     postgres_url: str = ""
     """libpq URL of the configuration's own database."""
-    postgres_baseline: int = 0
-    """`pg_database_size` of that database when empty."""
     analyze_every: int = 0
     """Run PostgreSQL's `ANALYZE` every this many steps, untimed (when the server's autovacuum is
     off, as it keeps the planner's statistics current otherwise); 0: never."""
@@ -421,9 +422,14 @@ def database_bytes(spec: SaverSpec, job: Job) -> int | None:
         import psycopg
 
         with psycopg.connect(job.postgres_url, autocommit=True) as pg:
-            row = pg.execute("SELECT pg_database_size(current_database())").fetchone()
+            row = pg.execute(
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relkind IN ('r', 'p', 'm') "
+                "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'"
+            ).fetchone()
         assert row is not None
-        return int(row[0]) - job.postgres_baseline
+        return int(row[0])
     return None
 
 
@@ -660,10 +666,6 @@ def job_database(job: Job, spec: SaverSpec, workdir: Path, admin_url: str) -> An
         base, _, _ = admin_url.rpartition("/")
         job.postgres_url = f"{base}/{name}"
         try:
-            with psycopg.connect(job.postgres_url, autocommit=True) as conn:
-                row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-                assert row is not None
-                job.postgres_baseline = int(row[0])
             yield
         finally:
             with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -735,7 +737,7 @@ def _steps(m: Milestone) -> str:
 
 LEGEND = """\
 ms@50: mean of steps 31-50; ms/step: mean of the last 50 steps; x@50: their ratio; cpu: process CPU ms/step
-DB: file+WAL (SQLite) or database growth (PostgreSQL); x pay: DB size / distinct message payload
+DB: file+WAL (SQLite) or the saver's tables, indexes, TOAST (PostgreSQL); x pay: DB / message payload
 state/tuple: warm get_state/get_tuple ms (median of 5); cold: first read (ms) in a new process
 list: full list in a new process (cold) / again on the running saver (warm)
 RSS/rRSS: peak MB of the stepping/reading process"""

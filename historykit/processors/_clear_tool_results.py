@@ -382,7 +382,7 @@ class ClearToolResults(HistoryProcessor):
                     text = self._placeholder(
                         call, part, tokens, msg.marker is not None, error_line(part, call)
                     )
-                    if tokens >= self.min_tokens and counter.count_text(text) < tokens:
+                    if tokens >= self.min_tokens and _fewer_tokens(text, tokens, counter):
                         # The images it returned go with the output (`ClearMedia` keeps the newest).
                         new = replace(part, content=text, media=())
             parts.append(new)
@@ -445,6 +445,14 @@ def _too_short(text: str, min_tokens: int) -> bool:
     return len(text) * 4 < min_tokens or (len(text) < min_tokens and len(text.encode()) < min_tokens)
 
 
+def _fewer_tokens(text: str, tokens: int, counter: TokenCounter) -> bool:
+    """`text` (a placeholder) counts fewer than `tokens`: known without tokenizing it when it has
+    fewer UTF-8 bytes than that (no tokenizer makes more tokens than bytes, as `_too_short` relies
+    on). A placeholder's message is counted whole next, and a short text's count is not cached:
+    tokenized here too, it was tokenized twice."""
+    return len(text.encode("utf-8", "surrogatepass")) < tokens or counter.count_text(text) < tokens
+
+
 def _clear_value(
     value: Any,
     counter: TokenCounter,
@@ -477,7 +485,7 @@ def _clear_value(
             text = CHANGE_PLACEHOLDER.format(tokens=tokens, line=line, head=head)
         else:
             text = INPUT_PLACEHOLDER.format(tokens=tokens, head=head)
-        if counter.count_text(text) < tokens:
+        if _fewer_tokens(text, tokens, counter):
             if record:
                 record.clear()
             return text, True
@@ -490,7 +498,7 @@ def _clear_value(
                 if wrote is None
                 else WRITE_PLACEHOLDER.format(tokens=tokens, paths=wrote, head=head)
             )
-            if counter.count_text(plain) < tokens:
+            if _fewer_tokens(plain, tokens, counter):
                 return plain, True
         return value, False
     if isinstance(value, dict):

@@ -702,8 +702,9 @@ def _compile_load(log: MessageLog, serde: MessageSerializer | None) -> Plan[None
     yield from _read_record(unused)
     yield Query(_RECORD_BRANCHES, {"id": unused})  # what a record that exists reads next
     yield from log.read_counts_plan(unused)
-    with contextlib.suppress(KeyError):
-        yield from _read_history(unused, None, serde)
+    for limit in (None, 1):  # the whole history, and its last `limit` messages
+        with contextlib.suppress(KeyError):
+            yield from _read_history(unused, limit, serde)
 
 
 _RECORD_ROW = sa.select(_CONVERSATION).where(_CONVERSATION.c.conversation_id == sa.bindparam("id"))

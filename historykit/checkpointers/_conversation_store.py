@@ -907,7 +907,6 @@ ORDER BY chain.depth DESC
 """
 
 
-
 def _history_statement(limited: bool) -> sa.TextualSelect:
     sql = _HISTORY_SQL.format(limit="WHERE chain.depth < :limit" if limited else "")
     # Its result columns named, the query is a select the plan runners run on the driver's cursor

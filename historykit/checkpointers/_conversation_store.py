@@ -277,10 +277,14 @@ class SQLModelConversationStore(ViewSaving):
             # SQLAlchemy compiles a statement the first time a process runs it (a few ms each):
             # here, once, rather than inside the first load of a new process. Nothing is kept, and
             # a failure (a read-only database without the tables) is the first load's to report.
+            # Twice: a statement's first run takes SQLAlchemy's path and the second compiles the
+            # form the plan runners run on the driver's cursor (`_direct`), whose row type costs as
+            # much again to build.
             with (
                 contextlib.suppress(sa.exc.SQLAlchemyError),
                 self._engine.execution_options(historykit_write=False).begin() as conn,
             ):
+                run_plan(conn, _compile_load(self._log, serde))
                 run_plan(conn, _compile_load(self._log, serde))
             # anyio imports its event loop backend on its first worker-thread call, 15-45 ms of
             # CPU: here, where a server makes its store, rather than inside the first load.
@@ -696,9 +700,11 @@ def _compile_load(log: MessageLog, serde: MessageSerializer | None) -> Plan[None
     and a record's id is the caller's: one named by a fresh `uuid4` is nobody's)."""
     unused = f"historykit-compile-{uuid.uuid4()}"
     yield from _read_record(unused)
+    yield Query(_RECORD_BRANCHES, {"id": unused})  # what a record that exists reads next
     yield from log.read_counts_plan(unused)
-    with contextlib.suppress(KeyError):
-        yield from _read_history(unused, None, serde)
+    for limit in (None, 1):  # the whole history, and its last `limit` messages
+        with contextlib.suppress(KeyError):
+            yield from _read_history(unused, limit, serde)
 
 
 _RECORD_ROW = sa.select(_CONVERSATION).where(_CONVERSATION.c.conversation_id == sa.bindparam("id"))
@@ -901,14 +907,32 @@ ORDER BY chain.depth DESC
 """
 
 
+def _history_statement(limited: bool) -> sa.TextualSelect:
+    sql = _HISTORY_SQL.format(limit="WHERE chain.depth < :limit" if limited else "")
+    # Its result columns named, the query is a select the plan runners run on the driver's cursor
+    # (`_direct`), as the record's statements are: a bare `text()` always takes SQLAlchemy's path.
+    return sa.text(sql).columns(
+        sa.column("id", _ENTRY.c.id.type),
+        sa.column("parent_id", _ENTRY.c.parent_id.type),
+        sa.column("kind", _ENTRY.c.kind.type),
+        sa.column("thread_id", _ENTRY.c.thread_id.type),
+        sa.column("message_seq", _ENTRY.c.message_seq.type),
+        sa.column("encoding", _MESSAGE.c.encoding.type),
+        sa.column("data", _MESSAGE.c.data.type),
+    )
+
+
+_HISTORY = {limited: _history_statement(limited) for limited in (False, True)}
+"""The history query, whole or its last `:limit` entries, built once (see `_RECORD_ROW`)."""
+
+
 def _read_history(
     head_id: str, limit: int | None, serde: MessageSerializer | None
 ) -> Plan[list[ConversationEntry]]:
-    sql = _HISTORY_SQL.format(limit="" if limit is None else "WHERE chain.depth < :limit")
     params: dict[str, Any] = {"head_id": head_id}
     if limit is not None:
         params["limit"] = limit
-    rows = yield Query(sa.text(sql), params)
+    rows = yield Query(_HISTORY[limit is not None], params)
     if not rows:
         raise KeyError(head_id)
     if rows[0].parent_id is not None and (limit is None or len(rows) < limit):

@@ -60,7 +60,9 @@ def batch_boundary(
       the processor edits as a whole: tool-call units, turns).
     - `sizes` / `edited`: prefix sums (`len(messages) + 1` entries) of the message sizes as given
       and as they would be once edited. An edit never makes a message bigger; what an earlier
-      batch already edited counts the same in both, so it frees nothing again.
+      batch already edited counts the same in both, so it frees nothing again. `edited` is read
+      up to `limit` only, so it may stop there (`limit + 1` entries): what lies past it is never
+      edited on this call, and need not be sized.
     - `limit`: the furthest boundary allowed (what must stay intact: the last results, the last
       turns, the current tool-use cycle).
     - `min_gain`: a batch that frees fewer tokens than this is not made (no trickling).

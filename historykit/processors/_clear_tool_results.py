@@ -275,23 +275,22 @@ class ClearToolResults(HistoryProcessor):
         cleared, own, less, starts, result_at, result_unit = lists
         # `starts`: assistant messages, where units start; `result_at`: the message of each tool
         # result, and `result_unit` the unit it belongs to.
+        # `cleared` and `less` (each message cleared, and its size then) may stop short of the
+        # others: they are made only for the messages this call may clear (below).
         caller: Message | None = scanned[6] if begin else None
         for index in range(begin, len(messages)):
             msg = messages[index]
             if msg.role == "assistant":
                 caller = msg
                 starts.append(index)
-            hit = cache.get(msg)
-            if hit is None or hit[1] is not caller:
-                hit = self._entry(msg, caller, counter, ctx.cache_policy)
-            cleared.append(hit[2])
-            own.append(hit[3])
-            less.append(hit[4])
-            if hit[5]:
-                result_at.extend([index] * hit[5])
-                result_unit.extend([starts[-1] if starts else -1] * hit[5])
-        memo.latest = (tuple(messages), key, (*map(tuple, lists), caller))
-        sizes, edited = prefix_sums(own), prefix_sums(less)
+                results = 0
+            else:
+                results = sum(isinstance(p, ToolResultPart) for p in msg.parts)
+            own.append(counter.count_message(msg))
+            if results:
+                result_at.extend([index] * results)
+                result_unit.extend([starts[-1] if starts else -1] * results)
+        sizes = prefix_sums(own)
 
         def cap(point: int) -> int:
             # The unit answered by the final request (the latest assistant message) stays.
@@ -307,6 +306,23 @@ class ClearToolResults(HistoryProcessor):
                 limit = min(limit, starts[below - 1] if at >= 0 and below else 0)
             return max(limit, 0)
 
+        # Only the messages before `limit` may be cleared on this call, and none under the mark
+        # (`batch_boundary` reads no cleared size past the limit, and none when the trigger does not
+        # fire): the cleared copies of the others (their placeholders sized, their calls' shell
+        # commands read) are made when a call reaches them. After a load, this call makes them all.
+        limit = cap(len(messages))
+        upto = limit if self.trigger.fires(sizes[-1], len(messages), ctx) else 0
+        for index in range(len(cleared), upto):
+            msg = messages[index]
+            unit = bisect_right(starts, index)  # the assistant message whose calls it answers, or is
+            owner = messages[starts[unit - 1]] if unit else None
+            hit = cache.get(msg)
+            if hit is None or hit[1] is not owner:
+                hit = self._entry(msg, owner, counter, ctx.cache_policy)
+            cleared.append(hit[2])
+            less.append(hit[4])
+        memo.latest = (tuple(messages), key, (*map(tuple, lists), caller))
+        edited = prefix_sums(less)
         min_gain = self.min_gain
         if min_gain is None:
             min_gain = int(ctx.context_window * DEFAULT_MIN_GAIN_FRACTION)
@@ -314,7 +330,7 @@ class ClearToolResults(HistoryProcessor):
             candidates=starts,
             sizes=sizes,
             edited=edited,
-            limit=cap(len(messages)),
+            limit=limit,
             trigger=self.trigger,
             ctx=ctx,
             min_gain=min_gain,
@@ -382,7 +398,7 @@ class ClearToolResults(HistoryProcessor):
                     text = self._placeholder(
                         call, part, tokens, msg.marker is not None, error_line(part, call)
                     )
-                    if tokens >= self.min_tokens and counter.count_text(text) < tokens:
+                    if tokens >= self.min_tokens and _fewer_tokens(text, tokens, counter):
                         # The images it returned go with the output (`ClearMedia` keeps the newest).
                         new = replace(part, content=text, media=())
             parts.append(new)
@@ -445,6 +461,14 @@ def _too_short(text: str, min_tokens: int) -> bool:
     return len(text) * 4 < min_tokens or (len(text) < min_tokens and len(text.encode()) < min_tokens)
 
 
+def _fewer_tokens(text: str, tokens: int, counter: TokenCounter) -> bool:
+    """`text` (a placeholder) counts fewer than `tokens`: known without tokenizing it when it has
+    fewer UTF-8 bytes than that (no tokenizer makes more tokens than bytes, as `_too_short` relies
+    on). A placeholder's message is counted whole next, and a short text's count is not cached:
+    tokenized here too, it was tokenized twice."""
+    return len(text.encode("utf-8", "surrogatepass")) < tokens or counter.count_text(text) < tokens
+
+
 def _clear_value(
     value: Any,
     counter: TokenCounter,
@@ -477,7 +501,7 @@ def _clear_value(
             text = CHANGE_PLACEHOLDER.format(tokens=tokens, line=line, head=head)
         else:
             text = INPUT_PLACEHOLDER.format(tokens=tokens, head=head)
-        if counter.count_text(text) < tokens:
+        if _fewer_tokens(text, tokens, counter):
             if record:
                 record.clear()
             return text, True
@@ -490,7 +514,7 @@ def _clear_value(
                 if wrote is None
                 else WRITE_PLACEHOLDER.format(tokens=tokens, paths=wrote, head=head)
             )
-            if counter.count_text(plain) < tokens:
+            if _fewer_tokens(plain, tokens, counter):
                 return plain, True
         return value, False
     if isinstance(value, dict):
@@ -517,6 +541,7 @@ def _clear_value(
 class _Scanned:
     """Where `ClearToolResults.process` left this conversation's latest history: its messages,
     the settings it was scanned with, and the scan's lists (cleared copies, sizes before and after,
-    unit starts, where each result is and its unit) with the latest assistant message."""
+    unit starts, where each result is and its unit) with the latest assistant message. The cleared
+    copies and their sizes reach only as far as a call could clear."""
 
     latest: tuple[tuple[Message, ...], tuple[object, ...], tuple[Any, ...]] = ((), (), ())

@@ -152,13 +152,17 @@ class StripThinking(HistoryProcessor):
                 if self.min_gain is not None
                 else int(ctx.context_window * DEFAULT_MIN_GAIN_FRACTION)
             )
+            limit = cap(len(messages))
+            # Only the messages before `limit` can be stripped on this call: the stripped copies of
+            # the others are not counted (after a load, each would be tokenized: a copy is new).
             boundary = batch_boundary(
                 candidates=turn_starts,
                 sizes=sizes,
                 edited=memos.edited.derived(
-                    memos.edited.of(stripped, ctx.counter.count_message, ctx.counter), prefix_totals
+                    memos.edited.of(stripped[:limit], ctx.counter.count_message, ctx.counter),
+                    prefix_totals,
                 ),
-                limit=cap(len(messages)),
+                limit=limit,
                 trigger=self.trigger,
                 ctx=ctx,
                 min_gain=min_gain,

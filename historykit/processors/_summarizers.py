@@ -632,11 +632,13 @@ def _error_of(result: ToolResultPart, call: ToolCallPart | None) -> str | None:
     content = result.content
     failed = result.is_error or "<tool_use_error>" in content[:200]
     content = content.replace("<tool_use_error>", "").replace("</tool_use_error>", "")
-    lines = [ln.strip() for ln in content.splitlines() if ln.strip()]
     status = _EXIT_STATUS.search(content[:200])
     failed = failed or status is not None
-    if (_is_search(call) and not result.is_error) or (_is_read(call) and not failed):
+    # The cheap tests first, and the lines only past them: a read's output is a whole file, and
+    # telling a read needs its shell command parsed.
+    if (not result.is_error and _is_search(call)) or (not failed and _is_read(call)):
         return None  # quoted text (a file, search matches; no match at all), not a failure
+    lines = [ln.strip() for ln in content.splitlines() if ln.strip()]
     if "Traceback (most recent call last)" in content:
         after = content.rsplit("Traceback (most recent call last)", 1)[1].splitlines()
         tail = [ln.strip() for ln in after if ln.strip() and not ln.startswith((" ", "\t", "<"))]

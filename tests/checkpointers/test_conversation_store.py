@@ -20,6 +20,8 @@ import hashlib
 import hmac
 import json
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime, timezone
@@ -733,6 +735,49 @@ async def test_read_history_is_one_select(
     # history and the token counts kept for it, in one transaction.
     assert len(log.statements) == 4
     assert [entry.parent_id for entry in entries[1:]] == [entry.id for entry in entries[:-1]]
+
+
+_FIRST_LOAD = """
+import asyncio, sys
+from sqlalchemy.sql import compiler
+from historykit.checkpointers import SQLModelConversationStore
+
+store = SQLModelConversationStore(sys.argv[1])
+compiled = []
+compile_statement = compiler.SQLCompiler.__init__
+def counted(self, *args, **kwargs):
+    compiled.append(args[1] if len(args) > 1 else kwargs.get("statement"))
+    compile_statement(self, *args, **kwargs)
+compiler.SQLCompiler.__init__ = counted
+loop = asyncio.new_event_loop()
+loaded = loop.run_until_complete(store.load(sys.argv[2], limit=int(sys.argv[3]) if sys.argv[3:] else None))
+loop.run_until_complete(store.aclose())
+print(len(loaded.messages), len(compiled))
+"""
+
+
+@pytest.mark.parametrize("limit", [None, 1])
+async def test_a_new_processs_first_load_compiles_nothing(
+    store: SQLModelConversationStore, store_url: str, limit: int | None
+) -> None:
+    """A server makes its store once and loads a conversation per request: the statements a load
+    runs are compiled, and their forms on the driver's cursor built, when the store is made, so
+    that work is not in the first request's load (a few ms of CPU each)."""
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("Fix the parser.", timestamp=TS)], timestamp=TS),
+        ModelResponse(parts=[TextPart("Done.")], timestamp=TS),
+    ]
+    conversation = Conversation(conversation_id="resumed", messages=history)
+    await store.save(conversation)
+    await store.save(conversation)  # a branch: the record's second statement finds a row
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_LOAD, store_url, "resumed", *([] if limit is None else [str(limit)])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(limit or 2), "0"]
 
 
 # ---------------------------------------------------------------------------------------------

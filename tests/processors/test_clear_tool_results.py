@@ -63,6 +63,36 @@ def test_under_the_high_water_mark_nothing_changes() -> None:
     assert notes.replaced == 0 and not notes.details
 
 
+def test_a_call_makes_placeholders_only_for_what_it_may_clear(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No placeholder is made (sized, its call's shell command read) for a result the call may not
+    clear: none under the mark, none of the kept results above it. After a load every one would be
+    made at once. A later call of the conversation that may clear more makes those then, and gives
+    what a call that remembers nothing gives."""
+    made: list[str] = []
+    make = ClearToolResults._placeholder
+
+    def recording(self: ClearToolResults, call: ToolCallPart, *args: Any) -> str:
+        made.append(call.id)
+        return make(self, call, *args)
+
+    monkeypatch.setattr(ClearToolResults, "_placeholder", recording)
+    history = read_session(12)
+    under = ClearToolResults(keep=3, trigger=Trigger(max_tokens=tokens(history) + 1))
+    assert under.process(history, context())[0] is history
+    assert made == []
+
+    processor = ClearToolResults(keep=3, trigger=Trigger(max_tokens=1_000, low_water=0.1), min_gain=0)
+    ctx = context()  # one conversation's calls: the second carries on from the first
+    first, _ = processor.process(history[:-4], ctx)  # ten reads
+    assert made == [f"c{n}" for n in range(7)]  # the last three stay: never sized
+    made.clear()
+    second, _ = processor.process(history, ctx)
+    assert made == ["c7", "c8"]  # what the two new reads made clearable, only
+    fresh = ClearToolResults(keep=3, trigger=Trigger(max_tokens=1_000, low_water=0.1), min_gain=0)
+    assert second == fresh.process(history, context())[0]
+    assert first == fresh.process(history[:-4], context())[0]
+
+
 def test_old_results_get_a_placeholder_naming_the_call_and_the_last_ones_stay() -> None:
     history = read_session(10)
     # Fires at the last call only, with a low-water mark out of reach: everything allowed goes.

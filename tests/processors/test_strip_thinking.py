@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from historykit._messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from historykit._tokens import TokenCounter
 from historykit._validity import check_neutral, current_cycle_start, final_request_start
 from historykit.processors._strip_thinking import StripThinking
 from historykit.processors._trigger import Trigger
@@ -56,6 +57,32 @@ def chat(turns: int, steps: int = 2) -> list[Message]:
     for n in range(turns):
         history += turn(n, steps)
     return history
+
+
+def test_a_call_counts_no_stripped_copy_it_may_not_strip() -> None:
+    """Only the turns before the latest `keep_turns` may be stripped: the copies of the others are
+    never counted (after a load each would be tokenized, a copy being a new message). One long
+    turn, as an agent's task is: nothing may be stripped, and nothing but the history is counted."""
+
+    class Recording(TokenCounter):
+        def count_message(self, message: Message) -> int:
+            counted.append(message)
+            return super().count_message(message)
+
+    counted: list[Message] = []
+    history = [Message.system("You are a coding agent."), *turn(0, steps=12)]
+    ctx = context(counter=Recording())
+    out, _ = StripThinking(keep_turns=1, trigger=Trigger(max_tokens=10)).process(history, ctx)
+    assert out is history
+    assert counted and all(any(m is h for h in history) for m in counted)
+
+    # Two turns: the first may be stripped, and its copies are counted to size the batch.
+    counted.clear()
+    history = chat(2, steps=6)
+    out, _ = StripThinking(keep_turns=1, trigger=Trigger(max_tokens=10), min_gain=0).process(history, ctx)
+    copies = [m for m in counted if not any(m is h for h in history)]
+    first_turn = turn_of(history).index(1)
+    assert copies and all(any(c is o for o in out[:first_turn]) for c in copies)
 
 
 def has_thinking(msg: Message) -> bool:

@@ -19,12 +19,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -52,26 +53,44 @@ COUNT_SCHEME = 1
 """Version of how a message's tokens are made up from its parts (overheads included): raise it when
 that changes, so stored counts made the old way are not reused."""
 
-_KNOWN_COUNTS: dict[str, dict[bytes, int]] = {}
-_MAX_KNOWN = 200_000
+_LOADED: dict[int, tuple[weakref.ref[Any], Mapping[str, Mapping[bytes, int]]]] = {}
+"""The counts a store kept for a conversation, by the very native messages it loaded for it:
+`id(native) -> (weak reference to it, {count_method: {message_digest: tokens}})`. A stored count is
+only ever read for a message the store loaded with it (a hit needs that very object), never for
+another conversation's message with the same content: what a conversation's rows say cannot change
+how another conversation is counted. Weak, so a loaded conversation is not kept alive by it."""
 
 
-def remember_counts(method: str, counts: dict[bytes, int]) -> None:
-    """Make counts a store kept known to every `TokenCounter` of `method` (`TokenCounter.count_method`),
-    by message content (`historykit._digests.message_digest`): the first call on a loaded
-    conversation then tokenizes only what is new. Bounded: past `_MAX_KNOWN` counts of a method,
-    the oldest half is dropped."""
-    known = _KNOWN_COUNTS.setdefault(method, {})
-    if len(known) + len(counts) > _MAX_KNOWN:
-        for old in list(known)[: len(known) // 2]:
-            known.pop(old, None)
-    known.update(counts)
+def remember_counts(counts: Mapping[str, Mapping[bytes, int]], loaded: Iterable[object]) -> None:
+    """Make the counts a store kept for one conversation (`{count_method: {message_digest: tokens}}`)
+    known for the native messages it loaded for it (`loaded`, the very objects it hands out): the
+    first model call on them then tokenizes only what is new. A message edited in place since has
+    another digest, and is counted again."""
+    if not counts:
+        return
+    for native in loaded:
+        key = id(native)
+        try:
+            ref = weakref.ref(native, functools.partial(_forget_loaded, key))
+        except TypeError:  # a native type without weak references: counted again after a load
+            continue
+        _LOADED[key] = (ref, counts)
 
 
-def known_count(method: str, digest: bytes) -> int | None:
-    """The count of the message of `digest` that a store handed back for `method`, if any."""
-    known = _KNOWN_COUNTS.get(method)
-    return known.get(digest) if known else None
+def _forget_loaded(key: int, ref: weakref.ref[Any]) -> None:
+    entry = _LOADED.get(key)
+    if entry is not None and entry[0] is ref:
+        _LOADED.pop(key, None)
+
+
+def loaded_count(native: object, method: str, digest: bytes) -> int | None:
+    """The count of the message of `digest` (one of those `native` converts to) that a store kept
+    with the conversation it loaded `native` for, made by `method`; `None` if there is none."""
+    entry = _LOADED.get(id(native))
+    if entry is None or entry[0]() is not native:
+        return None
+    counts = entry[1].get(method)
+    return counts.get(digest) if counts else None
 
 
 _NOTED: list[tuple[weakref.ref[Any], str, bytes, int]] = []
@@ -239,6 +258,9 @@ class TokenCounter:
     _text_chars: int = field(default=0, init=False, repr=False)
     _stored_parts: dict[int, tuple[Part, Message, int]] = field(default_factory=dict, init=False, repr=False)
     """By part: the message of several parts a store counted that holds it, and that count."""
+    _learned: dict[int, tuple[str, int]] = field(default_factory=dict, init=False, repr=False)
+    """Counts of the very text objects of loaded messages, derived from their stored counts
+    (`_learn_text`): by identity, so a stored count never sizes another conversation's equal text."""
 
     def __post_init__(self) -> None:
         if self.tokenizer is not None and not callable(self.tokenizer):
@@ -260,6 +282,9 @@ class TokenCounter:
         # Processors count a long text again apart from its message (a tool result's content, to
         # size its placeholder): a str caches its own hash, so the lookup costs far less than the
         # tokenizer.
+        learned = self._learned.get(id(text)) if self._learned else None
+        if learned is not None and learned[0] is text:
+            return learned[1]
         tokens = self._texts.get(text)
         if tokens is None:
             if self._text_chars + len(text) > _MAX_CACHED_CHARS:
@@ -297,16 +322,16 @@ class TokenCounter:
         return f"{self.tokenizer_name}/historykit-count-{COUNT_SCHEME}"
 
     def count_message(self, message: Message) -> int:
-        """Tokens of one neutral message, cached on the message object (and known by content when a
-        store handed back the counts of what it loaded, `remember_counts`)."""
+        """Tokens of one neutral message, cached on the message object (and known without tokenizing
+        when it comes from a native message a store loaded with its count, `remember_counts`)."""
         key = id(message)
         hit = self._cache.get(key)
         if hit is not None and hit[0] is message:
             return hit[1]
         method = self.count_method
-        known = _KNOWN_COUNTS.get(method)
-        digest = message_digest(message) if known or message.native is not None else None
-        tokens = known.get(digest) if known and digest is not None else None
+        native = message.native
+        digest = message_digest(message) if native is not None else None
+        tokens = loaded_count(native, method, digest) if digest is not None else None
         if tokens is None:
             tokens = self._count_from_stored(message) if self._stored_parts else None
             if tokens is None:
@@ -315,9 +340,9 @@ class TokenCounter:
             self._learn_text(message.parts[0], tokens - MESSAGE_OVERHEAD)
         else:
             self._learn_parts(message, tokens)
-        if digest is not None and message.native is not None:
+        if digest is not None:
             # What a store saving the native message keeps (`counts_noted_since`).
-            _note_native_count(message.native, method, digest, tokens)
+            _note_native_count(native, method, digest, tokens)
         self._remember(key, message, tokens)
         return tokens
 
@@ -335,13 +360,14 @@ class TokenCounter:
             text = part.text
         else:
             return
-        if len(text) < _CACHED_TEXT or text in self._texts or tokens < 0:
+        if len(text) < _CACHED_TEXT or tokens < 0:
             return
-        if self._text_chars + len(text) > _MAX_CACHED_CHARS:
-            self._texts.clear()
-            self._text_chars = 0
-        self._texts[text] = tokens
-        self._text_chars += len(text)
+        learned = self._learned
+        if len(learned) >= self.max_cached:
+            for old in list(learned)[: len(learned) // 2]:
+                learned.pop(old, None)
+        # The entry holds the text, so its `id` is not reused while it is there.
+        learned[id(text)] = (text, tokens)
 
     def _learn_parts(self, message: Message, tokens: int) -> None:
         """Remember that the parts of `message` count `tokens` with it (a store's count): a copy of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 
 import pytest
@@ -77,33 +78,64 @@ def test_a_long_text_counted_again_apart_from_its_message_is_not_tokenized_again
     assert tokenizer.calls == calls + 2  # short texts are cheaper to tokenize than to look up
 
 
+class Native:
+    """Stands for a framework's message object (what a store loads and an adapter converts)."""
+
+
+def test_a_stored_count_is_known_for_the_loaded_objects_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counts a store hands back are known by the very native messages it loaded: an equal message
+    of another conversation (another object), or the loaded one edited in place (another digest),
+    is counted as it is; and they go with the objects."""
+    monkeypatch.setattr(tokens_module, "_LOADED", {})
+    text = "the same words in both conversations " * 30
+    mine, theirs = Native(), Native()
+    loaded = Message("user", (TextPart(text),), native=mine)
+    equal = Message("user", (TextPart("".join(text)),), native=theirs)  # equal text, its own object
+    counter = TokenCounter(tokenizer=CountingTokenizer(), tokenizer_name="words")
+    digest = tokens_module.message_digest(loaded)
+    assert digest == tokens_module.message_digest(equal)
+    tokens_module.remember_counts({counter.count_method: {digest: 10**6}}, [mine])
+    assert counter.count_message(loaded) == 10**6
+    assert counter.count_message(equal) == TokenCounter(tokenizer=CountingTokenizer()).count_message(equal)
+    assert counter.count_text(equal.parts[0].text) < 10**6  # nor does its text learn the stored count
+    assert counter.count_message(Message("user", (TextPart(text + "!"),), native=mine)) < 10**6
+    del loaded, mine, counter  # the counter caches the messages it counted
+    gc.collect()
+    assert tokens_module._LOADED == {}
+
+
 def test_a_stored_count_also_gives_the_count_of_its_messages_one_long_text(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A store hands back message counts (`remember_counts`); a processor then sizes a loaded tool
     # result's content on its own (to word a placeholder): derived from the message's count.
-    monkeypatch.setattr(tokens_module, "_KNOWN_COUNTS", {})
+    monkeypatch.setattr(tokens_module, "_LOADED", {})
     content = "def f(x):\n    return x\n" * 200
     thinking = "let me think about this step by step " * 20
+    loaded = [Native(), Native(), Native()]  # the native messages a store loaded
     messages = [
-        Message("tool", (ToolResultPart("c1", "read", content),)),
-        Message.assistant(thinking),
-        Message("assistant", (ThinkingPart(thinking + "!"),)),
+        Message("tool", (ToolResultPart("c1", "read", content),), native=loaded[0]),
+        replace(Message.assistant(thinking), native=loaded[1]),
+        Message("assistant", (ThinkingPart(thinking + "!"),), native=loaded[2]),
     ]
     reference = TokenCounter(tokenizer=CountingTokenizer(), tokenizer_name="words")
     counts = {tokens_module.message_digest(m): reference.count_message(m) for m in messages}
-    tokens_module.remember_counts(reference.count_method, counts)
+    tokens_module.remember_counts({reference.count_method: counts}, loaded)
 
     tokenizer = CountingTokenizer()
     counter = TokenCounter(tokenizer=tokenizer, tokenizer_name="words")
     assert [counter.count_message(m) for m in messages] == list(counts.values())
-    assert counter.count_text(content) == 800
-    assert counter.count_text(thinking) == reference.count_text(thinking)
-    assert counter.count_text(thinking + "!") == reference.count_text(thinking + "!")
+    # The very texts of the loaded messages (what a processor sizes), not equal texts elsewhere.
+    texts = [messages[0].parts[0].content, messages[1].parts[0].text, messages[2].parts[0].text]
+    assert counter.count_text(texts[0]) == 800
+    assert counter.count_text(texts[1]) == reference.count_text(thinking)
+    assert counter.count_text(texts[2]) == reference.count_text(thinking + "!")
     assert tokenizer.calls == 0
     # A message of several parts says nothing of each: its texts are tokenized when asked.
-    both = Message("assistant", (ThinkingPart("a " * 200), TextPart("b " * 200)))
-    tokens_module.remember_counts(reference.count_method, {tokens_module.message_digest(both): 404})
+    both = Message("assistant", (ThinkingPart("a " * 200), TextPart("b " * 200)), native=Native())
+    tokens_module.remember_counts(
+        {reference.count_method: {tokens_module.message_digest(both): 404}}, [both.native]
+    )
     assert counter.count_message(both) == 404
     assert counter.count_text("a " * 200) == 200 and tokenizer.calls == 1
 
@@ -113,13 +145,15 @@ def test_a_copy_with_some_of_a_stored_messages_parts_is_counted_from_its_count(
 ) -> None:
     # `StripThinking` sizes a loaded message without its thinking: the message's stored count less
     # the thinking's, rather than its long tool call tokenized again.
-    monkeypatch.setattr(tokens_module, "_KNOWN_COUNTS", {})
+    monkeypatch.setattr(tokens_module, "_LOADED", {})
     call = ToolCallPart("c1", "write", {"content": "x = 1\n" * 300})
     thinking, text = ThinkingPart("I will write the file"), TextPart("Writing it.")
-    loaded = Message("assistant", (thinking, text, call))
+    loaded = Message("assistant", (thinking, text, call), native=Native())
     reference = TokenCounter(tokenizer=CountingTokenizer(), tokenizer_name="words")
     whole = reference.count_message(loaded)
-    tokens_module.remember_counts(reference.count_method, {tokens_module.message_digest(loaded): whole})
+    tokens_module.remember_counts(
+        {reference.count_method: {tokens_module.message_digest(loaded): whole}}, [loaded.native]
+    )
 
     tokenizer = CountingTokenizer()
     counter = TokenCounter(tokenizer=tokenizer, tokenizer_name="words")

@@ -76,7 +76,7 @@ from historykit import _provenance as provenance
 from historykit._digests import message_digest
 from historykit._frameworks import adapter_for
 from historykit._messages import COMPACTION_KEY, EDIT_KEY, CompactionMarker
-from historykit._tokens import TokenCounter, known_count, remember_counts
+from historykit._tokens import TokenCounter, loaded_count, remember_counts
 from historykit.checkpointers._conversation_schema import (
     CONVERSATIONS,
     ConversationBranchRow,
@@ -297,9 +297,9 @@ class SQLModelConversationStore(ViewSaving):
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
     ) -> Conversation | None:
         """`ConversationStore.load`, and the token counts the store kept for the conversation's
-        messages become known to every `TokenCounter` counting the same way
-        (`historykit._tokens.remember_counts`): the first model call after the load tokenizes only
-        what is new."""
+        messages become known, for those very message objects, to every `TokenCounter` counting the
+        same way (`historykit._tokens.remember_counts`): the first model call after the load
+        tokenizes only what is new."""
         if mark_stored is None or (limit is not None and limit < 0):
             # Pydantic AI's own path (it says what is wrong with a negative limit).
             conversation = await super().load(conversation_id, limit=limit, scope=scope)
@@ -326,8 +326,8 @@ class SQLModelConversationStore(ViewSaving):
                 revision=record.revision,
             )
             mark_stored(conversation, conversation.messages)  # as `ConversationStore.load` does
-        for method, counts in by_method.items():
-            remember_counts(method, counts)
+        if conversation is not None:  # for the very messages loaded, never another conversation's
+            remember_counts(by_method, conversation.messages)
         return conversation
 
     async def save(
@@ -346,13 +346,13 @@ class SQLModelConversationStore(ViewSaving):
         for message in adapter_for(history).to_neutral(history) if history else ():
             digest = message_digest(message)
             if digest not in counts:
-                known = known_count(method, digest)
+                known = loaded_count(message.native, method, digest)
                 counts[digest] = counter.count_message(message) if known is None else known
         if counts:
             await self._run(
                 _write_counts(self._log, conversation.conversation_id, method, counts), write=True
             )
-            remember_counts(method, counts)
+            remember_counts({method: counts}, history)
         return entries
 
     @property

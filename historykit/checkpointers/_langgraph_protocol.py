@@ -431,7 +431,14 @@ class CheckpointPlans:
         run = _RUN_KEY in _configurable(config, "get_tuple")
         (loaded,) = yield from self.load_plan(rows, remember="run" if run else "other")
         if thread_id not in self._db.counts_loaded:
-            yield from self._messages.restore_counts_plan(txn, thread_id)
+            handed = [
+                message
+                for value in loaded.checkpoint["channel_values"].values()
+                if type(value) is builtins.list
+                for message in value
+                if isinstance(message, BaseMessage)
+            ]
+            yield from self._messages.restore_counts_plan(txn, thread_id, handed)
         return loaded
 
     def list_query(

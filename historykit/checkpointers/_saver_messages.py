@@ -392,16 +392,19 @@ class MessagePlans:
                 f"message {message.id!r} of thread {thread_id!r}: bad compaction marker: {exc}"
             ) from None
 
-    def restore_counts_plan(self, txn: _Transaction, thread_id: str) -> Plan[None]:
-        """Make the thread's stored token counts known to every `TokenCounter` of the same method
-        (`historykit._tokens.remember_counts`), once per process: the first model call after a cold
-        load then tokenizes only what is new."""
+    def restore_counts_plan(
+        self, txn: _Transaction, thread_id: str, loaded: Iterable[BaseMessage]
+    ) -> Plan[None]:
+        """Make the thread's stored token counts known for the messages this read hands out
+        (`loaded`; `historykit._tokens.remember_counts`: for those very objects, never for another
+        thread's), once per process: the first model call after a cold load then tokenizes only
+        what is new."""
         by_method = yield from self._sql.log.read_counts_plan(thread_id)
         db = self._db
 
         def remember() -> None:
+            remember_counts(by_method, loaded)
             for method, counts in by_method.items():
-                remember_counts(method, counts)
                 db.counted[thread_id].update((method, digest) for digest in counts)
             db.counts_loaded.add(thread_id)
 

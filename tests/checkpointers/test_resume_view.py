@@ -289,26 +289,90 @@ def test_a_load_brings_back_the_counts_made_the_same_way_only(
         return conversation
 
     asyncio.run(two_turns())
-    # A new process: nothing known but what the load brings back.
-    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
+    # A new process: nothing known but what the load brings back, for the messages it loaded.
+    monkeypatch.setattr(tokens, "_LOADED", {})
     store = SQLModelConversationStore(database_url)
     loaded = asyncio.run(store.load("counted"))
     asyncio.run(store.aclose())
     assert loaded is not None
     neutral = PydanticAIAdapter().to_neutral(loaded.messages)
     exact = TokenCounter()
-    brought = tokens._KNOWN_COUNTS
-    assert set(brought) == {exact.count_method}
-    assert {message_digest(m) for m in neutral} <= set(brought[exact.count_method])
-    # The stored count is the one a counter of the same method makes itself.
-    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
     for message in neutral:
-        assert brought[exact.count_method][message_digest(message)] == TokenCounter().count_message(message)
+        assert tokens.loaded_count(message.native, exact.count_method, message_digest(message)) is not None
+    # What a counter of the same method takes for them is the count it makes itself.
+    known = [TokenCounter().count_message(m) for m in neutral]
+    monkeypatch.setattr(tokens, "_LOADED", {})
+    assert known == [TokenCounter().count_message(m) for m in neutral]
     # A counter of another method (another tokenizer, or another counting scheme after an upgrade)
     # does not take them: it counts for itself.
+    tokens.remember_counts({exact.count_method: {message_digest(neutral[0]): 10**9}}, loaded.messages)
+    assert TokenCounter().count_message(PydanticAIAdapter().to_neutral(loaded.messages)[0]) == 10**9
     other = TokenCounter(tokenizer=heuristic_tokenizer)
     assert other.count_method != exact.count_method
-    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {exact.count_method: {message_digest(neutral[0]): 10**9}})
     assert other.count_message(neutral[0]) < 10**9
     monkeypatch.setattr(tokens, "COUNT_SCHEME", tokens.COUNT_SCHEME + 1)
     assert TokenCounter().count_message(neutral[0]) < 10**9
+
+
+def test_the_first_call_after_a_load_counts_only_what_is_new(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capability's first call on a loaded conversation finds the stored counts of every loaded
+    message (the very objects the store loaded reach the pipeline), and tokenizes only the new
+    request; a conversation whose stored count of an equal message was planted wrong does not
+    change how another conversation is counted."""
+    import sqlalchemy as sa
+
+    from historykit import _tokens as tokens
+    from historykit._tokens import TokenCounter
+    from historykit.checkpointers._database import create_engine
+    from historykit.plugins.pydantic_ai import PydanticAIAdapter
+
+    model, summarizer = ReadingModel(), CountingSummarizer()
+    agent = _agent(model, summarizer, False)
+
+    async def turns(conversation_id: str) -> None:
+        store = SQLModelConversationStore(database_url)
+        conversation = Conversation(conversation_id=conversation_id)
+        for turn in range(2):
+            conversation = (await agent.run(f"Turn {turn}.", conversation=conversation)).conversation
+            await store.save(conversation)
+        await store.aclose()
+
+    for conversation_id in ("planted", "clean"):
+        asyncio.run(turns(conversation_id))
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            planted = conn.execute(
+                sa.text("UPDATE historykit_token_count SET tokens = 999999 WHERE thread_id = 'planted'")
+            ).rowcount
+    finally:
+        engine.dispose()
+    assert planted >= 1
+
+    # A new process: both conversations loaded; the clean one runs its next turn.
+    monkeypatch.setattr(tokens, "_LOADED", {})
+    store = SQLModelConversationStore(database_url)
+    both = {cid: asyncio.run(store.load(cid)) for cid in ("planted", "clean")}
+    asyncio.run(store.aclose())
+    found: list[tuple[object, int | None]] = []
+    lookup = tokens.loaded_count
+
+    def spying(native: object, method: str, digest: bytes) -> int | None:
+        found.append((native, answer := lookup(native, method, digest)))
+        return answer
+
+    monkeypatch.setattr(tokens, "loaded_count", spying)
+    clean = both["clean"]
+    assert clean is not None and both["planted"] is not None
+    asyncio.run(agent.run("Turn 2.", conversation=clean))
+    by_native = {id(native): answer for native, answer in found}
+    loaded_ids = {id(message) for message in clean.messages}
+    assert loaded_ids <= set(by_native)  # every loaded message was looked up ...
+    assert all(by_native[i] is not None for i in loaded_ids)  # ... and found
+    assert all(answer is None or answer < 999999 for _, answer in found)
+    # The request asks the same first question in both: counted as itself, not as planted.
+    first = PydanticAIAdapter().to_neutral(clean.messages)[0]
+    monkeypatch.setattr(tokens, "_LOADED", {})
+    assert TokenCounter().count_message(first) < 999999

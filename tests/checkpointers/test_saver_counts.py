@@ -40,11 +40,22 @@ def _stored_counts(url: str) -> int:
         engine.dispose()
 
 
+def _brought(messages: list[object]) -> dict[str, dict[bytes, int]]:
+    """The counts a load made known for `messages` (`tokens.remember_counts`), by method."""
+    out: dict[str, dict[bytes, int]] = {}
+    for message in messages:
+        entry = tokens._LOADED.get(id(message))
+        assert entry is not None and entry[0]() is message, message
+        for method, counts in entry[1].items():
+            out.setdefault(method, {}).update(counts)
+    return out
+
+
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 def test_a_cold_load_brings_back_the_counts_made_the_same_way_only(
     database_url: str, monkeypatch: pytest.MonkeyPatch, use_async: bool
 ) -> None:
-    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
+    monkeypatch.setattr(tokens, "_LOADED", {})
     monkeypatch.setattr(tokens, "_NOTED", [])
     config: RunnableConfig = {"configurable": {"thread_id": "counted"}}
     saver = SQLModelSaver(database_url)
@@ -56,7 +67,7 @@ def test_a_cold_load_brings_back_the_counts_made_the_same_way_only(
     assert _stored_counts(database_url) == 5
 
     # A new process: nothing known, nothing counted.
-    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
+    monkeypatch.setattr(tokens, "_LOADED", {})
     monkeypatch.setattr(tokens, "_NOTED", [])
     cold = SQLModelSaver(database_url)
     if use_async:
@@ -74,23 +85,107 @@ def test_a_cold_load_brings_back_the_counts_made_the_same_way_only(
     messages = loaded.checkpoint["channel_values"]["messages"]  # type: ignore[attr-defined]
     neutral = LangChainAdapter().to_neutral(messages)
     exact = TokenCounter()
-    brought = dict(tokens._KNOWN_COUNTS)
+    brought = _brought(messages)
     assert set(brought) == {exact.count_method}
     counted = neutral[:-1]
     assert {message_digest(m) for m in counted} == set(brought[exact.count_method])
-    # The stored count is the one a counter of the same method makes itself.
-    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
-    for message in counted:
-        assert brought[exact.count_method][message_digest(message)] == TokenCounter().count_message(message)
+    # What a counter of the same method takes for the loaded messages is the count it makes itself.
+    known = [TokenCounter().count_message(m) for m in counted]
+    monkeypatch.setattr(tokens, "_LOADED", {})
+    assert known == [TokenCounter().count_message(m) for m in counted]
+    assert known == [brought[exact.count_method][message_digest(m)] for m in counted]
     # A count made another way (another tokenizer, or a counting scheme after an upgrade) is not
     # reused: the counter counts for itself.
-    planted = {exact.count_method: {message_digest(counted[0]): 10**9}}
-    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", planted)
+    tokens.remember_counts({exact.count_method: {message_digest(counted[0]): 10**9}}, messages)
+    assert TokenCounter().count_message(LangChainAdapter().to_neutral(messages)[0]) == 10**9
     other = TokenCounter(tokenizer=heuristic_tokenizer)
     assert other.count_method != exact.count_method
     assert other.count_message(counted[0]) < 10**9
     monkeypatch.setattr(tokens, "COUNT_SCHEME", tokens.COUNT_SCHEME + 1)
     assert TokenCounter().count_message(counted[0]) < 10**9
+
+
+def test_a_runs_first_step_after_a_cold_load_counts_only_what_is_new(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new process's first run on a thread: the messages its read hands the graph are the ones
+    the stored counts were made known for, so the node's count finds every earlier message."""
+    monkeypatch.setattr(tokens, "_NOTED", [])
+    config: RunnableConfig = {"configurable": {"thread_id": "resumed"}}
+    saver = SQLModelSaver(database_url)
+    for turn in range(2):
+        _graph(saver).invoke({"messages": [("user", f"turn {turn}: " + "words " * 50)]}, config)  # type: ignore[attr-defined]
+    saver.close()
+
+    monkeypatch.setattr(tokens, "_LOADED", {})
+    monkeypatch.setattr(tokens, "_NOTED", [])
+    found: list[tuple[object, int | None]] = []
+    lookup = tokens.loaded_count
+
+    def spying(native: object, method: str, digest: bytes) -> int | None:
+        found.append((native, answer := lookup(native, method, digest)))
+        return answer
+
+    monkeypatch.setattr(tokens, "loaded_count", spying)
+    cold = SQLModelSaver(database_url)
+    try:
+        _graph(cold).invoke({"messages": [("user", "turn 2")]}, config)  # type: ignore[attr-defined]
+    finally:
+        cold.close()
+    answers = [answer for _, answer in found]
+    # The 3 earlier messages counted before a model call found; the last answer (never counted,
+    # so not stored) and the new question counted.
+    assert len(answers) == 5
+    assert all(a is not None for a in answers[:3]) and answers[3:] == [None, None]
+
+
+def test_a_threads_stored_counts_never_count_another_threads_messages(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads hold a message with the same content; one's stored count of it is planted wrong.
+    After a cold load of both in one process, the planted count is used for that thread's own
+    loaded message only: the other thread's equal message is counted as it is (stored counts are
+    known by the very objects a read handed out, not by content)."""
+    monkeypatch.setattr(tokens, "_LOADED", {})
+    monkeypatch.setattr(tokens, "_NOTED", [])
+    saver = SQLModelSaver(database_url)
+    graph = _graph(saver)
+    same = "the same question, word for word " * 20
+    for thread in ("planted", "clean"):
+        graph.invoke({"messages": [("user", same)]}, {"configurable": {"thread_id": thread}})  # type: ignore[attr-defined]
+    saver.close()
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            planted = conn.execute(
+                sa.text("UPDATE historykit_token_count SET tokens = 999999 WHERE thread_id = 'planted'")
+            ).rowcount
+    finally:
+        engine.dispose()
+    assert planted >= 1
+
+    monkeypatch.setattr(tokens, "_LOADED", {})
+    monkeypatch.setattr(tokens, "_NOTED", [])
+    cold = SQLModelSaver(database_url)
+    try:
+        read = {
+            thread: cold.get_tuple({"configurable": {"thread_id": thread}}).checkpoint["channel_values"][
+                "messages"
+            ]  # type: ignore[union-attr]
+            for thread in ("planted", "clean")
+        }
+    finally:
+        cold.close()
+    counter = TokenCounter()
+    first = {thread: LangChainAdapter().to_neutral(messages)[0] for thread, messages in read.items()}
+    assert message_digest(first["planted"]) == message_digest(first["clean"])
+    assert counter.count_message(first["planted"]) == 999999  # its own thread's count (planted)
+    honest = counter.count_message(first["clean"])
+    assert honest < 1000
+    monkeypatch.setattr(tokens, "_LOADED", {})
+    assert honest == TokenCounter().count_message(first["clean"])
+    # Nor does a long text of it learn the planted count for the other thread's equal text.
+    assert counter.count_text(first["clean"].parts[0].text) == TokenCounter().count_text(same)
 
 
 def test_the_saver_does_not_tokenize_and_forgets_counts_with_the_thread(

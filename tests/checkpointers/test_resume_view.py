@@ -321,12 +321,10 @@ def test_the_first_call_after_a_load_counts_only_what_is_new(
     message (the very objects the store loaded reach the pipeline), and tokenizes only the new
     request; a conversation whose stored count of an equal message was planted wrong does not
     change how another conversation is counted."""
-    import sqlalchemy as sa
-
     from historykit import _tokens as tokens
     from historykit._tokens import TokenCounter
-    from historykit.checkpointers._database import create_engine
     from historykit.plugins.pydantic_ai import PydanticAIAdapter
+    from tests.checkpointers.stored_counts import PLANTED, plant_count, spy_loaded_counts
 
     model, summarizer = ReadingModel(), CountingSummarizer()
     agent = _agent(model, summarizer, False)
@@ -341,29 +339,14 @@ def test_the_first_call_after_a_load_counts_only_what_is_new(
 
     for conversation_id in ("planted", "clean"):
         asyncio.run(turns(conversation_id))
-    engine = create_engine(database_url)
-    try:
-        with engine.begin() as conn:
-            planted = conn.execute(
-                sa.text("UPDATE historykit_token_count SET tokens = 999999 WHERE thread_id = 'planted'")
-            ).rowcount
-    finally:
-        engine.dispose()
-    assert planted >= 1
+    plant_count(database_url, "planted")
 
     # A new process: both conversations loaded; the clean one runs its next turn.
     monkeypatch.setattr(tokens, "_LOADED", {})
     store = SQLModelConversationStore(database_url)
     both = {cid: asyncio.run(store.load(cid)) for cid in ("planted", "clean")}
     asyncio.run(store.aclose())
-    found: list[tuple[object, int | None]] = []
-    lookup = tokens.loaded_count
-
-    def spying(native: object, method: str, digest: bytes) -> int | None:
-        found.append((native, answer := lookup(native, method, digest)))
-        return answer
-
-    monkeypatch.setattr(tokens, "loaded_count", spying)
+    found = spy_loaded_counts(monkeypatch)
     clean = both["clean"]
     assert clean is not None and both["planted"] is not None
     asyncio.run(agent.run("Turn 2.", conversation=clean))
@@ -371,8 +354,8 @@ def test_the_first_call_after_a_load_counts_only_what_is_new(
     loaded_ids = {id(message) for message in clean.messages}
     assert loaded_ids <= set(by_native)  # every loaded message was looked up ...
     assert all(by_native[i] is not None for i in loaded_ids)  # ... and found
-    assert all(answer is None or answer < 999999 for _, answer in found)
+    assert all(answer is None or answer < PLANTED for _, answer in found)
     # The request asks the same first question in both: counted as itself, not as planted.
     first = PydanticAIAdapter().to_neutral(clean.messages)[0]
     monkeypatch.setattr(tokens, "_LOADED", {})
-    assert TokenCounter().count_message(first) < 999999
+    assert TokenCounter().count_message(first) < PLANTED

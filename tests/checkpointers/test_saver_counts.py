@@ -17,6 +17,7 @@ from historykit._tokens import TokenCounter, heuristic_tokenizer
 from historykit.checkpointers import SQLModelSaver
 from historykit.checkpointers._database import create_engine
 from historykit.plugins.langchain import LangChainAdapter
+from tests.checkpointers.stored_counts import PLANTED, plant_count, spy_loaded_counts
 
 
 def _graph(saver: SQLModelSaver) -> object:
@@ -119,14 +120,7 @@ def test_a_runs_first_step_after_a_cold_load_counts_only_what_is_new(
 
     monkeypatch.setattr(tokens, "_LOADED", {})
     monkeypatch.setattr(tokens, "_NOTED", [])
-    found: list[tuple[object, int | None]] = []
-    lookup = tokens.loaded_count
-
-    def spying(native: object, method: str, digest: bytes) -> int | None:
-        found.append((native, answer := lookup(native, method, digest)))
-        return answer
-
-    monkeypatch.setattr(tokens, "loaded_count", spying)
+    found = spy_loaded_counts(monkeypatch)
     cold = SQLModelSaver(database_url)
     try:
         _graph(cold).invoke({"messages": [("user", "turn 2")]}, config)  # type: ignore[attr-defined]
@@ -154,15 +148,7 @@ def test_a_threads_stored_counts_never_count_another_threads_messages(
     for thread in ("planted", "clean"):
         graph.invoke({"messages": [("user", same)]}, {"configurable": {"thread_id": thread}})  # type: ignore[attr-defined]
     saver.close()
-    engine = create_engine(database_url)
-    try:
-        with engine.begin() as conn:
-            planted = conn.execute(
-                sa.text("UPDATE historykit_token_count SET tokens = 999999 WHERE thread_id = 'planted'")
-            ).rowcount
-    finally:
-        engine.dispose()
-    assert planted >= 1
+    plant_count(database_url, "planted")
 
     monkeypatch.setattr(tokens, "_LOADED", {})
     monkeypatch.setattr(tokens, "_NOTED", [])
@@ -179,7 +165,7 @@ def test_a_threads_stored_counts_never_count_another_threads_messages(
     counter = TokenCounter()
     first = {thread: LangChainAdapter().to_neutral(messages)[0] for thread, messages in read.items()}
     assert message_digest(first["planted"]) == message_digest(first["clean"])
-    assert counter.count_message(first["planted"]) == 999999  # its own thread's count (planted)
+    assert counter.count_message(first["planted"]) == PLANTED  # its own thread's count (planted)
     honest = counter.count_message(first["clean"])
     assert honest < 1000
     monkeypatch.setattr(tokens, "_LOADED", {})

@@ -261,6 +261,7 @@ class TokenCounter:
     _learned: dict[int, tuple[str, int]] = field(default_factory=dict, init=False, repr=False)
     """Counts of the very text objects of loaded messages, derived from their stored counts
     (`_learn_text`): by identity, so a stored count never sizes another conversation's equal text."""
+    _learned_chars: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.tokenizer is not None and not callable(self.tokenizer):
@@ -362,12 +363,13 @@ class TokenCounter:
             return
         if len(text) < _CACHED_TEXT or tokens < 0:
             return
-        learned = self._learned
-        if len(learned) >= self.max_cached:
-            for old in list(learned)[: len(learned) // 2]:
-                learned.pop(old, None)
-        # The entry holds the text, so its `id` is not reused while it is there.
-        learned[id(text)] = (text, tokens)
+        # The entry holds the text, so its `id` is not reused while it is there; bounded by
+        # characters as the text cache is, so loaded conversations' outputs are not kept alive.
+        if self._learned_chars + len(text) > _MAX_CACHED_CHARS:
+            self._learned.clear()
+            self._learned_chars = 0
+        self._learned[id(text)] = (text, tokens)
+        self._learned_chars += len(text)
 
     def _learn_parts(self, message: Message, tokens: int) -> None:
         """Remember that the parts of `message` count `tokens` with it (a store's count): a copy of

@@ -170,6 +170,26 @@ def test_a_copy_with_some_of_a_stored_messages_parts_is_counted_from_its_count(
     assert counter.count_message(other) == reference.count_message(stripped)
 
 
+def test_counts_learnt_from_a_load_hold_a_bounded_number_of_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The texts whose counts a counter learnt from stored counts are held (their ids must stay
+    theirs), within the same bound of characters as the text cache: a long-running server does not
+    keep every loaded conversation's outputs alive."""
+    monkeypatch.setattr(tokens_module, "_LOADED", {})
+    monkeypatch.setattr(tokens_module, "_MAX_CACHED_CHARS", 3_000)
+    reference = TokenCounter(tokenizer=CountingTokenizer(), tokenizer_name="words")
+    counter = TokenCounter(tokenizer=CountingTokenizer(), tokenizer_name="words")
+    natives = [Native() for _ in range(3)]
+    messages = [Message("user", (TextPart(f"{i} " + "x " * 500),), native=n) for i, n in enumerate(natives)]
+    counts = {tokens_module.message_digest(m): reference.count_message(m) for m in messages}
+    tokens_module.remember_counts({reference.count_method: counts}, natives)
+    for message in messages:
+        counter.count_message(message)
+        assert counter._learned_chars <= 3_000
+    assert len(counter._learned) == 1  # about 1,000 characters each: the third started afresh
+
+
 def test_the_text_cache_holds_a_bounded_number_of_characters(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens_module, "_MAX_CACHED_CHARS", 3_000)
     tokenizer = CountingTokenizer()

@@ -234,7 +234,7 @@ class ClearToolResults(HistoryProcessor):
     recall_tool: str | None = None
     """The name of the recall tool, when the integration installed one (`historykit.Recall`): a
     cleared result then names it with a handle instead of saying "call the tool again"."""
-    _cache: IdentityCache[tuple[Message, Message | None, Message, int, int, int]] = field(
+    _cache: IdentityCache[tuple[Message, Message | None, Message, int]] = field(
         default_factory=IdentityCache, init=False, repr=False, compare=False
     )
     _cache_key: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
@@ -320,7 +320,7 @@ class ClearToolResults(HistoryProcessor):
             if hit is None or hit[1] is not owner:
                 hit = self._entry(msg, owner, counter, ctx.cache_policy)
             cleared.append(hit[2])
-            less.append(hit[4])
+            less.append(hit[3])
         memo.latest = (tuple(messages), key, (*map(tuple, lists), caller))
         edited = prefix_sums(less)
         min_gain = self.min_gain
@@ -359,9 +359,9 @@ class ClearToolResults(HistoryProcessor):
 
     def _entry(
         self, msg: Message, caller: Message | None, counter: TokenCounter, policy: CachePolicy
-    ) -> tuple[Message, Message | None, Message, int, int, int]:
-        """What `process` needs to know of `msg`, cached: `msg` cleared (itself when nothing is),
-        its size before and after, and how many tool results it carries.
+    ) -> tuple[Message, Message | None, Message, int]:
+        """What `process` needs to know of `msg`, cached: `msg` cleared (itself when nothing is) and
+        its size then.
 
         `caller` is the assistant message whose calls `msg`'s tool parts belong to.
         """
@@ -370,9 +370,8 @@ class ClearToolResults(HistoryProcessor):
         new_size = counter.count_message(new) if new is not msg else size
         if new_size >= size:  # an edit that saves nothing is not made
             new, new_size = msg, size
-        results = 0 if msg.role == "assistant" else sum(isinstance(p, ToolResultPart) for p in msg.parts)
         # The entry holds `new` so the counter's own per-object cache keeps hitting on it.
-        return self._cache.put(msg, (msg, caller, new, size, new_size, results), policy)
+        return self._cache.put(msg, (msg, caller, new, new_size), policy)
 
     def _clear(self, msg: Message, caller: Message | None, counter: TokenCounter) -> Message:
         if msg.pinned or caller is None:
